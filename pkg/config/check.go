@@ -1,0 +1,83 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The values [agent] backend and [sandbox] mode accept.
+var (
+	backends     = []string{"auto", "reflink", "copy", "overlay"}
+	sandboxModes = []string{"auto", "on", "off"}
+)
+
+// The checks below return "" for a valid value, else what is wrong (to
+// follow the key or variable in the message) and, where the value is a
+// choice, a hint.
+
+func backendProblem(v string) (msg, hint string) {
+	if slices.Contains(backends, v) {
+		return "", ""
+	}
+	msg = "not a backend; use one of " + strings.Join(backends, ", ")
+	if v == "hardlink" {
+		// Invariant 3 of the spec: there is no hardlink backend.
+		return msg, "Ferry never forks with hardlinks: Cargo rewrites fingerprint files with File::create, " +
+			"truncating the shared inode, so an agent's rebuild would modify the base; " +
+			"use reflink (copy-on-write, new inodes), or auto to let Ferry choose"
+	}
+	return msg, "auto picks reflink where the store's filesystem can clone files, else overlay in the sandbox, else copy"
+}
+
+func sandboxModeProblem(v string) (msg, hint string) {
+	if slices.Contains(sandboxModes, v) {
+		return "", ""
+	}
+	return "not a sandbox mode; use one of " + strings.Join(sandboxModes, ", "),
+		"auto uses the namespace sandbox where user namespaces work; on and off force the choice"
+}
+
+// pathProblem checks a configured directory before it is resolved.
+func pathProblem(p string) string {
+	switch {
+	case p == "":
+		return "the path is empty"
+	case strings.HasPrefix(p, "~") && p != "~" && !strings.HasPrefix(p, "~/"):
+		return `only a leading "~/" is expanded; ~user is not supported`
+	}
+	return ""
+}
+
+// branchPrefixProblem checks that p followed by an agent name can be a git
+// branch name (the rules of git check-ref-format, applied to a prefix: the
+// last path component is completed by the name, so only it may end in
+// ".lock" or be empty).
+func branchPrefixProblem(p string) string {
+	switch {
+	case strings.HasPrefix(p, "-"):
+		return `starts with "-"`
+	case strings.HasPrefix(p, "/"):
+		return `starts with "/"`
+	}
+	for _, bad := range []string{"..", "//", "@{"} {
+		if strings.Contains(p, bad) {
+			return fmt.Sprintf("contains %q", bad)
+		}
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(` ~^:?*[\`, r) {
+			return fmt.Sprintf("contains %q", r)
+		}
+	}
+	parts := strings.Split(p, "/")
+	for i, c := range parts {
+		if strings.HasPrefix(c, ".") {
+			return `has a path component starting with "."`
+		}
+		if i < len(parts)-1 && strings.HasSuffix(c, ".lock") {
+			return `has a path component ending in ".lock"`
+		}
+	}
+	return ""
+}

@@ -1,0 +1,223 @@
+// Package config loads Ferry's settings: ferry.toml at the repository root,
+// the [platform.linux] and [platform.macos] tables that override it on one
+// platform, and the FERRY_* environment variables that override both.
+//
+// Load returns either complete, validated Settings or a failure.Usage error
+// that says where the problem is. A misspelt key is an error, never a setting
+// silently ignored: a build configured other than the user believes is the
+// kind of surprise Ferry exists to prevent. Errors in the file name the file,
+// the line and the dotted key (ferry.toml:3: unknown key "base.wram");
+// errors in the environment name the variable. Both platform tables are
+// checked on every platform, so a ferry.toml that is broken on macOS fails on
+// Linux too.
+//
+// Every path in Settings is absolute and cleaned: relative paths in the file
+// are taken from the repository root, relative paths in the environment from
+// the working directory, and a leading ~/ means the home directory. Callers
+// therefore never depend on the working directory after Load.
+package config
+
+import (
+	"path/filepath"
+	"runtime"
+	"slices"
+)
+
+// FileName is the configuration file Load reads from the repository root.
+const FileName = "ferry.toml"
+
+// GeneratedClippy is the clippy command DefaultWarm adds. When Ferry
+// generated it (Settings.WarmIsDefault), a failure only warns and is
+// recorded as incomplete; the same command configured by the user fails the
+// build like any other. Use Settings.IsGeneratedClippy to tell them apart.
+const GeneratedClippy = "cargo clippy --workspace --all-targets"
+
+// generatedBuild is the build command every default warm list starts with.
+const generatedBuild = "cargo build --workspace --all-targets"
+
+const defaultBranchPrefix = "ferry/"
+
+// Settings is Ferry's configuration after the file, the platform overrides,
+// the environment and the defaults have been applied.
+type Settings struct {
+	StoreParent    string   // absolute: FERRY_HOME, [store] dir, or the platform cache dir + /ferry
+	WorktreeParent string   // absolute: FERRY_WORKTREES, [agent] worktree-dir, $FERRY_HOME/worktrees, or the platform data dir + /ferry/worktrees
+	Warm           []string // the [base] warm commands; DefaultWarm(true) when WarmIsDefault
+	WarmIsDefault  bool     // [base] warm is set neither at the top level nor in this platform's table
+	BranchPrefix   string   // [agent] branch-prefix, default "ferry/"
+	Backend        string   // "auto" | "reflink" | "copy" | "overlay" (FERRY_BACKEND, [agent] backend)
+	SandboxMode    string   // "auto" | "on" | "off" (FERRY_SANDBOX, [sandbox] mode)
+	BusURL         string   // FERRY_NATS_URL, [bus] url; "" for none
+	File           string   // path of the ferry.toml that was read, "" if there was none
+}
+
+// DefaultWarm returns the warm commands used when ferry.toml sets none: a
+// build of every target of the workspace, and clippy over the same targets
+// when clippyWorks (cargo clippy --version succeeded).
+func DefaultWarm(clippyWorks bool) []string {
+	warm := []string{generatedBuild}
+	if clippyWorks {
+		warm = append(warm, GeneratedClippy)
+	}
+	return warm
+}
+
+// IsGeneratedClippy reports whether cmd is the clippy command Ferry added to
+// the default warm list, whose failure only warns, rather than a command the
+// user configured, whose failure discards the base.
+func (s *Settings) IsGeneratedClippy(cmd string) bool {
+	return s.WarmIsDefault && cmd == GeneratedClippy
+}
+
+// Load reads <repoRoot>/ferry.toml (an absent file is fine) and the
+// environment, and returns the resulting Settings. repoRoot is the top level
+// of the git worktree; a relative repoRoot is taken from env's working
+// directory. All errors a user can fix are failure.Usage errors with a hint.
+func Load(repoRoot string, env Env) (*Settings, error) {
+	return load(repoRoot, env, runtime.GOOS)
+}
+
+// load is Load for the platform goos (a runtime.GOOS value), so tests can
+// check the overrides and defaults of a platform they do not run on.
+func load(repoRoot string, env Env, goos string) (*Settings, error) {
+	r := resolver{env: env}
+	root, err := r.abs(repoRoot, "the repository root")
+	if err != nil {
+		return nil, err
+	}
+	doc, err := readDocument(filepath.Join(root, FileName))
+	if err != nil {
+		return nil, err
+	}
+	if err := doc.check(); err != nil {
+		return nil, err
+	}
+	t := doc.effective(platformName(goos))
+
+	s := &Settings{
+		BranchPrefix: defaultBranchPrefix,
+		Backend:      "auto",
+		SandboxMode:  "auto",
+		File:         doc.file,
+	}
+	if err := s.applyFile(&t, root, &r); err != nil {
+		return nil, err
+	}
+	if err := s.applyEnv(env, &r); err != nil {
+		return nil, err
+	}
+	if err := s.applyDefaults(env, goos); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// applyFile copies the merged file values into s. The values were checked by
+// document.check; what can still fail is finding the home directory for ~/.
+func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
+	var err error
+	if t.Store.Dir != nil {
+		if s.StoreParent, err = r.path(*t.Store.Dir, root, "store.dir"); err != nil {
+			return err
+		}
+	}
+	if t.Agent.WorktreeDir != nil {
+		if s.WorktreeParent, err = r.path(*t.Agent.WorktreeDir, root, "agent.worktree-dir"); err != nil {
+			return err
+		}
+	}
+	if t.Base.Warm != nil {
+		s.Warm = slices.Clone(*t.Base.Warm)
+	}
+	if t.Agent.BranchPrefix != nil {
+		s.BranchPrefix = *t.Agent.BranchPrefix
+	}
+	if t.Agent.Backend != nil {
+		s.Backend = *t.Agent.Backend
+	}
+	if t.Sandbox.Mode != nil {
+		s.SandboxMode = *t.Sandbox.Mode
+	}
+	if t.Bus.URL != nil {
+		s.BusURL = *t.Bus.URL
+	}
+	return nil
+}
+
+// applyEnv lets the FERRY_* variables override the file. An empty variable
+// counts as unset.
+func (s *Settings) applyEnv(env Env, r *resolver) error {
+	if v := env.Getenv("FERRY_HOME"); v != "" {
+		home, err := r.envPath("FERRY_HOME", v)
+		if err != nil {
+			return err
+		}
+		s.StoreParent = home
+		// $FERRY_HOME/worktrees ranks below [agent] worktree-dir: FERRY_HOME
+		// names the store, and only says where worktrees go when nothing
+		// more specific does.
+		if s.WorktreeParent == "" {
+			s.WorktreeParent = filepath.Join(home, "worktrees")
+		}
+	}
+	if v := env.Getenv("FERRY_WORKTREES"); v != "" {
+		dir, err := r.envPath("FERRY_WORKTREES", v)
+		if err != nil {
+			return err
+		}
+		s.WorktreeParent = dir
+	}
+	if v := env.Getenv("FERRY_BACKEND"); v != "" {
+		if msg, hint := backendProblem(v); msg != "" {
+			return envError("FERRY_BACKEND", v, msg, hint)
+		}
+		s.Backend = v
+	}
+	if v := env.Getenv("FERRY_SANDBOX"); v != "" {
+		if msg, hint := sandboxModeProblem(v); msg != "" {
+			return envError("FERRY_SANDBOX", v, msg, hint)
+		}
+		s.SandboxMode = v
+	}
+	if v := env.Getenv("FERRY_NATS_URL"); v != "" {
+		s.BusURL = v
+	}
+	return nil
+}
+
+// applyDefaults fills what neither the file nor the environment set.
+func (s *Settings) applyDefaults(env Env, goos string) error {
+	if s.StoreParent == "" {
+		dir, err := cacheDir(env, goos)
+		if err != nil {
+			return err
+		}
+		s.StoreParent = filepath.Join(dir, "ferry")
+	}
+	if s.WorktreeParent == "" {
+		dir, err := dataDir(env, goos)
+		if err != nil {
+			return err
+		}
+		s.WorktreeParent = filepath.Join(dir, "ferry", "worktrees")
+	}
+	if s.Warm == nil {
+		// Both generated commands: the caller drops clippy when
+		// cargo clippy --version fails, as it does for every clippy command.
+		s.Warm = DefaultWarm(true)
+		s.WarmIsDefault = true
+	}
+	return nil
+}
+
+// platformName maps runtime.GOOS to the name of its [platform.*] table, or
+// "" for a platform without one.
+func platformName(goos string) string {
+	switch goos {
+	case "linux":
+		return "linux"
+	case "darwin":
+		return "macos"
+	}
+	return ""
+}

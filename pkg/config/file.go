@@ -1,0 +1,530 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// The schema of ferry.toml. Every value is a pointer so that "not set" can
+// be told from a zero value: a platform table overrides only what it sets,
+// and WarmIsDefault means no warm key at all, not an empty one.
+
+// tables are the tables that may appear at the top level and again under
+// [platform.linux] and [platform.macos].
+type tables struct {
+	Store   storeTable   `toml:"store"`
+	Base    baseTable    `toml:"base"`
+	Agent   agentTable   `toml:"agent"`
+	Sandbox sandboxTable `toml:"sandbox"`
+	Bus     busTable     `toml:"bus"`
+}
+
+type storeTable struct {
+	Dir *string `toml:"dir"`
+}
+
+type baseTable struct {
+	Warm *[]string `toml:"warm"`
+}
+
+type agentTable struct {
+	WorktreeDir  *string `toml:"worktree-dir"`
+	BranchPrefix *string `toml:"branch-prefix"`
+	Backend      *string `toml:"backend"`
+}
+
+type sandboxTable struct {
+	Mode *string `toml:"mode"`
+}
+
+type busTable struct {
+	URL *string `toml:"url"`
+}
+
+type platformTables struct {
+	Linux tables `toml:"linux"`
+	MacOS tables `toml:"macos"`
+}
+
+type schema struct {
+	tables
+	Platform platformTables `toml:"platform"`
+}
+
+// override replaces the values of t that o sets.
+func (t *tables) override(o *tables) {
+	set(&t.Store.Dir, o.Store.Dir)
+	set(&t.Base.Warm, o.Base.Warm)
+	set(&t.Agent.WorktreeDir, o.Agent.WorktreeDir)
+	set(&t.Agent.BranchPrefix, o.Agent.BranchPrefix)
+	set(&t.Agent.Backend, o.Agent.Backend)
+	set(&t.Sandbox.Mode, o.Sandbox.Mode)
+	set(&t.Bus.URL, o.Bus.URL)
+}
+
+func set[T any](dst **T, src *T) {
+	if src != nil {
+		*dst = src
+	}
+}
+
+// document is a decoded ferry.toml, or an empty one when there is none.
+type document struct {
+	path   string          // where ferry.toml is or would be
+	file   string          // path when the file exists, else ""
+	schema schema          // the decoded values
+	sites  map[string]site // where each dotted key was written
+}
+
+// site is where a key was written and what kind of value it was given.
+type site struct {
+	key   []string
+	line  int
+	found string // the value's TOML type, worded like describe: "a string"
+}
+
+func readDocument(path string) (*document, error) {
+	d := &document{path: path}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return d, nil
+	}
+	if err != nil {
+		return nil, failure.Wrap(failure.Usage, err, "make "+FileName+" a readable file, or remove it", "read %s", path)
+	}
+	d.file = path
+	d.sites = locate(data)
+	if err := d.decode(data); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// decode fills d.schema, turning go-toml's errors into ones that name the
+// file, the line and the key.
+func (d *document) decode(data []byte) error {
+	err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&d.schema)
+	if err == nil {
+		return d.checkKeyCase()
+	}
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) && len(strict.Errors) > 0 {
+		first := &strict.Errors[0]
+		line, _ := first.Position()
+		return d.unknownKey(line, first.Key(), len(strict.Errors)-1)
+	}
+	var de *toml.DecodeError
+	if !errors.As(err, &de) {
+		return failure.Wrap(failure.Usage, err, "check the TOML syntax", "%s: decode", d.path)
+	}
+	line, _ := de.Position()
+	if key := de.Key(); len(key) > 0 {
+		if t, ok := schemaType(key); ok {
+			want := describe(t)
+			if found := d.sites[strings.Join(key, ".")].found; found != "" && found != want {
+				return failure.New(failure.Usage, typeHint(key, t),
+					"%s:%d: %s must be %s, not %s", d.path, line, strings.Join(key, "."), want, found)
+			}
+		}
+	}
+	return failure.Wrap(failure.Usage, de, "fix the TOML at that line", "%s:%d: invalid TOML", d.path, line)
+}
+
+// checkKeyCase rejects keys that go-toml matched only by ignoring case: TOML
+// keys are case-sensitive, so "Backend" is not "backend".
+func (d *document) checkKeyCase() error {
+	// In document order, so the first bad key is the one reported.
+	sites := slices.SortedFunc(maps.Values(d.sites), func(a, b site) int {
+		return cmp.Or(cmp.Compare(a.line, b.line), slices.Compare(a.key, b.key))
+	})
+	for _, s := range sites {
+		if _, ok := schemaType(s.key); !ok {
+			return d.unknownKey(s.line, s.key, 0)
+		}
+	}
+	return nil
+}
+
+// unknownKey reports key, written at line, as unknown; more is how many
+// other unknown keys the file has.
+func (d *document) unknownKey(line int, key []string, more int) error {
+	if len(key) == 0 {
+		return failure.New(failure.Usage, keysHint(nil, ""), "%s:%d: unknown key", d.path, line)
+	}
+	// The first part of key the schema does not know is the unknown one;
+	// the parts before it name the table it was written in.
+	n := 0
+	for n < len(key)-1 {
+		if _, ok := schemaType(key[:n+1]); !ok {
+			break
+		}
+		n++
+	}
+	table, name := key[:n], key[n]
+	msg := fmt.Sprintf("%s:%d: unknown key %q", d.path, line, strings.Join(key[:n+1], "."))
+	if more > 0 {
+		msg += fmt.Sprintf(" (and %d more)", more)
+	}
+	return failure.New(failure.Usage, keysHint(table, name), "%s", msg)
+}
+
+// errorAt reports an invalid value of key, naming the line it is on.
+func (d *document) errorAt(key, hint, msg string) error {
+	if s, ok := d.sites[key]; ok {
+		return failure.New(failure.Usage, hint, "%s:%d: %s", d.path, s.line, msg)
+	}
+	return failure.New(failure.Usage, hint, "%s: %s", d.path, msg)
+}
+
+// check validates the values of the top-level tables and of both platform
+// tables, whichever platform this is.
+func (d *document) check() error {
+	if err := d.checkTables(&d.schema.tables, ""); err != nil {
+		return err
+	}
+	if err := d.checkTables(&d.schema.Platform.Linux, "platform.linux."); err != nil {
+		return err
+	}
+	return d.checkTables(&d.schema.Platform.MacOS, "platform.macos.")
+}
+
+func (d *document) checkTables(t *tables, prefix string) error {
+	for _, p := range []struct {
+		key   string
+		value *string
+	}{
+		{"store.dir", t.Store.Dir},
+		{"agent.worktree-dir", t.Agent.WorktreeDir},
+	} {
+		if p.value == nil {
+			continue
+		}
+		if msg := pathProblem(*p.value); msg != "" {
+			key := prefix + p.key
+			return d.errorAt(key, "give a directory, or remove the key to use the default",
+				fmt.Sprintf("%s = %q: %s", key, *p.value, msg))
+		}
+	}
+	if w := t.Base.Warm; w != nil {
+		key := prefix + "base.warm"
+		if len(*w) == 0 {
+			return d.errorAt(key, `list at least one command, e.g. warm = ["`+generatedBuild+`"], or remove the key to use the default`,
+				key+" is empty")
+		}
+		for i, c := range *w {
+			if strings.TrimSpace(c) == "" {
+				return d.errorAt(key, "remove the empty command", fmt.Sprintf("%s: command %d is empty", key, i+1))
+			}
+		}
+	}
+	if v := t.Agent.BranchPrefix; v != nil {
+		if msg := branchPrefixProblem(*v); msg != "" {
+			key := prefix + "agent.branch-prefix"
+			return d.errorAt(key, `an agent's branch is the prefix followed by its name, so the prefix must be part of a valid git branch name, like the default "`+defaultBranchPrefix+`"`,
+				fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
+	if v := t.Agent.Backend; v != nil {
+		if msg, hint := backendProblem(*v); msg != "" {
+			key := prefix + "agent.backend"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
+	if v := t.Sandbox.Mode; v != nil {
+		if msg, hint := sandboxModeProblem(*v); msg != "" {
+			key := prefix + "sandbox.mode"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
+	return nil
+}
+
+// effective returns the top-level tables with the platform's table (a
+// platformName) laid over them.
+func (d *document) effective(platform string) tables {
+	t := d.schema.tables
+	switch platform {
+	case "linux":
+		t.override(&d.schema.Platform.Linux)
+	case "macos":
+		t.override(&d.schema.Platform.MacOS)
+	}
+	return t
+}
+
+// locate records the line and value type of every key in data. go-toml's
+// decoder gives positions only for its own errors; these let errors about
+// values (a bad backend, an empty warm list) name their line too. On a
+// syntax error it returns the keys before it, and decode reports the error.
+func locate(data []byte) map[string]site {
+	sites := map[string]site{}
+	var p unstable.Parser
+	p.Reset(data)
+	var table []string
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			table = keyParts(e)
+			found := "a table"
+			if e.Kind == unstable.ArrayTable {
+				found = "an array of tables"
+			}
+			addSite(sites, table, keyLine(&p, e), found)
+		case unstable.KeyValue:
+			addKeyValue(&p, sites, table, e)
+		}
+	}
+	return sites
+}
+
+func addKeyValue(p *unstable.Parser, sites map[string]site, table []string, kv *unstable.Node) {
+	key := append(slices.Clone(table), keyParts(kv)...)
+	v := kv.Value()
+	addSite(sites, key, keyLine(p, kv), valueKind(v))
+	if v.Kind == unstable.InlineTable {
+		it := v.Children()
+		for it.Next() {
+			if it.Node().Kind == unstable.KeyValue {
+				addKeyValue(p, sites, key, it.Node())
+			}
+		}
+	}
+}
+
+func addSite(sites map[string]site, key []string, line int, found string) {
+	k := strings.Join(key, ".")
+	if _, ok := sites[k]; !ok {
+		sites[k] = site{key: key, line: line, found: found}
+	}
+}
+
+func keyParts(n *unstable.Node) []string {
+	var parts []string
+	it := n.Key()
+	for it.Next() {
+		parts = append(parts, string(it.Node().Data))
+	}
+	return parts
+}
+
+// keyLine returns the line of the first part of n's key.
+func keyLine(p *unstable.Parser, n *unstable.Node) int {
+	it := n.Key()
+	if !it.Next() {
+		return 0
+	}
+	return p.Shape(it.Node().Raw).Start.Line
+}
+
+// valueKind words the TOML type of v the way describe words a Go type, so
+// the two can be compared.
+func valueKind(v *unstable.Node) string {
+	switch v.Kind {
+	case unstable.String:
+		return "a string"
+	case unstable.Bool:
+		return "a boolean"
+	case unstable.Integer:
+		return "an integer"
+	case unstable.Float:
+		return "a float"
+	case unstable.InlineTable:
+		return "a table"
+	case unstable.Array:
+		it := v.Children()
+		for it.Next() {
+			if it.Node().Kind != unstable.String {
+				return "an array holding " + valueKind(it.Node())
+			}
+		}
+		return "an array of strings"
+	}
+	return "a date or time"
+}
+
+// The schema is read by reflection from the struct tags, so the keys errors
+// list cannot drift from the keys the decoder accepts.
+
+// schemaType returns the type of the value at key, matching key parts
+// exactly (TOML keys are case-sensitive).
+func schemaType(key []string) (reflect.Type, bool) {
+	t := reflect.TypeFor[schema]()
+	for _, part := range key {
+		if t.Kind() != reflect.Struct {
+			return nil, false
+		}
+		f, ok := fieldsOf(t)[part]
+		if !ok {
+			return nil, false
+		}
+		t = f
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+	}
+	return t, true
+}
+
+// fieldsOf returns the TOML keys of struct type t and their types,
+// flattening embedded structs as go-toml does.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	if t == nil || t.Kind() != reflect.Struct {
+		return fields
+	}
+	for f := range t.Fields() {
+		if f.Anonymous {
+			maps.Copy(fields, fieldsOf(f.Type))
+			continue
+		}
+		fields[f.Tag.Get("toml")] = f.Type
+	}
+	return fields
+}
+
+// keyNames returns the TOML keys of struct type t in declaration order.
+func keyNames(t reflect.Type) []string {
+	var names []string
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	for f := range t.Fields() {
+		if f.Anonymous {
+			names = append(names, keyNames(f.Type)...)
+			continue
+		}
+		names = append(names, f.Tag.Get("toml"))
+	}
+	return names
+}
+
+// describe words the TOML type a Go field of type t accepts.
+func describe(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "an array of strings"
+	}
+	return "a table"
+}
+
+func typeHint(key []string, t reflect.Type) string {
+	name := key[len(key)-1]
+	switch describe(t) {
+	case "a string":
+		return fmt.Sprintf(`quote the value: %s = "…"`, name)
+	case "an array of strings":
+		return fmt.Sprintf(`write a list of quoted commands: %s = ["%s"]`, name, generatedBuild)
+	}
+	return fmt.Sprintf("[%s] is a table; it takes: %s", strings.Join(key, "."), strings.Join(keyNames(t), ", "))
+}
+
+// keysHint lists the keys table takes, with a guess at the one meant when
+// name is close to a known key.
+func keysHint(table []string, name string) string {
+	t, _ := schemaType(table)
+	where := FileName
+	if len(table) > 0 {
+		where = "[" + strings.Join(table, ".") + "]"
+	}
+	list := fmt.Sprintf("%s takes: %s", where, strings.Join(keyNames(t), ", "))
+	if guess := suggest(table, name); guess != "" {
+		return fmt.Sprintf("did you mean %q? %s", guess, list)
+	}
+	return list
+}
+
+// suggest returns the dotted key name was probably meant to be: a close key
+// of the same table, else a key of that name or close to it in another
+// table at the same level (warm at the top level means base.warm).
+func suggest(table []string, name string) string {
+	t, _ := schemaType(table)
+	if k := closest(keyNames(t), name); k != "" {
+		return strings.Join(append(slices.Clone(table), k), ".")
+	}
+	// The tables a misplaced key may belong to: the top-level ones, or those
+	// of the same [platform.*] table.
+	var scope []string
+	if len(table) >= 2 && table[0] == "platform" {
+		scope = table[:2]
+	}
+	var candidates []string
+	for _, tname := range keyNames(reflect.TypeFor[tables]()) {
+		tt, _ := schemaType([]string{tname})
+		for _, k := range keyNames(tt) {
+			candidates = append(candidates, tname+"."+k)
+		}
+	}
+	best := closest(candidates, name)
+	if best == "" {
+		return ""
+	}
+	return strings.Join(append(slices.Clone(scope), best), ".")
+}
+
+// closest returns the key whose last part is within maxTypos edits of
+// name, the closest first, "" if none.
+func closest(keys []string, name string) string {
+	best, bestDist := "", -1
+	for _, k := range keys {
+		leaf := k[strings.LastIndexByte(k, '.')+1:]
+		if d := editDistance(strings.ToLower(name), leaf); d <= maxTypos(name) && (bestDist < 0 || d < bestDist) {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// maxTypos is how many edits still count as a typo: one for short keys, so
+// that dir is not taken for url.
+func maxTypos(name string) int {
+	if len(name) <= 4 {
+		return 1
+	}
+	return 2
+}
+
+// editDistance is the optimal string alignment distance: insertions,
+// deletions, substitutions and transpositions of adjacent bytes each cost
+// one, so "wram" is one edit from "warm".
+func editDistance(a, b string) int {
+	// d[i][j] is the distance between a[:i] and b[:j].
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}

@@ -1,0 +1,146 @@
+package git
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// scrubbed lists the variables removed from every git call's environment.
+// Each one can redirect git away from the directory given with -C (a hook
+// that runs ferry inherits GIT_DIR and GIT_INDEX_FILE from the git that runs
+// the hook) or change how Ferry's own pathspec arguments are read.
+var scrubbed = map[string]bool{
+	"GIT_DIR":                          true,
+	"GIT_WORK_TREE":                    true,
+	"GIT_INDEX_FILE":                   true,
+	"GIT_PREFIX":                       true,
+	"GIT_COMMON_DIR":                   true,
+	"GIT_OBJECT_DIRECTORY":             true,
+	"GIT_ALTERNATE_OBJECT_DIRECTORIES": true,
+	"GIT_NAMESPACE":                    true,
+	"GIT_LITERAL_PATHSPECS":            true,
+	"GIT_GLOB_PATHSPECS":               true,
+	"GIT_NOGLOB_PATHSPECS":             true,
+	"GIT_ICASE_PATHSPECS":              true,
+	// Replaced below with fixed values.
+	"LC_ALL":              true,
+	"GIT_TERMINAL_PROMPT": true,
+}
+
+// environ returns the environment for a git call: the process environment
+// without the scrubbed variables, with messages in the C locale (Ferry reads
+// some of them) and without any terminal prompt (nobody may be there to
+// answer it).
+func environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if scrubbed[name] {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "LC_ALL=C", "GIT_TERMINAL_PROMPT=0")
+}
+
+// CommandError is a git command that could not be run or exited non-zero.
+type CommandError struct {
+	Dir    string   // the directory given with -C
+	Args   []string // the arguments after -C dir
+	Stderr string   // git's standard error, surrounding white space trimmed
+	Err    error    // usually an *exec.ExitError
+}
+
+func (e *CommandError) Error() string {
+	var b strings.Builder
+	b.WriteString("git -C ")
+	b.WriteString(quoteArg(e.Dir))
+	for _, a := range e.Args {
+		b.WriteByte(' ')
+		b.WriteString(quoteArg(a))
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	if e.Stderr != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Stderr)
+	}
+	return b.String()
+}
+
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// ExitCode returns git's exit status, or -1 if git did not exit normally.
+func (e *CommandError) ExitCode() int {
+	var ee *exec.ExitError
+	if errors.As(e.Err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+func quoteArg(s string) string {
+	if s == "" || strings.ContainsAny(s, " \t\n\"'\\$`") {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// run executes git -C dir args... and returns its standard output.
+func run(dir string, args ...string) ([]byte, error) {
+	return runWith(dir, nil, args...)
+}
+
+// runWith is run with global options placed before -C dir.
+func runWith(dir string, global []string, args ...string) ([]byte, error) {
+	argv := append(append(append([]string{}, global...), "-C", dir), args...)
+	cmd := exec.Command("git", argv...)
+	cmd.Env = environ()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, failure.Wrap(failure.Prereq, err,
+				"install git (for example `apt-get install git`) or add the directory holding it to PATH",
+				"git not found on PATH")
+		}
+		return nil, &CommandError{
+			Dir:    dir,
+			Args:   append(append([]string{}, global...), args...),
+			Stderr: strings.TrimSpace(stderr.String()),
+			Err:    err,
+		}
+	}
+	return stdout.Bytes(), nil
+}
+
+// exitCode returns the exit status of a failed git call, or -1.
+func exitCode(err error) int {
+	var ce *CommandError
+	if errors.As(err, &ce) {
+		return ce.ExitCode()
+	}
+	return -1
+}
+
+// stderrOf returns the standard error of a failed git call, or "".
+func stderrOf(err error) string {
+	var ce *CommandError
+	if errors.As(err, &ce) {
+		return ce.Stderr
+	}
+	return ""
+}
+
+// wrapf adds context to err in the usual "what: cause" shape.
+func wrapf(err error, format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}

@@ -1,0 +1,179 @@
+// Package git drives the git binary for Ferry.
+//
+// Ferry never reimplements git: hooks, clean/smudge filters, LFS, autocrlf
+// and sparse checkout must behave exactly as they do for the user, so every
+// operation here executes `git -C <dir> ...`. Each call gets the process
+// environment minus the variables that could point git at another repository
+// or index (GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE, GIT_PREFIX,
+// GIT_COMMON_DIR and a few more; a git hook that runs Ferry inherits some of
+// them), with LC_ALL=C and GIT_TERMINAL_PROMPT=0, and no standard input.
+// git's standard error becomes part of the returned error (*CommandError).
+//
+// Machine-readable output is always requested NUL-terminated (-z), so paths
+// with spaces, newlines or non-UTF-8 bytes come back verbatim. Paths are
+// compared after resolving symlinks (/tmp may be a link), including paths
+// whose last components no longer exist.
+//
+// Worktrees are only ever unregistered one at a time, by the removal of that
+// worktree: this package has no prune, because `git worktree prune` would
+// also drop the user's own worktrees whose directories are only temporarily
+// missing (an unmounted disk, a moved directory).
+package git
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// Repo is a git repository seen from one of its worktrees.
+type Repo struct {
+	// Top is the top level of the worktree the repository was opened from:
+	// absolute, cleaned, symlinks resolved.
+	Top string
+}
+
+// Open finds the git worktree containing dir.
+//
+// Outside any repository, in a bare repository and inside a git directory it
+// returns a failure.Prereq error with a hint.
+func Open(dir string) (*Repo, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open git repository at %s: %w", dir, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("open git repository at %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("open git repository at %s: not a directory", dir)
+	}
+	out, err := run(abs, "rev-parse", "--show-toplevel")
+	top := strings.TrimSpace(string(out))
+	if err != nil || top == "" {
+		return nil, classifyOpen(abs, err)
+	}
+	if !filepath.IsAbs(top) {
+		return nil, fmt.Errorf("open git repository at %s: git reported a relative top level %q", dir, top)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Clean(top))
+	if err != nil {
+		return nil, fmt.Errorf("open git repository at %s: %w", dir, err)
+	}
+	return &Repo{Top: real}, nil
+}
+
+// classifyOpen explains why rev-parse --show-toplevel found no worktree at dir.
+func classifyOpen(dir string, topErr error) error {
+	if failure.KindOf(topErr) == failure.Prereq {
+		return topErr // git itself is missing
+	}
+	if strings.Contains(stderrOf(topErr), "dubious ownership") {
+		return failure.Wrap(failure.Prereq, topErr,
+			"git refuses repositories owned by another user; if you trust it, run `git config --global --add safe.directory <path>` as git suggests",
+			"git refuses the repository at %s", dir)
+	}
+	out, err := run(dir, "rev-parse", "--is-bare-repository", "--is-inside-work-tree")
+	if err != nil {
+		if failure.KindOf(err) == failure.Prereq {
+			return err
+		}
+		if exitCode(err) != 128 {
+			return fmt.Errorf("open git repository at %s: %w", dir, err)
+		}
+		return failure.Wrap(failure.Prereq, err,
+			"run Ferry inside a git worktree of the project (cd into it or pass its path)",
+			"not inside a git repository: %s", dir)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) >= 1 && lines[0] == "true" {
+		return failure.New(failure.Prereq,
+			"Ferry needs a worktree; create one with `git worktree add <path>` and run Ferry there",
+			"%s is in a bare git repository, which has no worktree", dir)
+	}
+	if len(lines) >= 2 && lines[1] == "false" {
+		return failure.New(failure.Prereq,
+			"run Ferry from the worktree, not from inside its .git directory",
+			"%s is inside a git directory, not a worktree", dir)
+	}
+	if topErr == nil {
+		topErr = errors.New("git printed no top level")
+	}
+	return fmt.Errorf("open git repository at %s: %w", dir, topErr)
+}
+
+// Run runs git -C dir args... with the package's environment and returns
+// its standard output verbatim. An empty dir means r.Top.
+func (r *Repo) Run(dir string, args ...string) (string, error) {
+	if dir == "" {
+		dir = r.Top
+	}
+	out, err := run(dir, args...)
+	return string(out), err
+}
+
+// CommonDir returns the repository's common git directory (shared by all
+// worktrees): absolute, cleaned, symlinks resolved.
+func (r *Repo) CommonDir() (string, error) {
+	return r.revParsePath("--git-common-dir")
+}
+
+// GitDir returns the git directory of the worktree at r.Top (for a linked
+// worktree, $GIT_COMMON_DIR/worktrees/<id>): absolute, cleaned, symlinks
+// resolved.
+func (r *Repo) GitDir() (string, error) {
+	return r.revParsePath("--git-dir")
+}
+
+func (r *Repo) revParsePath(flag string) (string, error) {
+	out, err := run(r.Top, "rev-parse", flag)
+	if err != nil {
+		return "", wrapf(err, "locate git directory of %s", r.Top)
+	}
+	p := strings.TrimRight(string(out), "\n")
+	if p == "" {
+		return "", fmt.Errorf("locate git directory of %s: rev-parse %s printed nothing", r.Top, flag)
+	}
+	// Older gits print these relative to the working directory (-C dir).
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.Top, p)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Clean(p))
+	if err != nil {
+		return "", fmt.Errorf("locate git directory of %s: %w", r.Top, err)
+	}
+	return real, nil
+}
+
+var objectID = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+
+// ResolveCommit returns the full object id of the commit rev names (a
+// branch, tag, short id, HEAD~2, ...; tags are peeled). A rev that names no
+// commit is a failure.Usage error. rev is never read as an option, even when
+// it starts with '-'.
+func (r *Repo) ResolveCommit(rev string) (string, error) {
+	const hint = "list recent commits with `git log --oneline -5` and branches with `git branch -a`"
+	if rev == "" {
+		return "", failure.New(failure.Usage, hint, "empty revision names no commit")
+	}
+	out, err := run(r.Top, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
+	if err != nil {
+		// --verify --quiet exits 1 for a well-formed question with no answer;
+		// 128 means git itself failed (a corrupt repository, say).
+		if exitCode(err) == 1 {
+			return "", failure.Wrap(failure.Usage, err, hint, "revision %q names no commit", rev)
+		}
+		return "", wrapf(err, "resolve revision %q", rev)
+	}
+	id := strings.TrimSpace(string(out))
+	if !objectID.MatchString(id) {
+		return "", fmt.Errorf("resolve revision %q: git printed %q, not an object id", rev, id)
+	}
+	return id, nil
+}

@@ -1,0 +1,70 @@
+package git
+
+import (
+	"fmt"
+)
+
+// StatusEntry is one line of `git status --porcelain=v1`.
+type StatusEntry struct {
+	// X is the index status and Y the worktree status (' ', 'M', 'T', 'A',
+	// 'D', 'R', 'C', 'U'); both are '?' for an untracked path and '!' for
+	// an ignored one.
+	X, Y byte
+	Path string // relative to the worktree top; a directory ends in '/'
+	Orig string // the source of a rename or copy, else ""
+}
+
+// Dirty returns the status of the worktree at dir: changed tracked paths,
+// every untracked file (not just its directory), and the ignored paths that
+// match an ignore rule (an ignored directory appears once, as "dir/",
+// without its contents). An empty result means the worktree is clean.
+//
+// It runs with --no-optional-locks, so a status taken from the outside
+// (gc looking at an agent) never holds the index lock while the agent's own
+// git commands want it; the price is that git does not save its refreshed
+// index stat data.
+func (r *Repo) Dirty(dir string) ([]StatusEntry, error) {
+	if dir == "" {
+		dir = r.Top
+	}
+	out, err := runWith(dir, []string{"--no-optional-locks"},
+		"status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching")
+	if err != nil {
+		return nil, wrapf(err, "status of %s", dir)
+	}
+	st, err := parseStatus(out)
+	if err != nil {
+		return nil, fmt.Errorf("status of %s: %w", dir, err)
+	}
+	return st, nil
+}
+
+// parseStatus reads porcelain v1 with -z: "XY path\0", followed by
+// "orig\0" when X or Y is a rename or copy.
+func parseStatus(out []byte) ([]StatusEntry, error) {
+	var (
+		entries  []StatusEntry
+		wantOrig bool
+	)
+	err := eachRecord(out, func(rec string) error {
+		if wantOrig {
+			entries[len(entries)-1].Orig = rec
+			wantOrig = false
+			return nil
+		}
+		if len(rec) < 4 || rec[2] != ' ' {
+			return fmt.Errorf("malformed status line %q", rec)
+		}
+		e := StatusEntry{X: rec[0], Y: rec[1], Path: rec[3:]}
+		entries = append(entries, e)
+		wantOrig = e.X == 'R' || e.X == 'C' || e.Y == 'R' || e.Y == 'C'
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if wantOrig {
+		return nil, fmt.Errorf("status ends inside the rename of %q", entries[len(entries)-1].Path)
+	}
+	return entries, nil
+}

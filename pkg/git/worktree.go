@@ -1,0 +1,272 @@
+package git
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// Worktree is one entry of `git worktree list`.
+type Worktree struct {
+	Path       string // as git recorded it (git stores it with symlinks resolved)
+	Head       string // commit id; empty for a bare main worktree or an unborn branch
+	Branch     string // checked-out branch without "refs/heads/"; empty when detached
+	Detached   bool
+	Bare       bool // the main "worktree" of a bare repository
+	Locked     bool
+	LockReason string
+	Prunable   bool // git would prune it: its directory is gone
+}
+
+// Worktrees lists the repository's worktrees, the main one first.
+func (r *Repo) Worktrees() ([]Worktree, error) {
+	out, err := run(r.Top, "worktree", "list", "--porcelain", "-z")
+	if err != nil {
+		return nil, wrapf(err, "list worktrees of %s", r.Top)
+	}
+	wts, err := parseWorktrees(out)
+	if err != nil {
+		return nil, fmt.Errorf("list worktrees of %s: %w", r.Top, err)
+	}
+	return wts, nil
+}
+
+// parseWorktrees reads `worktree list --porcelain -z`: NUL-terminated
+// "key[ value]" lines, each record ended by an empty line.
+func parseWorktrees(out []byte) ([]Worktree, error) {
+	var wts []Worktree
+	var cur *Worktree
+	for len(out) > 0 {
+		i := bytes.IndexByte(out, 0)
+		if i < 0 {
+			return nil, fmt.Errorf("unterminated line %q in worktree list", out)
+		}
+		line := string(out[:i])
+		out = out[i+1:]
+		if line == "" {
+			cur = nil
+			continue
+		}
+		key, val, _ := strings.Cut(line, " ")
+		if key == "worktree" {
+			wts = append(wts, Worktree{Path: val})
+			cur = &wts[len(wts)-1]
+			continue
+		}
+		if cur == nil {
+			return nil, fmt.Errorf("worktree list line %q outside a record", line)
+		}
+		switch key {
+		case "HEAD":
+			cur.Head = val
+		case "branch":
+			cur.Branch = strings.TrimPrefix(val, "refs/heads/")
+		case "detached":
+			cur.Detached = true
+		case "bare":
+			cur.Bare = true
+		case "locked":
+			cur.Locked = true
+			cur.LockReason = val
+		case "prunable":
+			cur.Prunable = true
+		}
+		// Unknown keys come from newer gits; ignore them.
+	}
+	return wts, nil
+}
+
+// FindWorktree returns the registered worktree whose path is path (compared
+// with symlinks resolved), and whether there is one.
+func (r *Repo) FindWorktree(path string) (Worktree, bool, error) {
+	want, err := ResolvePath(path)
+	if err != nil {
+		return Worktree{}, false, fmt.Errorf("find worktree %s: %w", path, err)
+	}
+	wts, err := r.Worktrees()
+	if err != nil {
+		return Worktree{}, false, err
+	}
+	for _, wt := range wts {
+		if got, err := ResolvePath(wt.Path); err == nil && got == want {
+			return wt, true, nil
+		}
+	}
+	return Worktree{}, false, nil
+}
+
+// WorktreeAddDetached adds a worktree at path with commit checked out on a
+// detached HEAD. A relative path is relative to the process's working
+// directory. git's post-checkout hook runs as usual.
+func (r *Repo) WorktreeAddDetached(path, commit string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("add worktree %s: %w", path, err)
+	}
+	if _, err := run(r.Top, "worktree", "add", "--detach", "--", abs, commit); err != nil {
+		return wrapf(err, "add detached worktree %s at %s", abs, commit)
+	}
+	return nil
+}
+
+// WorktreeAddBranch adds a worktree at path on a new branch starting at
+// commit (`worktree add -b`). It fails if the branch exists.
+func (r *Repo) WorktreeAddBranch(path, branch, commit string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("add worktree %s: %w", path, err)
+	}
+	if _, err := run(r.Top, "worktree", "add", "--no-track", "-b", branch, "--", abs, commit); err != nil {
+		return wrapf(err, "add worktree %s on new branch %s at %s", abs, branch, commit)
+	}
+	return nil
+}
+
+// WorktreeLock locks the worktree at path with reason (may be empty), so
+// that neither `git worktree prune` nor `git worktree remove` without
+// --force --force touches it. Locking a locked worktree is an error.
+func (r *Repo) WorktreeLock(path, reason string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("lock worktree %s: %w", path, err)
+	}
+	args := []string{"worktree", "lock"}
+	if reason != "" {
+		args = append(args, "--reason", reason)
+	}
+	if _, err := run(r.Top, append(args, "--", abs)...); err != nil {
+		return wrapf(err, "lock worktree %s", abs)
+	}
+	return nil
+}
+
+// WorktreeUnlock unlocks the worktree at path. Unlocking an unlocked
+// worktree is an error.
+func (r *Repo) WorktreeUnlock(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("unlock worktree %s: %w", path, err)
+	}
+	if _, err := run(r.Top, "worktree", "unlock", "--", abs); err != nil {
+		return wrapf(err, "unlock worktree %s", abs)
+	}
+	return nil
+}
+
+// WorktreeRemove removes exactly the worktree at path, locked or not, with
+// whatever changes it holds (`git worktree remove --force --force`).
+//
+// If its directory is already gone, the worktree is unregistered by deleting
+// its administrative directory ($GIT_COMMON_DIR/worktrees/<id>, the one
+// whose gitdir file points at path/.git); other worktrees with missing
+// directories stay registered, which `git worktree prune` would not
+// guarantee. A path that is gone and not registered is already removed and
+// not an error. The main worktree is never removed.
+func (r *Repo) WorktreeRemove(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("remove worktree %s: %w", path, err)
+	}
+	want, err := ResolvePath(abs)
+	if err != nil {
+		return fmt.Errorf("remove worktree %s: %w", abs, err)
+	}
+	wts, err := r.Worktrees()
+	if err != nil {
+		return fmt.Errorf("remove worktree %s: %w", abs, err)
+	}
+	var wt *Worktree
+	for i := range wts {
+		if got, err := ResolvePath(wts[i].Path); err == nil && got == want {
+			if i == 0 {
+				return failure.New(failure.Refused, "",
+					"refusing to remove %s: it is the repository's main worktree", abs)
+			}
+			wt = &wts[i]
+			break
+		}
+	}
+	present, err := exists(abs)
+	if err != nil {
+		return fmt.Errorf("remove worktree %s: %w", abs, err)
+	}
+	if !present {
+		admin, err := r.adminDirOf(want)
+		if err != nil {
+			return fmt.Errorf("remove worktree %s: %w", abs, err)
+		}
+		if admin == "" {
+			if wt != nil {
+				return fmt.Errorf("remove worktree %s: git lists it but no administrative directory points at it", abs)
+			}
+			return nil // neither there nor registered: already removed
+		}
+		if err := os.RemoveAll(admin); err != nil {
+			return fmt.Errorf("remove worktree %s: unregister it: %w", abs, err)
+		}
+		return nil
+	}
+	if wt == nil {
+		return fmt.Errorf("remove worktree %s: not a registered worktree of %s", abs, r.Top)
+	}
+	if wt.Locked {
+		if err := r.WorktreeUnlock(abs); err != nil {
+			return fmt.Errorf("remove worktree %s: %w", abs, err)
+		}
+	}
+	if _, err := run(r.Top, "worktree", "remove", "--force", "--force", "--", abs); err != nil {
+		return wrapf(err, "remove worktree %s", abs)
+	}
+	return nil
+}
+
+// adminDirOf returns the administrative directory
+// ($GIT_COMMON_DIR/worktrees/<id>) whose gitdir file points at
+// worktree/.git, or "" if there is none. worktree is resolved.
+func (r *Repo) adminDirOf(worktree string) (string, error) {
+	common, err := r.CommonDir()
+	if err != nil {
+		return "", err
+	}
+	base := filepath.Join(common, "worktrees")
+	ents, err := os.ReadDir(base)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	want := filepath.Join(worktree, ".git")
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		admin := filepath.Join(base, e.Name())
+		b, err := os.ReadFile(filepath.Join(admin, "gitdir"))
+		if err != nil {
+			continue // not a worktree record (or a broken one git reports itself)
+		}
+		target := strings.TrimRight(string(b), "\r\n")
+		if target == "" {
+			continue
+		}
+		// worktree.useRelativePaths (git 2.48) records it relative to admin.
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(admin, target)
+		}
+		got, err := ResolvePath(target)
+		if err != nil {
+			continue
+		}
+		if got == want {
+			return admin, nil
+		}
+	}
+	return "", nil
+}

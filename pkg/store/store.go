@@ -1,0 +1,170 @@
+// Package store lays out Ferry's on-disk state for one repository.
+//
+// The store is the truth: base.json, agent.json, current and the lock files
+// decide what exists; events only announce changes. One store per repository
+// lives under the store parent, keyed by the repository's name and a hash of
+// its git common dir, so every worktree of a repository shares one store and
+// two clones never do:
+//
+//	<parent>/<repo-name>-<hash>/
+//	  store.json lock current
+//	  mnt/src mnt/target            canonical mountpoints (empty on the host)
+//	  bases/<commit>-<fp>/          immutable once base.json exists
+//	    base.json src/ target/
+//	  bases/<commit>-<fp>.lock
+//	  agents/<name>/ ...
+//	  tmp/                          scratch, safe to delete when nothing runs
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// Format is the store layout version recorded in store.json.
+const Format = 1
+
+// Store is one repository's store.
+type Store struct {
+	Parent string // the store parent
+	Dir    string // <parent>/<key>
+	Key    string // <repo-name>-<hash>
+}
+
+// Meta is store.json: which repository the store belongs to.
+type Meta struct {
+	Format    int       `json:"format"`
+	Key       string    `json:"key"`
+	CommonDir string    `json:"git_common_dir"`
+	Created   time.Time `json:"created"`
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// Key returns the store key of the repository whose git common dir is
+// commonDir: a readable name and the first 12 hex digits of the SHA-256 of
+// the cleaned path.
+func Key(commonDir string) string {
+	commonDir = filepath.Clean(commonDir)
+	name := filepath.Base(commonDir)
+	if name == ".git" {
+		name = filepath.Base(filepath.Dir(commonDir))
+	}
+	name = strings.TrimSuffix(name, ".git")
+	name = strings.Trim(unsafeName.ReplaceAllString(name, "-"), "-.")
+	if name == "" {
+		name = "repo"
+	}
+	sum := sha256.Sum256([]byte(commonDir))
+	return name + "-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// Open creates (if needed) and returns the store of the repository with
+// common dir commonDir under parent. worktreeTop is the repository's
+// worktree: a store inside it is refused, since builds would then scan and
+// stamp their own state.
+func Open(parent, commonDir, worktreeTop string) (*Store, error) {
+	parent, err := filepath.Abs(parent)
+	if err != nil {
+		return nil, err
+	}
+	if within(resolve(parent), resolve(worktreeTop)) || within(resolve(parent), resolve(commonDir)) {
+		return nil, failure.New(failure.Usage,
+			"point the store outside the repository: set FERRY_HOME or [store] dir in ferry.toml to a directory such as ~/.cache/ferry",
+			"store directory %s is inside the repository %s", parent, worktreeTop)
+	}
+	key := Key(commonDir)
+	s := &Store{Parent: parent, Dir: filepath.Join(parent, key), Key: key}
+	for _, d := range []string{s.MntSrc(), s.MntTarget(), s.BasesDir(), s.AgentsDir(), s.TmpDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, failure.Wrap(failure.Prereq, err, "check that the store parent is writable, or choose another with FERRY_HOME", "create the store")
+		}
+	}
+	metaPath := filepath.Join(s.Dir, "store.json")
+	var m Meta
+	switch err := atomicfile.ReadJSON(metaPath, &m); {
+	case errors.Is(err, fs.ErrNotExist):
+		m = Meta{Format: Format, Key: key, CommonDir: filepath.Clean(commonDir), Created: time.Now().UTC()}
+		if err := atomicfile.WriteJSON(metaPath, m, 0o644); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	case m.Format > Format:
+		return nil, failure.New(failure.Refused, "upgrade Ferry, or use another store with FERRY_HOME",
+			"store %s has format %d; this Ferry knows format %d", s.Dir, m.Format, Format)
+	}
+	return s, nil
+}
+
+// resolve returns p with symlinks resolved as far as the path exists.
+func resolve(p string) string {
+	p = filepath.Clean(p)
+	rest := ""
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(p, rest)
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// Within reports whether path p lies inside dir (both resolved).
+func Within(p, dir string) bool { return within(resolve(p), resolve(dir)) }
+
+func (s *Store) LockPath() string    { return filepath.Join(s.Dir, "lock") }
+func (s *Store) CurrentPath() string { return filepath.Join(s.Dir, "current") }
+func (s *Store) MntSrc() string      { return filepath.Join(s.Dir, "mnt", "src") }
+func (s *Store) MntTarget() string   { return filepath.Join(s.Dir, "mnt", "target") }
+func (s *Store) BasesDir() string    { return filepath.Join(s.Dir, "bases") }
+func (s *Store) AgentsDir() string   { return filepath.Join(s.Dir, "agents") }
+func (s *Store) TmpDir() string      { return filepath.Join(s.Dir, "tmp") }
+
+// BaseDir is the directory of base id.
+func (s *Store) BaseDir(id string) string { return filepath.Join(s.BasesDir(), id) }
+
+// BaseLock is the lock file of base id, beside its directory so that
+// discarding the directory never drops a held lock.
+func (s *Store) BaseLock(id string) string { return filepath.Join(s.BasesDir(), id+".lock") }
+
+// Current returns the id of the current base, or "" when there is none.
+func (s *Store) Current() (string, error) {
+	b, err := os.ReadFile(s.CurrentPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// SetCurrent records id as the current base. The caller holds the store lock.
+func (s *Store) SetCurrent(id string) error {
+	if id == "" || strings.ContainsAny(id, "/\n") {
+		return fmt.Errorf("set current: bad base id %q", id)
+	}
+	return atomicfile.WriteFile(s.CurrentPath(), []byte(id+"\n"), 0o644)
+}
