@@ -1,0 +1,79 @@
+package platform
+
+import (
+	"strings"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// CheckUserns is the Check of every blocker about user namespaces.
+const CheckUserns = "userns"
+
+// The Setting of a Blocker: a sysctl by its dotted name, or one of the
+// non-sysctl causes below.
+const (
+	SettingUnprivilegedClone = "kernel.unprivileged_userns_clone"
+	SettingMaxUserNamespaces = "user.max_user_namespaces"
+	SettingMaxMntNamespaces  = "user.max_mnt_namespaces"
+	SettingAppArmorRestrict  = "kernel.apparmor_restrict_unprivileged_userns"
+	SettingMountMax          = "fs.mount-max"
+
+	// SettingSeccomp is a seccomp filter on the process; Value is the
+	// Seccomp: field of /proc/self/status ("2" is filter mode), or "unknown"
+	// when it could not be read and a security module is as likely.
+	SettingSeccomp = "seccomp"
+	// SettingLSM is a security module policy (SELinux, AppArmor), named when
+	// no sysctl and no seccomp filter explains a refusal.
+	SettingLSM = "lsm"
+	// SettingKernelConfig is a kernel built without CONFIG_USER_NS.
+	SettingKernelConfig = "CONFIG_USER_NS"
+	// SettingErrno is no known setting: Value is the errno's name.
+	SettingErrno = "errno"
+)
+
+// Blocker names the one host setting that blocks an operation, and the fix.
+type Blocker struct {
+	Check   string // what was blocked: CheckUserns
+	Setting string // the responsible setting, e.g. SettingAppArmorRestrict
+	Value   string // what was read, e.g. "1"
+	Problem string // one sentence: what the setting does to Ferry
+	Remedy  string // the commands that fix it, now and across reboots
+
+	// err is the failure this blocker explains, when it came from
+	// ExplainUsernsFailure; Unwrap returns it so errors.Is still finds the
+	// errno.
+	err error
+}
+
+// Error names the setting, its value and the problem. It does not repeat the
+// error of the failed step: callers that report the step already show it,
+// and Unwrap keeps it reachable.
+func (b *Blocker) Error() string {
+	var s strings.Builder
+	s.WriteString(b.Check)
+	s.WriteString(" blocked by ")
+	s.WriteString(b.Setting)
+	if b.Value != "" {
+		s.WriteString(" = ")
+		s.WriteString(b.Value)
+	}
+	if b.Problem != "" {
+		s.WriteString(": ")
+		s.WriteString(strings.TrimSuffix(b.Problem, "."))
+	}
+	return s.String()
+}
+
+// Unwrap returns the failure the blocker explains, or nil for a blocker found
+// by the static probe.
+func (b *Blocker) Unwrap() error { return b.err }
+
+// AsError wraps the blocker as a *failure.Error of Kind failure.Blocked whose
+// Hint is the Remedy. A nil blocker gives a nil error, so
+// `return h.UsernsBlocker().AsError()` reads as intended.
+func (b *Blocker) AsError() error {
+	if b == nil {
+		return nil
+	}
+	return failure.Wrap(failure.Blocked, b, b.Remedy, "cannot create Ferry's build sandbox")
+}

@@ -1,0 +1,23 @@
+// Package platform names what a host does to Ferry's sandbox, as data.
+//
+// Ferry runs each Cargo build in a user and mount namespace that an ordinary
+// user creates without help. Several host settings take that away: Debian's
+// kernel.unprivileged_userns_clone, the user.max_user_namespaces budget,
+// Ubuntu's kernel.apparmor_restrict_unprivileged_userns, and a container's
+// seccomp filter. A bare EPERM tells the user none of this, so the package
+// turns what it can read under /proc into a *Blocker: the one setting
+// responsible, the value read, what it does to Ferry and the commands that
+// fix it, now and across reboots.
+//
+// Two entry points. Host.UsernsBlocker is the static probe: it reads settings
+// and reports the first one that blocks, or nil. It is best-effort in one
+// direction only: a reported blocker really blocks, but nil does not promise
+// that creation succeeds, because a seccomp filter or a security module can
+// refuse invisibly, and the namespace budget can be spent by namespaces
+// already alive, which only an attempt can count. Host.ExplainUsernsFailure
+// covers that side: given the errno of a failed attempt, it names the blocker
+// the errno points at.
+//
+// The package only reads files and never prints; the command layer shows a
+// Blocker through Blocker.AsError, whose hint is the remedy.
+package platform

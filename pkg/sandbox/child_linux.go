@@ -1,0 +1,94 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Init runs the sandbox child when this process is one, and never returns
+// then. Call it first thing in main.
+func Init() {
+	if len(os.Args) < 2 || os.Args[1] != childArg {
+		return
+	}
+	runtime.LockOSThread()
+	os.Exit(child())
+}
+
+func child() int {
+	report := os.NewFile(3, "status")
+	fail := func(step string, err error) int {
+		st := status{Step: step, Msg: err.Error()}
+		var errno unix.Errno
+		if e, ok := err.(unix.Errno); ok {
+			errno = e
+		} else if pe, ok := err.(*os.PathError); ok {
+			errno, _ = pe.Err.(unix.Errno)
+		} else if ee, ok := err.(*exec.Error); ok {
+			_ = ee
+		}
+		st.Errno = int(errno)
+		data, _ := json.Marshal(st)
+		report.Write(data)
+		return 127
+	}
+	var p Plan
+	if err := json.Unmarshal([]byte(os.Getenv(planEnv)), &p); err != nil {
+		return fail("read plan", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fail("make / private", err)
+	}
+	for _, b := range p.Binds {
+		if err := unix.Mount(b.Source, b.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fail("bind-mount "+b.Source+" on "+b.Target, err)
+		}
+	}
+	if p.Argv == nil {
+		return 0
+	}
+	if err := unix.Chdir(p.Dir); err != nil {
+		return fail("chdir", &os.PathError{Op: "chdir", Path: p.Dir, Err: err})
+	}
+	path, err := lookPath(p.Argv[0], p.Env)
+	if err != nil {
+		return fail("exec", err)
+	}
+	// The command runs without the capability that made the mounts.
+	// Capabilities are per thread; this thread is locked and does the exec.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fail("drop capabilities", err)
+	}
+	unix.CloseOnExec(3)
+	err = unix.Exec(path, p.Argv, p.Env)
+	return fail("exec", &os.PathError{Op: "exec", Path: path, Err: err})
+}
+
+// lookPath resolves name against the PATH of the command's environment.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		f := filepath.Join(dir, name)
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return f, nil
+		}
+	}
+	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
+}

@@ -1,0 +1,180 @@
+// Package sandbox runs a command inside a fresh user+mount namespace in which
+// a worktree and a target dir appear at canonical paths.
+//
+// Cargo and rustc record absolute paths (dep-info, incremental state,
+// env!("CARGO_MANIFEST_DIR")). Inside the sandbox every base and every agent
+// sees its checkout at <store>/mnt/src and its target at <store>/mnt/target,
+// so the paths recorded in one build are right for every fork of it. Host
+// paths stay reachable: only the two mountpoints change.
+//
+// A Go process is multi-threaded, so it cannot unshare a user namespace
+// itself. Command re-executes the current binary (/proc/self/exe) in new
+// namespaces with a role marker; the child makes / recursively private, does
+// the bind mounts, drops its capabilities and execs the command. Every binary
+// that uses this package must call Init first thing in main (and test
+// binaries in TestMain). The child reports a setup failure over a pipe, so
+// Start returns either a running command or a typed *SetupError naming the
+// step and, through package platform, the host setting that blocks it.
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	"github.com/ferrydev/ferry/pkg/platform"
+)
+
+// childArg marks a re-executed process as a sandbox child.
+const childArg = "__ferry_sandbox_child__"
+
+// planEnv carries the plan to the child; the child never passes it on.
+const planEnv = "FERRY_SANDBOX_PLAN"
+
+// Bind is one bind mount made inside the namespace.
+type Bind struct {
+	Source string `json:"source"` // host path
+	Target string `json:"target"` // mountpoint; must exist
+}
+
+// Plan describes one sandboxed command.
+type Plan struct {
+	Binds []Bind   `json:"binds"`
+	Dir   string   `json:"dir"`  // working directory inside the sandbox
+	Argv  []string `json:"argv"` // nil: set up, then exit 0 (a probe)
+	Env   []string `json:"env"`  // the command's whole environment
+	// KillOnParentDeath puts the command in a new PID namespace whose init
+	// dies with the caller, so a SIGKILLed ferry-base leaves no compiler
+	// behind writing into a directory about to be discarded.
+	KillOnParentDeath bool `json:"kill_on_parent_death"`
+}
+
+// SetupError is a failure to build the sandbox, before the command ran.
+type SetupError struct {
+	Step    string // "create the user namespace", "make / private", "bind-mount X on Y", ...
+	Err     error
+	Blocker *platform.Blocker // the host setting responsible, when one is known
+}
+
+func (e *SetupError) Error() string {
+	msg := "sandbox: " + e.Step + ": " + e.Err.Error()
+	if e.Blocker != nil {
+		msg += " (" + e.Blocker.Error() + ")"
+	}
+	return msg
+}
+
+func (e *SetupError) Unwrap() error {
+	if e.Blocker != nil {
+		return e.Blocker.AsError()
+	}
+	return e.Err
+}
+
+// status is what the child reports when setup fails.
+type status struct {
+	Step  string `json:"step"`
+	Errno int    `json:"errno"`
+	Msg   string `json:"msg"`
+}
+
+// Cmd is a command that runs in a sandbox.
+type Cmd struct {
+	*exec.Cmd
+	statusR *os.File
+}
+
+// Command prepares p. Set Stdin, Stdout and Stderr on the result before Start.
+func Command(p Plan) (*Cmd, error) {
+	if len(p.Binds) == 0 && p.Argv == nil && p.Dir == "" {
+		p.Dir = "/"
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	c := exec.Command("/proc/self/exe", childArg)
+	c.Env = []string{planEnv + "=" + string(data)}
+	uid, gid := os.Getuid(), os.Getgid()
+	c.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		AmbientCaps:                []uintptr{capSysAdmin},
+	}
+	if p.KillOnParentDeath {
+		c.SysProcAttr.Cloneflags |= syscall.CLONE_NEWPID
+		c.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	return &Cmd{Cmd: c}, nil
+}
+
+const capSysAdmin = 21
+
+// Start starts the sandbox and returns once the command has been exec'd in it,
+// or with a *SetupError if the sandbox could not be built.
+func (c *Cmd) Start() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	c.ExtraFiles = []*os.File{w} // fd 3 in the child
+	if c.SysProcAttr.Pdeathsig != 0 {
+		// The parent-death signal follows the thread that forked; keep this
+		// goroutine's thread from being reused for the fork of another.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	err = c.Cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
+		return &SetupError{Step: "create the user namespace", Err: err,
+			Blocker: platform.Real().ExplainUsernsFailure("create the user namespace", err)}
+	}
+	// fd 3 is close-on-exec in the child: EOF without a message means the
+	// command is running.
+	data, _ := io.ReadAll(r)
+	r.Close()
+	if len(data) == 0 {
+		return nil
+	}
+	c.Cmd.Wait()
+	var st status
+	if err := json.Unmarshal(data, &st); err != nil {
+		return &SetupError{Step: "start", Err: fmt.Errorf("bad report from sandbox child: %q", data)}
+	}
+	var cause error = errors.New(st.Msg)
+	if st.Errno != 0 {
+		cause = syscall.Errno(st.Errno)
+	}
+	se := &SetupError{Step: st.Step, Err: cause}
+	if st.Errno != 0 && st.Step != "exec" && st.Step != "chdir" {
+		se.Blocker = platform.Real().ExplainUsernsFailure(st.Step, cause)
+	}
+	return se
+}
+
+// Run starts the command and waits for it.
+func (c *Cmd) Run() error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Wait()
+}
+
+// Probe builds a sandbox with the given binds and exits: it reports whether
+// this host can run Ferry's sandbox, and if not, which setting blocks it.
+func Probe(binds ...Bind) error {
+	c, err := Command(Plan{Binds: binds})
+	if err != nil {
+		return err
+	}
+	return c.Run()
+}
