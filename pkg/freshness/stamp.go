@@ -35,7 +35,7 @@ type Stats struct {
 }
 
 const (
-	modeGitlink = 0o160000
+	modeGitlink = git.ModeGitlink
 )
 
 // StampBaseCheckout sets StampTime on every tracked entry of the fresh base

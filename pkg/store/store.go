@@ -40,6 +40,8 @@ type Store struct {
 	Parent string // the store parent
 	Dir    string // <parent>/<key>
 	Key    string // <repo-name>-<hash>
+
+	commonDir string
 }
 
 // Meta is store.json: which repository the store belongs to.
@@ -70,8 +72,8 @@ func Key(commonDir string) string {
 	return name + "-" + hex.EncodeToString(sum[:])[:12]
 }
 
-// Open creates (if needed) and returns the store of the repository with
-// common dir commonDir under parent. worktreeTop is the repository's
+// Open returns the store of the repository with common dir commonDir under
+// parent, creating nothing: Init creates it. worktreeTop is the repository's
 // worktree: a store inside it is refused, since builds would then scan and
 // stamp their own state.
 func Open(parent, commonDir, worktreeTop string) (*Store, error) {
@@ -85,27 +87,30 @@ func Open(parent, commonDir, worktreeTop string) (*Store, error) {
 			"store directory %s is inside the repository %s", parent, worktreeTop)
 	}
 	key := Key(commonDir)
-	s := &Store{Parent: parent, Dir: filepath.Join(parent, key), Key: key}
+	return &Store{Parent: parent, Dir: filepath.Join(parent, key), Key: key, commonDir: filepath.Clean(commonDir)}, nil
+}
+
+// Init creates the store's directories and store.json if they are missing,
+// and refuses a store written by a newer Ferry.
+func (s *Store) Init() error {
 	for _, d := range []string{s.MntSrc(), s.MntTarget(), s.BasesDir(), s.AgentsDir(), s.TmpDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, failure.Wrap(failure.Prereq, err, "check that the store parent is writable, or choose another with FERRY_HOME", "create the store")
+			return failure.Wrap(failure.Prereq, err, "check that the store parent is writable, or choose another with FERRY_HOME", "create the store")
 		}
 	}
 	metaPath := filepath.Join(s.Dir, "store.json")
 	var m Meta
 	switch err := atomicfile.ReadJSON(metaPath, &m); {
 	case errors.Is(err, fs.ErrNotExist):
-		m = Meta{Format: Format, Key: key, CommonDir: filepath.Clean(commonDir), Created: time.Now().UTC()}
-		if err := atomicfile.WriteJSON(metaPath, m, 0o644); err != nil {
-			return nil, err
-		}
+		m = Meta{Format: Format, Key: s.Key, CommonDir: s.commonDir, Created: time.Now().UTC()}
+		return atomicfile.WriteJSON(metaPath, m, 0o644)
 	case err != nil:
-		return nil, err
+		return err
 	case m.Format > Format:
-		return nil, failure.New(failure.Refused, "upgrade Ferry, or use another store with FERRY_HOME",
+		return failure.New(failure.Refused, "upgrade Ferry, or use another store with FERRY_HOME",
 			"store %s has format %d; this Ferry knows format %d", s.Dir, m.Format, Format)
 	}
-	return s, nil
+	return nil
 }
 
 // resolve returns p with symlinks resolved as far as the path exists.

@@ -33,6 +33,12 @@ func TestOpenLaysOutAndRefusesInsideRepo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := os.Stat(s.Dir); err == nil {
+		t.Fatal("Open created the store; only Init may")
+	}
+	if err := s.Init(); err != nil {
+		t.Fatal(err)
+	}
 	for _, d := range []string{s.MntSrc(), s.MntTarget(), s.BasesDir(), s.AgentsDir()} {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
 			t.Fatalf("%s not created: %v", d, err)

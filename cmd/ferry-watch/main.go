@@ -1,0 +1,12 @@
+// Command ferry-watch is a stage of Ferry's pipeline; see the README.
+package main
+
+import (
+	"os"
+
+	"github.com/ferrydev/ferry/pkg/cli"
+)
+
+func main() {
+	os.Exit(cli.NotYet("ferry-watch", cli.StdIO()))
+}

@@ -1,0 +1,183 @@
+// Command bench measures Ferry against the alternatives side by side, in one
+// run, and prints medians and ratios. `make bench` runs it. Timings on a
+// shared machine are noisy: compare the ratios, which are measured with the
+// two sides interleaved.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/pkg/sandbox"
+)
+
+func main() {
+	sandbox.Init()
+	bin := flag.String("bin", "bin", "directory holding Ferry's binaries")
+	n := flag.Int("n", 3, "repetitions of each build")
+	flag.Parse()
+	if err := run(*bin, *n); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: error:", err)
+		os.Exit(1)
+	}
+}
+
+type sample struct {
+	plainWorktree, plainWarm, plainTotal time.Duration
+	ferryTotal, ferryWarm, ferryWorktree time.Duration
+	ferryStamp, ferryReuse               time.Duration
+}
+
+func run(bin string, n int) error {
+	if err := fixture.CheckTools(fixture.DebianRegistry); err != nil {
+		return err
+	}
+	bin, _ = filepath.Abs(bin)
+	dir, err := os.MkdirTemp("", "ferry-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	repo, err := fixture.Generate(filepath.Join(dir, "workspace"), fixture.Options{})
+	if err != nil {
+		return err
+	}
+	warm := []string{"cargo build --workspace --all-targets"}
+	if exec.Command("cargo", "clippy", "--version").Run() == nil {
+		warm = append(warm, "cargo clippy --workspace --all-targets")
+	}
+	fmt.Fprintf(os.Stderr, "bench: fixture workspace, %d repetitions, warm: %s\n", n, strings.Join(warm, " && "))
+
+	var samples []sample
+	for i := 0; i < n; i++ {
+		var s sample
+		// A plain cargo build of the same warm commands in a fresh worktree.
+		wt := filepath.Join(dir, fmt.Sprintf("plain-%d", i))
+		t := time.Now()
+		if _, err := repo.Git("worktree", "add", "--detach", wt, "HEAD"); err != nil {
+			return err
+		}
+		s.plainWorktree = time.Since(t)
+		t = time.Now()
+		for _, w := range warm {
+			c := exec.Command("sh", "-c", w)
+			c.Dir = wt
+			c.Env = append(os.Environ(), "CARGO_TARGET_DIR="+filepath.Join(wt, "target"))
+			if out, err := c.CombinedOutput(); err != nil {
+				return fmt.Errorf("%s: %v\n%s", w, err, out)
+			}
+		}
+		s.plainWarm = time.Since(t)
+		s.plainTotal = s.plainWorktree + s.plainWarm
+
+		// ferry base, cold, in a fresh store.
+		home := filepath.Join(dir, fmt.Sprintf("home-%d", i))
+		ferry := func() ([]byte, time.Duration, error) {
+			c := exec.Command(filepath.Join(bin, "ferry-base"), "--json")
+			c.Dir = repo.Dir
+			c.Env = append(os.Environ(), "FERRY_HOME="+home)
+			var stderr bytes.Buffer
+			c.Stderr = &stderr
+			t := time.Now()
+			out, err := c.Output()
+			if err != nil {
+				return nil, 0, fmt.Errorf("ferry-base: %v\n%s", err, stderr.String())
+			}
+			return out, time.Since(t), nil
+		}
+		out, d, err := ferry()
+		if err != nil {
+			return err
+		}
+		var rec struct {
+			Timings struct{ Worktree, Stamp, Warm float64 }
+		}
+		json.Unmarshal(out, &rec)
+		s.ferryTotal = d
+		s.ferryWarm = secs(rec.Timings.Warm)
+		s.ferryWorktree = secs(rec.Timings.Worktree)
+		s.ferryStamp = secs(rec.Timings.Stamp)
+		if _, s.ferryReuse, err = ferry(); err != nil {
+			return err
+		}
+		samples = append(samples, s)
+		fmt.Fprintf(os.Stderr, "bench: round %d: plain %.1fs, ferry base %.1fs\n", i+1, s.plainTotal.Seconds(), s.ferryTotal.Seconds())
+	}
+
+	sbx, direct, err := sandboxCost(dir, 40)
+	if err != nil {
+		return err
+	}
+
+	med := func(f func(sample) time.Duration) time.Duration {
+		var ds []time.Duration
+		for _, s := range samples {
+			ds = append(ds, f(s))
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		return ds[len(ds)/2]
+	}
+	pt := med(func(s sample) time.Duration { return s.plainTotal })
+	ft := med(func(s sample) time.Duration { return s.ferryTotal })
+	fmt.Printf("\nBase build, fixture workspace (median of %d, interleaved)\n", n)
+	fmt.Printf("  %-48s %10s\n", "measure", "median")
+	row := func(name string, d time.Duration) { fmt.Printf("  %-48s %9.2fs\n", name, d.Seconds()) }
+	row("plain: git worktree add", med(func(s sample) time.Duration { return s.plainWorktree }))
+	row("plain: warm commands (cargo build + clippy)", med(func(s sample) time.Duration { return s.plainWarm }))
+	row("plain: total", pt)
+	row("ferry base: worktree add + lock", med(func(s sample) time.Duration { return s.ferryWorktree }))
+	row("ferry base: stamp", med(func(s sample) time.Duration { return s.ferryStamp }))
+	row("ferry base: warm commands in the sandbox", med(func(s sample) time.Duration { return s.ferryWarm }))
+	row("ferry base: total (process wall time)", ft)
+	row("ferry base: reuse of a ready base", med(func(s sample) time.Duration { return s.ferryReuse }))
+	fmt.Printf("  %-48s %9.3fx\n", "ratio ferry base / plain", ft.Seconds()/pt.Seconds())
+	fmt.Printf("  %-48s %+8.1f%%\n", "overhead of ferry base over plain", 100*(ft.Seconds()-pt.Seconds())/pt.Seconds())
+	fmt.Printf("\nSandbox entry (median of 40): sh -c true in the sandbox %.2fms, directly %.2fms, cost %.2fms\n",
+		ms(sbx), ms(direct), ms(sbx-direct))
+	return nil
+}
+
+// sandboxCost times `sh -c true` in a bind-mount sandbox and directly.
+func sandboxCost(dir string, n int) (time.Duration, time.Duration, error) {
+	src, tgt := filepath.Join(dir, "sbx-src"), filepath.Join(dir, "sbx-mnt")
+	os.MkdirAll(src, 0o755)
+	os.MkdirAll(tgt, 0o755)
+	var in, out []time.Duration
+	for i := 0; i < n; i++ {
+		c, err := sandbox.Command(sandbox.Plan{
+			Binds: []sandbox.Bind{{Source: src, Target: tgt}},
+			Dir:   tgt, Argv: []string{"sh", "-c", "true"}, Env: []string{"PATH=/usr/bin:/bin"},
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		t := time.Now()
+		if err := c.Run(); err != nil {
+			return 0, 0, err
+		}
+		in = append(in, time.Since(t))
+		t = time.Now()
+		if err := exec.Command("sh", "-c", "true").Run(); err != nil {
+			return 0, 0, err
+		}
+		out = append(out, time.Since(t))
+	}
+	return median(in), median(out), nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
+}
+
+func secs(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+func ms(d time.Duration) float64   { return float64(d.Microseconds()) / 1000 }

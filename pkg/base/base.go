@@ -1,0 +1,172 @@
+// Package base builds and lists immutable warm bases.
+//
+// A base is one commit's checkout and the target dir its warm commands built,
+// at <store>/bases/<commit>-<fingerprint>/. The fingerprint covers the
+// toolchain, the warm commands and the modes, so a base is reused only for
+// the exact inputs it was built with. A base directory is either finished or
+// absent: base.json is written last, atomically, and is the ready marker; a
+// directory without it is a partial build that the next builder discards.
+// Nothing writes to a ready base (invariant 2 of the architecture contract).
+package base
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// Format versions the base record and the fingerprint inputs. Raising it
+// gives every base a new id, so no base built under older rules is reused.
+const Format = 1
+
+// Modes are the build modes that enter the fingerprint.
+type Modes struct {
+	Freshness string `json:"freshness"` // "mtime" (checksum freshness comes later)
+	Isolation string `json:"isolation"` // "namespace"
+}
+
+// Toolchain is the part of the detected toolchain a base records.
+type Toolchain struct {
+	Rustc        string `json:"rustc"`         // full rustc -vV
+	RustcVersion string `json:"rustc_version"` // 1.95.0
+	Host         string `json:"host"`
+	Cargo        string `json:"cargo"` // cargo -V
+	CargoVersion string `json:"cargo_version"`
+}
+
+// WarmCommand is one warm command and how it went.
+type WarmCommand struct {
+	Command   string  `json:"command"`
+	Generated bool    `json:"generated,omitempty"` // the generated clippy command: failure only warns
+	Seconds   float64 `json:"seconds"`
+	ExitCode  int     `json:"exit_code"`
+}
+
+// Timings are wall-clock seconds of the build's phases.
+type Timings struct {
+	Worktree float64 `json:"worktree"`
+	Stamp    float64 `json:"stamp"`
+	Warm     float64 `json:"warm"`
+	Finish   float64 `json:"finish"`
+	Total    float64 `json:"total"`
+}
+
+// Record is base.json.
+type Record struct {
+	Format      int           `json:"format"`
+	ID          string        `json:"id"`
+	Commit      string        `json:"commit"`
+	Fingerprint string        `json:"fingerprint"`
+	Store       string        `json:"store"`
+	Dir         string        `json:"dir"`
+	Src         string        `json:"src"`
+	Target      string        `json:"target"`
+	MntSrc      string        `json:"mnt_src"`
+	MntTarget   string        `json:"mnt_target"`
+	Toolchain   Toolchain     `json:"toolchain"`
+	Warm        []WarmCommand `json:"warm"`
+	Modes       Modes         `json:"modes"`
+	Seed        string        `json:"seed,omitempty"` // the base this one was seeded from; empty for a cold build
+	Stamped     StampCount    `json:"stamped"`
+	Timings     Timings       `json:"timings"`
+	Warnings    []string      `json:"warnings"`
+	Incomplete  []string      `json:"incomplete"`
+	Created     time.Time     `json:"created"`
+}
+
+// StampCount is how many tracked files and directories were stamped.
+type StampCount struct {
+	Files int `json:"files"`
+	Dirs  int `json:"dirs"`
+}
+
+// Fingerprint hashes everything besides the commit that decides what a warm
+// build produces.
+func Fingerprint(tc Toolchain, warm []WarmCommand, m Modes) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "ferry-base-format %d\n", Format)
+	fmt.Fprintf(h, "rustc\n%s\ncargo\n%s\n", strings.TrimSpace(tc.Rustc), strings.TrimSpace(tc.Cargo))
+	for _, w := range warm {
+		fmt.Fprintf(h, "warm %q generated=%t\n", w.Command, w.Generated)
+	}
+	fmt.Fprintf(h, "freshness %s\nisolation %s\n", m.Freshness, m.Isolation)
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// ID is the base id of commit under fingerprint fp.
+func ID(commit, fp string) string { return commit + "-" + fp }
+
+// Read returns the record of ready base id, or an error wrapping
+// fs.ErrNotExist when the base is not ready.
+func Read(s *store.Store, id string) (*Record, error) {
+	var r Record
+	if err := atomicfile.ReadJSON(filepath.Join(s.BaseDir(id), "base.json"), &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Entry is one base as listed: a ready record, or a partial directory.
+type Entry struct {
+	ID      string  `json:"id"`
+	State   string  `json:"state"` // ready | building | partial
+	Current bool    `json:"current"`
+	Record  *Record `json:"record,omitempty"`
+}
+
+// List returns every base of the store, ready or not, newest first.
+func List(s *store.Store) ([]Entry, error) {
+	cur, err := s.Current()
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(s.BasesDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		en := Entry{ID: e.Name(), Current: e.Name() == cur}
+		r, err := Read(s, e.Name())
+		switch {
+		case err == nil:
+			en.State, en.Record = "ready", r
+		case errors.Is(err, fs.ErrNotExist):
+			en.State = "partial"
+			if held, _ := lock.Held(s.BaseLock(e.Name())); held {
+				en.State = "building"
+			}
+		default:
+			return nil, err
+		}
+		out = append(out, en)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ti, tj := time.Time{}, time.Time{}
+		if out[i].Record != nil {
+			ti = out[i].Record.Created
+		}
+		if out[j].Record != nil {
+			tj = out[j].Record.Created
+		}
+		return ti.After(tj)
+	})
+	return out, nil
+}

@@ -1,0 +1,401 @@
+package base
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/freshness"
+	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/store"
+	"github.com/ferrydev/ferry/pkg/toolchain"
+)
+
+// Options are the inputs of one base build.
+type Options struct {
+	Repo     *git.Repo
+	Settings *config.Settings
+	Store    *store.Store
+	Rev      string    // default HEAD
+	Cold     bool      // never seed from another base (seeding comes later: every build is cold now)
+	Progress io.Writer // progress lines and the warm commands' output; nil discards
+	Env      []string  // environment of the warm commands; nil means os.Environ()
+}
+
+// Result is what Build did.
+type Result struct {
+	Record *Record
+	Reused bool // the base was already ready; nothing was built
+}
+
+// Plan is what a build of Rev would produce, resolved before any lock.
+type Plan struct {
+	Commit    string
+	ID        string
+	Toolchain Toolchain
+	Warm      []WarmCommand
+	Modes     Modes
+}
+
+// Resolve works out the base id of o.Rev: the commit, the toolchain, the warm
+// commands and the modes. It changes nothing but scratch files.
+func Resolve(o Options) (*Plan, error) {
+	rev := o.Rev
+	if rev == "" {
+		rev = "HEAD"
+	}
+	commit, err := o.Repo.ResolveCommit(rev)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := o.Repo.Run(o.Repo.Top, "cat-file", "-e", commit+":Cargo.toml"); err != nil {
+		return nil, failure.New(failure.Prereq,
+			"Ferry builds the Cargo workspace at the repository root: add a Cargo.toml there, or pick a commit that has one with --rev",
+			"commit %s has no Cargo.toml at the repository root", short(commit))
+	}
+	tc, err := detectToolchain(o, commit)
+	if err != nil {
+		return nil, err
+	}
+	cmds := o.Settings.Warm
+	if o.Settings.WarmIsDefault {
+		cmds = config.DefaultWarm(tc.Clippy)
+	}
+	p := &Plan{
+		Commit: commit,
+		Toolchain: Toolchain{
+			Rustc: tc.RustcVerbose, RustcVersion: tc.RustcVersion, Host: tc.Host,
+			Cargo: tc.Cargo, CargoVersion: tc.CargoVersion,
+		},
+		Modes: Modes{Freshness: "mtime", Isolation: "namespace"},
+	}
+	for _, c := range cmds {
+		p.Warm = append(p.Warm, WarmCommand{Command: c, Generated: o.Settings.WarmIsDefault && c == config.GeneratedClippy})
+	}
+	p.ID = ID(commit, Fingerprint(p.Toolchain, p.Warm, p.Modes))
+	return p, nil
+}
+
+// detectToolchain runs the toolchain in a scratch directory holding the
+// commit's rust-toolchain files, so rustup resolves what the build will get
+// (the warm build runs at <store>/mnt/src, a path no rustup override names).
+func detectToolchain(o Options, commit string) (*toolchain.Toolchain, error) {
+	dir, err := os.MkdirTemp("", "ferry-toolchain-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	for _, name := range []string{"rust-toolchain", "rust-toolchain.toml"} {
+		if out, err := o.Repo.Run(o.Repo.Top, "cat-file", "-p", commit+":"+name); err == nil {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(out), 0o644); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return toolchain.Detect(dir, o.env())
+}
+
+func (o Options) env() []string {
+	if o.Env != nil {
+		return o.Env
+	}
+	return os.Environ()
+}
+
+func (o Options) progress() io.Writer {
+	if o.Progress == nil {
+		return io.Discard
+	}
+	return o.Progress
+}
+
+// CheckIsolation decides how builds are isolated under mode. Only the
+// namespace sandbox is implemented: building at host paths needs the
+// relocation plan, so without a working sandbox the build is refused with
+// the blocker named rather than done unsafely.
+func CheckIsolation(mode string) error {
+	if mode == "off" {
+		return failure.New(failure.Refused,
+			"set [sandbox] mode = \"auto\" (or FERRY_SANDBOX=auto); building at host paths is not supported yet",
+			"sandbox mode \"off\" needs the relocation plan, which this version of Ferry does not have")
+	}
+	tmp := os.TempDir()
+	err := sandbox.Probe(sandbox.Bind{Source: tmp, Target: tmp})
+	if err == nil {
+		return nil
+	}
+	hint := failure.HintOf(err)
+	if hint == "" {
+		hint = "run `ferry doctor` to see what blocks user namespaces on this host"
+	}
+	return failure.Wrap(failure.Blocked, err, hint+"\n(building without the namespace sandbox is refused until Ferry can relocate builds safely)",
+		"the namespace sandbox is unavailable (sandbox mode %q)", mode)
+}
+
+// Build builds the base of o.Rev, or reuses it when it is ready, and makes
+// it current. A failure leaves no ready base, no base directory, no
+// registered worktree, and the previous current base in place.
+func Build(ctx context.Context, o Options) (*Result, error) {
+	start := time.Now()
+	p, err := Resolve(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckIsolation(o.Settings.SandboxMode); err != nil {
+		return nil, err
+	}
+	if err := o.Store.Init(); err != nil {
+		return nil, err
+	}
+	out := o.progress()
+
+	l, err := lock.TryTake(o.Store.BaseLock(p.ID))
+	if err == lock.ErrBusy {
+		fmt.Fprintf(out, "ferry-base: waiting for another build of %s\n", p.ID)
+		l, err = lock.Take(o.Store.BaseLock(p.ID))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer l.Release()
+
+	if r, err := Read(o.Store, p.ID); err == nil {
+		if err := setCurrent(o.Store, p.ID); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "ferry-base: base %s is ready; reused\n", p.ID)
+		return &Result{Record: r, Reused: true}, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if err := discard(o, p.ID); err != nil {
+		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
+	}
+
+	r, err := build(ctx, o, p, start)
+	if err != nil {
+		if derr := discard(o, p.ID); derr != nil {
+			err = errors.Join(err, fmt.Errorf("discard the failed base: %w", derr))
+		}
+		return nil, err
+	}
+	return &Result{Record: r}, nil
+}
+
+func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, error) {
+	out := o.progress()
+	s := o.Store
+	dir := s.BaseDir(p.ID)
+	r := &Record{
+		Format: Format, ID: p.ID, Commit: p.Commit, Fingerprint: strings.TrimPrefix(p.ID, p.Commit+"-"),
+		Store: s.Dir, Dir: dir, Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target"),
+		MntSrc: s.MntSrc(), MntTarget: s.MntTarget(),
+		Toolchain: p.Toolchain, Modes: p.Modes, Warnings: []string{}, Incomplete: []string{},
+	}
+	fmt.Fprintf(out, "ferry-base: building base %s (%s, %s)\n", p.ID, short(p.Commit), p.Toolchain.Cargo)
+
+	t := time.Now()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := o.Repo.WorktreeAddDetached(r.Src, p.Commit); err != nil {
+		return nil, err
+	}
+	if err := o.Repo.WorktreeLock(r.Src, "ferry base "+p.ID); err != nil {
+		return nil, err
+	}
+	r.Timings.Worktree = since(t)
+
+	t = time.Now()
+	entries, err := o.Repo.LsFiles(r.Src)
+	if err != nil {
+		return nil, err
+	}
+	st, err := freshness.StampBaseCheckout(r.Src, entries)
+	if err != nil {
+		return nil, err
+	}
+	r.Stamped = StampCount{Files: st.Files, Dirs: st.Dirs}
+	r.Timings.Stamp = since(t)
+
+	t = time.Now()
+	if err := os.Mkdir(r.Target, 0o755); err != nil {
+		return nil, err
+	}
+	for i, w := range p.Warm {
+		fmt.Fprintf(out, "ferry-base: [%d/%d] %s\n", i+1, len(p.Warm), w.Command)
+		wt := time.Now()
+		code, err := runWarm(ctx, o, r, w.Command)
+		w.Seconds, w.ExitCode = since(wt), code
+		r.Warm = append(r.Warm, w)
+		if err != nil {
+			return nil, err
+		}
+		if code != 0 {
+			if w.Generated {
+				msg := fmt.Sprintf("warm command %q exited with status %d; the base is ready without it", w.Command, code)
+				r.Warnings = append(r.Warnings, msg)
+				r.Incomplete = append(r.Incomplete, w.Command)
+				fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
+				continue
+			}
+			return nil, failure.New(failure.BuildFailed,
+				fmt.Sprintf("run it in a checkout of %s to see why (git worktree add /tmp/check %s); the previous current base is unchanged", short(p.Commit), short(p.Commit)),
+				"warm command %q failed with exit status %d at %s", w.Command, code, short(p.Commit))
+		}
+	}
+	r.Timings.Warm = since(t)
+
+	t = time.Now()
+	dirty, err := o.Repo.Dirty(r.Src)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range dirty {
+		if d.X == '?' && filepath.Base(d.Path) == "Cargo.lock" {
+			// An untracked lockfile is Cargo resolving the workspace; agents
+			// get a copy of it (see ferry spawn).
+			continue
+		}
+		msg := fmt.Sprintf("the warm build wrote %s into the source tree (a build script or command writing outside OUT_DIR or the target dir)", d.Path)
+		r.Warnings = append(r.Warnings, msg)
+		fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
+	}
+	r.Created = time.Now().UTC()
+	r.Timings.Finish = since(t)
+	r.Timings.Total = since(start)
+	if err := ctx.Err(); err != nil {
+		return nil, interrupted(err)
+	}
+	// base.json is the ready marker: written last, atomically.
+	if err := atomicfile.WriteJSON(filepath.Join(dir, "base.json"), r, 0o644); err != nil {
+		return nil, err
+	}
+	if err := setCurrent(s, p.ID); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "ferry-base: base %s ready in %.1fs (warm %.1fs)\n", p.ID, r.Timings.Total, r.Timings.Warm)
+	return r, nil
+}
+
+// runWarm runs one warm command in the sandbox at the canonical paths and
+// returns its exit status. The error is for failures to run it at all.
+func runWarm(ctx context.Context, o Options, r *Record, command string) (int, error) {
+	env := warmEnv(o.env(), r)
+	c, err := sandbox.Command(sandbox.Plan{
+		Binds: []sandbox.Bind{
+			{Source: r.Src, Target: r.MntSrc},
+			{Source: r.Target, Target: r.MntTarget},
+		},
+		Dir:               r.MntSrc,
+		Argv:              []string{"sh", "-c", command},
+		Env:               env,
+		KillOnParentDeath: true,
+	})
+	if err != nil {
+		return 0, err
+	}
+	// stdout is the caller's answer channel: the build's output goes to stderr.
+	c.Stdout = o.progress()
+	c.Stderr = o.progress()
+	if err := c.Start(); err != nil {
+		return 0, err
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			c.Process.Kill() // init of the PID namespace: everything in it dies
+		case <-done:
+		}
+	}()
+	err = c.Wait()
+	close(done)
+	if ctx.Err() != nil {
+		return 0, interrupted(ctx.Err())
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if code := ee.ExitCode(); code >= 0 {
+			return code, nil
+		}
+		return 128 + 9, nil
+	}
+	return 0, err
+}
+
+// warmEnv is the environment of a warm command: the caller's, with every
+// variable that could send Cargo's output elsewhere replaced (invariant 3).
+func warmEnv(env []string, r *Record) []string {
+	drop := map[string]bool{
+		"CARGO_TARGET_DIR": true, "CARGO_BUILD_TARGET_DIR": true, "CARGO_BUILD_BUILD_DIR": true,
+		"PWD": true, "OLDPWD": true, "FERRY_AGENT": true,
+	}
+	out := make([]string, 0, len(env)+4)
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !drop[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out,
+		"CARGO_TARGET_DIR="+r.MntTarget,
+		"CARGO_BUILD_BUILD_DIR="+r.MntTarget,
+		"CARGO_BUILD_WARNINGS=warn",
+		"PWD="+r.MntSrc,
+	)
+}
+
+// discard removes every trace of a base that is not ready: its registered
+// worktree and its directory. The caller holds the base lock.
+func discard(o Options, id string) error {
+	dir := o.Store.BaseDir(id)
+	if _, err := os.Stat(filepath.Join(dir, "base.json")); err == nil {
+		return fmt.Errorf("refusing to discard ready base %s", id)
+	}
+	if err := o.Repo.WorktreeRemove(filepath.Join(dir, "src")); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(o.Store.BasesDir())
+}
+
+// setCurrent records id as current under the store lock. Called with the
+// base lock held (the lock order's one exception: see package lock).
+func setCurrent(s *store.Store, id string) error {
+	l, err := lock.Take(s.LockPath())
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	return s.SetCurrent(id)
+}
+
+func interrupted(err error) error {
+	return failure.Wrap(failure.Interrupted, err, "", "base build interrupted; the partial base was discarded")
+}
+
+func since(t time.Time) float64 {
+	return float64(time.Since(t).Round(time.Millisecond)) / float64(time.Second)
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}

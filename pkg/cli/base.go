@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+type baseCLI struct {
+	Build baseBuildCmd `cmd:"" default:"withargs" help:"Build (or reuse) the immutable warm base of a commit and make it current."`
+	List  baseListCmd  `cmd:"" help:"List the bases of this repository."`
+}
+
+type baseBuildCmd struct {
+	Rev  string `help:"Revision to build." default:"HEAD" placeholder:"R"`
+	Cold bool   `help:"Build from scratch, never seeded from another base."`
+	JSON bool   `name:"json" help:"Print the base record as JSON."`
+}
+
+type baseListCmd struct {
+	JSON bool `name:"json" help:"Print the bases as JSON."`
+}
+
+// Base is the ferry-base command.
+func Base(args []string, io IO) int {
+	var c baseCLI
+	ctx, code, done := parse("ferry-base", "Build immutable warm bases: one Cargo build per commit, at canonical paths inside a namespace sandbox.", &c, args, io)
+	if done {
+		return code
+	}
+	switch ctx.Command() {
+	case "list":
+		return Report(io, "ferry-base", c.List.run(io), c.List.JSON)
+	default:
+		return Report(io, "ferry-base", c.Build.run(io), c.Build.JSON)
+	}
+}
+
+func (c *baseBuildCmd) run(io IO) error {
+	fc, err := Load(".")
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := base.Build(ctx, base.Options{
+		Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store,
+		Rev: c.Rev, Cold: c.Cold, Progress: io.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return writeJSON(io.Stdout, struct {
+			*base.Record
+			Reused bool `json:"reused"`
+		}{res.Record, res.Reused})
+	}
+	r := res.Record
+	verb := "built"
+	if res.Reused {
+		verb = "reused"
+	}
+	fmt.Fprintf(io.Stdout, "%s base %s\n  commit  %s\n  src     %s\n  target  %s\n  cargo   %s\n",
+		verb, r.ID, r.Commit, r.Src, r.Target, r.Toolchain.Cargo)
+	if !res.Reused {
+		fmt.Fprintf(io.Stdout, "  time    %.1fs total: worktree %.2fs, stamp %.2fs, warm %.1fs\n",
+			r.Timings.Total, r.Timings.Worktree, r.Timings.Stamp, r.Timings.Warm)
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(io.Stdout, "  warning %s\n", w)
+	}
+	return nil
+}
+
+func (c *baseListCmd) run(io IO) error {
+	fc, err := Load(".")
+	if err != nil {
+		return err
+	}
+	list, err := base.List(fc.Store)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		if list == nil {
+			list = []base.Entry{}
+		}
+		return writeJSON(io.Stdout, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(io.Stdout, "no bases yet: run `ferry base` to build one")
+		return nil
+	}
+	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CURRENT\tID\tSTATE\tCOMMIT\tCARGO\tCREATED")
+	for _, e := range list {
+		cur := ""
+		if e.Current {
+			cur = "*"
+		}
+		commit, cargo, created := "-", "-", "-"
+		if e.Record != nil {
+			commit = e.Record.Commit[:12]
+			cargo = e.Record.Toolchain.CargoVersion
+			created = e.Record.Created.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cur, e.ID, e.State, commit, cargo, created)
+	}
+	return tw.Flush()
+}
+
+// parse parses args into grammar. done is true when the command has finished
+// (help, or a usage error already reported) with exit status code.
+func parse(name, desc string, grammar any, args []string, io IO) (ctx *kong.Context, code int, done bool) {
+	exited := false
+	parser, err := kong.New(grammar,
+		kong.Name(name),
+		kong.Description(desc+"\n\n"+failure.ExitCodes),
+		kong.Writers(io.Stdout, io.Stderr),
+		kong.Exit(func(c int) { exited, code = true, c }),
+	)
+	if err != nil {
+		return nil, Report(io, name, err, false), true
+	}
+	ctx, err = parser.Parse(args)
+	if exited {
+		return nil, code, true
+	}
+	if err != nil {
+		return nil, Report(io, name, failure.Wrap(failure.Usage, err, "run `"+name+" --help` for usage", "bad arguments"), false), true
+	}
+	return ctx, 0, false
+}

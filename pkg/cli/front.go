@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// stages are the pipeline binaries that `ferry NAME` runs, git style.
+var stages = map[string]string{
+	"base":  "build and list immutable warm bases (ferry-base)",
+	"spawn": "create an agent: a worktree with a fork of the base (ferry-spawn)",
+	"watch": "poll a ref and announce new commits (ferry-watch)",
+	"gc":    "delete what nothing references (ferry-gc)",
+}
+
+// own are the front's own commands, with what they will do.
+var own = map[string]string{
+	"run":    "run a command in an agent's sandbox",
+	"shell":  "open a shell in an agent's sandbox",
+	"env":    "print an agent's environment",
+	"list":   "list agents",
+	"rm":     "remove an agent",
+	"doctor": "diagnose this host",
+	"up":     "start watcher, builder and gc for a repository",
+	"events": "print the event log",
+}
+
+// Front is the ferry command: it dispatches to the stage binaries and runs
+// its own commands.
+func Front(args []string, io IO) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		frontHelp(io)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	name := args[0]
+	if _, ok := stages[name]; ok {
+		return Report(io, "ferry", execStage("ferry-"+name, args[1:]), false)
+	}
+	if _, ok := own[name]; ok {
+		return Report(io, "ferry", Unimplemented("ferry "+name), false)
+	}
+	return Report(io, "ferry", failure.New(failure.Usage, "run `ferry --help` for the commands", "unknown command %q", name), false)
+}
+
+// execStage replaces this process with the stage binary: first the one
+// installed beside this executable, else the one on PATH.
+func execStage(bin string, args []string) error {
+	path := ""
+	if self, err := os.Executable(); err == nil {
+		cand := filepath.Join(filepath.Dir(self), bin)
+		if fi, err := os.Stat(cand); err == nil && fi.Mode().IsRegular() {
+			path = cand
+		}
+	}
+	if path == "" {
+		p, err := exec.LookPath(bin)
+		if err != nil {
+			return failure.Wrap(failure.Prereq, err, "install Ferry's binaries together (make build puts them all in ./bin)", "%s not found beside ferry or on PATH", bin)
+		}
+		path = p
+	}
+	err := syscall.Exec(path, append([]string{bin}, args...), os.Environ())
+	return fmt.Errorf("exec %s: %w", path, err)
+}
+
+// Unimplemented is the error of a command that does not exist yet.
+func Unimplemented(what string) error {
+	return failure.New(failure.Unimplemented, "see the README for what works today",
+		"%s is not implemented yet", what)
+}
+
+func frontHelp(io IO) {
+	fmt.Fprintln(io.Stdout, "Usage: ferry <command> [args]\n\nFerry gives every parallel coding agent its own git worktree with a warm Cargo build forked from an immutable base.\n\nPipeline stages:")
+	list := func(m map[string]string) {
+		names := make([]string, 0, len(m))
+		for n := range m {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(io.Stdout, "  %-8s %s\n", n, m[n])
+		}
+	}
+	list(stages)
+	fmt.Fprintln(io.Stdout, "\nCommands (not implemented yet):")
+	list(own)
+	fmt.Fprintln(io.Stdout, "\nEvery command takes --json. Run `ferry <command> --help` for its flags.\n\n"+strings.TrimSpace(failure.ExitCodes))
+}
+
+// NotYet is the main of a stage binary that does not exist yet.
+func NotYet(bin string, io IO) int {
+	return Report(io, bin, Unimplemented(bin), false)
+}

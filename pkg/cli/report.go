@@ -1,0 +1,128 @@
+// Package cli is the command layer of Ferry's binaries: flag parsing with
+// kong, loading the repository, settings and store, printing answers on
+// stdout (JSON with --json) and errors on stderr as error:, caused by: and
+// hint: lines with a documented exit code. Library packages never print;
+// this package is the one place that does.
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// IO is where a command writes.
+type IO struct {
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// StdIO is the process's own streams.
+func StdIO() IO { return IO{Stdout: os.Stdout, Stderr: os.Stderr} }
+
+// Report prints err for a user and returns its exit code. With asJSON it
+// also prints {"error": ...} on stdout, so scripts get an answer either way.
+func Report(io IO, prog string, err error, asJSON bool) int {
+	if err == nil {
+		return 0
+	}
+	kind := failure.KindOf(err)
+	chain := messages(err)
+	fmt.Fprintf(io.Stderr, "%s: error: %s\n", prog, chain[0])
+	for _, c := range chain[1:] {
+		fmt.Fprintf(io.Stderr, "  caused by: %s\n", c)
+	}
+	hint := failure.HintOf(err)
+	if hint != "" {
+		for i, line := range strings.Split(hint, "\n") {
+			if i == 0 {
+				fmt.Fprintf(io.Stderr, "  hint: %s\n", line)
+			} else {
+				fmt.Fprintf(io.Stderr, "        %s\n", line)
+			}
+		}
+	}
+	if asJSON {
+		writeJSON(io.Stdout, map[string]any{"error": map[string]any{
+			"kind": kind.String(), "message": chain[0], "causes": chain[1:], "hint": hint,
+			"exit_code": kind.ExitCode(),
+		}})
+	}
+	return kind.ExitCode()
+}
+
+// messages splits err's chain into one message per layer, each without the
+// text of its cause.
+func messages(err error) []string {
+	var layers []error
+	for e := err; e != nil; {
+		layers = append(layers, e)
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			// A joined error: report its parts as causes, flattened.
+			for _, c := range j.Unwrap() {
+				layers = append(layers, c)
+			}
+			break
+		}
+		e = errors.Unwrap(e)
+	}
+	var out []string
+	for i, e := range layers {
+		msg := e.Error()
+		if fe, ok := e.(*failure.Error); ok && fe.Msg != "" {
+			msg = fe.Msg
+		} else if i+1 < len(layers) {
+			msg = strings.TrimSuffix(msg, ": "+layers[i+1].Error())
+		}
+		if msg == "" || (len(out) > 0 && out[len(out)-1] == msg) {
+			continue
+		}
+		out = append(out, msg)
+	}
+	if len(out) == 0 {
+		out = []string{err.Error()}
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// Context is what most commands need: the repository, its settings and store.
+type Context struct {
+	Repo     *git.Repo
+	Settings *config.Settings
+	Store    *store.Store
+}
+
+// Load opens the repository containing dir, its ferry.toml and its store.
+func Load(dir string) (*Context, error) {
+	repo, err := git.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	settings, err := config.Load(repo.Top, config.OSEnv())
+	if err != nil {
+		return nil, err
+	}
+	common, err := repo.CommonDir()
+	if err != nil {
+		return nil, err
+	}
+	s, err := store.Open(settings.StoreParent, common, repo.Top)
+	if err != nil {
+		return nil, err
+	}
+	return &Context{Repo: repo, Settings: settings, Store: s}, nil
+}
