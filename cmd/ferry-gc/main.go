@@ -1,4 +1,4 @@
-// Command ferry-gc is a stage of Ferry's pipeline; see the README.
+// Command ferry-gc deletes bases nothing references and rolls back dead spawns.
 package main
 
 import (
@@ -8,5 +8,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.NotYet("ferry-gc", cli.StdIO()))
+	os.Exit(cli.GC(os.Args[1:], cli.StdIO()))
 }

@@ -1,12 +1,16 @@
-// Command ferry-shim is a stage of Ferry's pipeline; see the README.
+// Command ferry-shim is installed as <store parent>/bin/cargo: it runs the
+// real cargo in the sandbox of the agent whose worktree holds the working
+// directory, with that agent's target dirs.
 package main
 
 import (
 	"os"
 
-	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/shim"
 )
 
 func main() {
-	os.Exit(cli.NotYet("ferry-shim", cli.StdIO()))
+	sandbox.Init()
+	os.Exit(shim.Main(os.Args[1:]))
 }

@@ -1,12 +1,14 @@
-// Command ferry-spawn is a stage of Ferry's pipeline; see the README.
+// Command ferry-spawn creates an agent: a worktree with a fork of the base.
 package main
 
 import (
 	"os"
 
 	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 
 func main() {
-	os.Exit(cli.NotYet("ferry-spawn", cli.StdIO()))
+	sandbox.Init()
+	os.Exit(cli.Spawn(os.Args[1:], cli.StdIO()))
 }

@@ -4,8 +4,12 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ferrydev/ferry/pkg/fixture"
@@ -40,4 +44,49 @@ func (e Env) Environ() (out []string) {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// Binaries builds Ferry's binaries once per test process into a temporary
+// directory and returns it: tests of the per-call shim need the real thing
+// on PATH. The directory is world-readable so unprivileged re-runs can use it.
+func Binaries(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ferry-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		os.Chmod(dir, 0o755)
+		root, err := moduleRoot()
+		if err != nil {
+			binErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/...")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		binDir = dir
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binDir
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }

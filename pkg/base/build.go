@@ -32,6 +32,10 @@ type Options struct {
 	Cold     bool      // never seed from another base (seeding comes later: every build is cold now)
 	Progress io.Writer // progress lines and the warm commands' output; nil discards
 	Env      []string  // environment of the warm commands; nil means os.Environ()
+	// Shim installs the shim (ferry-shim beside the running binary) as
+	// cargo and puts it first on the warm commands' PATH, so each nested
+	// workspace gets the target dir it gets in agents.
+	Shim bool
 }
 
 // Result is what Build did.
@@ -234,10 +238,23 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 	if err := os.Mkdir(r.Target, 0o755); err != nil {
 		return nil, err
 	}
+	shimDir := ""
+	if o.Shim {
+		if err := s.InstallShim(""); err != nil {
+			msg := fmt.Sprintf("warmed without the shim (%v): workspaces nested in the checkout were not warmed in their own target dirs", err)
+			r.Warnings = append(r.Warnings, msg)
+			fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
+		} else {
+			shimDir = s.ShimDir()
+		}
+	}
+	if shimDir == "" {
+		r.Incomplete = append(r.Incomplete, "nested workspaces: not warmed in their own target dirs (agents build them cold)")
+	}
 	for i, w := range p.Warm {
 		fmt.Fprintf(out, "ferry-base: [%d/%d] %s\n", i+1, len(p.Warm), w.Command)
 		wt := time.Now()
-		code, err := runWarm(ctx, o, r, w.Command)
+		code, err := runWarm(ctx, o, r, w.Command, shimDir)
 		w.Seconds, w.ExitCode = since(wt), code
 		r.Warm = append(r.Warm, w)
 		if err != nil {
@@ -292,8 +309,8 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 
 // runWarm runs one warm command in the sandbox at the canonical paths and
 // returns its exit status. The error is for failures to run it at all.
-func runWarm(ctx context.Context, o Options, r *Record, command string) (int, error) {
-	env := warmEnv(o.env(), r)
+func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string) (int, error) {
+	env := warmEnv(o.env(), r, shimDir)
 	c, err := sandbox.Command(sandbox.Plan{
 		Binds: []sandbox.Bind{
 			{Source: r.Src, Target: r.MntSrc},
@@ -338,17 +355,23 @@ func runWarm(ctx context.Context, o Options, r *Record, command string) (int, er
 
 // warmEnv is the environment of a warm command: the caller's, with every
 // variable that could send Cargo's output elsewhere replaced (invariant 3).
-func warmEnv(env []string, r *Record) []string {
+func warmEnv(env []string, r *Record, shimDir string) []string {
 	drop := map[string]bool{
 		"CARGO_TARGET_DIR": true, "CARGO_BUILD_TARGET_DIR": true, "CARGO_BUILD_BUILD_DIR": true,
-		"PWD": true, "OLDPWD": true, "FERRY_AGENT": true,
+		"PWD": true, "OLDPWD": true, "FERRY_AGENT": true, "FERRY_WARM_SRC": true, "FERRY_WARM_TARGET": true,
 	}
 	out := make([]string, 0, len(env)+4)
 	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "PATH" && shimDir != "" {
+			kv = "PATH=" + shimDir + string(filepath.ListSeparator) + v
+		}
 		if !drop[k] {
 			out = append(out, kv)
 		}
+	}
+	if shimDir != "" {
+		out = append(out, "FERRY_WARM_SRC="+r.MntSrc, "FERRY_WARM_TARGET="+r.MntTarget)
 	}
 	return append(out,
 		"CARGO_TARGET_DIR="+r.MntTarget,

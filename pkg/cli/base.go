@@ -52,10 +52,11 @@ func (c *baseBuildCmd) run(io IO) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := base.Build(ctx, base.Options{
+	opts := base.Options{
 		Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store,
-		Rev: c.Rev, Cold: c.Cold, Progress: io.Stderr,
-	})
+		Rev: c.Rev, Cold: c.Cold, Progress: io.Stderr, Shim: true,
+	}
+	res, err := base.Build(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -20,16 +20,16 @@ var stages = map[string]string{
 	"gc":    "delete what nothing references (ferry-gc)",
 }
 
-// own are the front's own commands, with what they will do.
+// own are the front's own commands.
 var own = map[string]string{
-	"run":    "run a command in an agent's sandbox",
+	"run":    "run a command in an agent's sandbox: ferry run [NAME] -- CMD",
 	"shell":  "open a shell in an agent's sandbox",
-	"env":    "print an agent's environment",
+	"env":    "print the environment that builds as an agent",
 	"list":   "list agents",
 	"rm":     "remove an agent",
-	"doctor": "diagnose this host",
-	"up":     "start watcher, builder and gc for a repository",
-	"events": "print the event log",
+	"doctor": "diagnose this host (not implemented yet)",
+	"up":     "start watcher, builder and gc for a repository (not implemented yet)",
+	"events": "print the event log (not implemented yet)",
 }
 
 // Front is the ferry command: it dispatches to the stage binaries and runs
@@ -45,6 +45,18 @@ func Front(args []string, io IO) int {
 	name := args[0]
 	if _, ok := stages[name]; ok {
 		return Report(io, "ferry", execStage("ferry-"+name, args[1:]), false)
+	}
+	switch name {
+	case "run":
+		return runAgent(args[1:], io)
+	case "shell":
+		return shellAgent(args[1:], io)
+	case "env":
+		return envAgent(args[1:], io)
+	case "list":
+		return listAgents(args[1:], io)
+	case "rm":
+		return rmAgent(args[1:], io)
 	}
 	if _, ok := own[name]; ok {
 		return Report(io, "ferry", Unimplemented("ferry "+name), false)
@@ -92,7 +104,7 @@ func frontHelp(io IO) {
 		}
 	}
 	list(stages)
-	fmt.Fprintln(io.Stdout, "\nCommands (not implemented yet):")
+	fmt.Fprintln(io.Stdout, "\nCommands:")
 	list(own)
 	fmt.Fprintln(io.Stdout, "\nEvery command takes --json. Run `ferry <command> --help` for its flags.\n\n"+strings.TrimSpace(failure.ExitCodes))
 }

@@ -1,0 +1,206 @@
+// Package agent creates, lists and removes agents: git worktrees with a fork
+// of a base's target dir, whose first cargo build reuses the base's work
+// wherever the agent's sources are provably the base's.
+//
+// An agent is <store>/agents/<name>/ (agent.json, lock, busy.lock, target/)
+// plus its worktree and branch. agent.json is written in state "creating"
+// before anything else exists and names everything spawn is about to make,
+// so a spawn killed at any point is rolled back by the next spawn of that
+// name or by gc: an agent is either ready or, after rollback, absent.
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// Format versions agent.json.
+const Format = 1
+
+// States of an agent.
+const (
+	Creating = "creating"
+	Ready    = "ready"
+)
+
+// Record is agent.json.
+type Record struct {
+	Format      int       `json:"format"`
+	Name        string    `json:"name"`
+	State       string    `json:"state"`
+	Branch      string    `json:"branch"`
+	Worktree    string    `json:"worktree"`
+	StartCommit string    `json:"start_commit"`
+	Base        string    `json:"base"` // base id
+	BaseCommit  string    `json:"base_commit"`
+	Backend     string    `json:"backend"`
+	Created     time.Time `json:"created"`
+	// What spawn made, so a rollback removes only that.
+	MadeWorktree bool `json:"made_worktree"`
+	MadeBranch   bool `json:"made_branch"`
+
+	Stamp   StampStats `json:"stamp"`
+	Fork    ForkStats  `json:"fork"`
+	Timings Timings    `json:"timings"`
+}
+
+// StampStats summarizes the stamping pass.
+type StampStats struct {
+	Files     int `json:"files"`
+	Dirs      int `json:"dirs"`
+	Skipped   int `json:"skipped"`
+	Freshened int `json:"freshened"`
+}
+
+// ForkStats summarizes the fork of the base target.
+type ForkStats struct {
+	Files int   `json:"files"`
+	Dirs  int   `json:"dirs"`
+	Bytes int64 `json:"bytes"`
+}
+
+// Timings are seconds per spawn phase.
+type Timings struct {
+	Worktree float64 `json:"worktree"`
+	Stamp    float64 `json:"stamp"`
+	Fork     float64 `json:"fork"`
+	Total    float64 `json:"total"`
+}
+
+// Dir is an agent's directory in the store.
+func Dir(s *store.Store, name string) string { return filepath.Join(s.AgentsDir(), name) }
+
+// Target is an agent's fork of the base target (reflink and copy backends).
+func Target(s *store.Store, name string) string { return filepath.Join(Dir(s, name), "target") }
+
+// LockPath, BusyPath and recordPath name an agent's files.
+func LockPath(s *store.Store, name string) string { return filepath.Join(Dir(s, name), "lock") }
+func BusyPath(s *store.Store, name string) string { return filepath.Join(Dir(s, name), "busy.lock") }
+func recordPath(s *store.Store, name string) string {
+	return filepath.Join(Dir(s, name), "agent.json")
+}
+
+// Read returns agent name's record; an error wrapping fs.ErrNotExist when
+// there is no such agent.
+func Read(s *store.Store, name string) (*Record, error) {
+	var r Record
+	if err := atomicfile.ReadJSON(recordPath(s, name), &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func write(s *store.Store, r *Record) error {
+	return atomicfile.WriteJSON(recordPath(s, r.Name), r, 0o644)
+}
+
+// All returns every agent record in the store, by name.
+func All(s *store.Store) ([]*Record, error) {
+	ents, err := os.ReadDir(s.AgentsDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		r, err := Read(s, e.Name())
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // a directory without a record: gc's to remove
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// CheckName refuses names that cannot be a directory and a branch.
+func CheckName(name string) error {
+	if !validName.MatchString(name) || strings.Contains(name, "..") || strings.HasSuffix(name, ".lock") || strings.HasSuffix(name, ".") {
+		return failure.New(failure.Usage,
+			"use letters, digits, '.', '_' and '-' (at most 64, starting with a letter or digit), e.g. fix-parser-2",
+			"bad agent name %q", name)
+	}
+	return nil
+}
+
+// Busy reports whether processes run for the agent: every process run for an
+// agent holds busy.lock shared.
+func Busy(s *store.Store, name string) (bool, error) {
+	if _, err := os.Stat(BusyPath(s, name)); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return lock.Held(BusyPath(s, name))
+}
+
+// HoldBusy takes busy.lock shared for a process run for the agent. The
+// caller passes the returned lock's file to the child so the lock lives as
+// long as the child and its descendants.
+func HoldBusy(s *store.Store, name string) (*lock.Lock, error) {
+	return lock.Shared(BusyPath(s, name))
+}
+
+// FindByWorktree returns the agent whose worktree is exactly dir (compared
+// by device and inode, so a bind mount of it counts), or nil.
+func FindByWorktree(s *store.Store, dir string) (*Record, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	all, err := All(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range all {
+		if r.Worktree == dir {
+			return r, nil
+		}
+		if wi, err := os.Stat(r.Worktree); err == nil && os.SameFile(fi, wi) {
+			return r, nil
+		}
+	}
+	return nil, nil
+}
+
+// ErrNotReady is an agent that exists but was not fully created.
+func notReady(r *Record) error {
+	return failure.New(failure.Refused,
+		fmt.Sprintf("its spawn did not finish; remove it with `ferry rm --force %s` (or run `ferry gc`) and spawn it again", r.Name),
+		"agent %q is not fully created (state %q)", r.Name, r.State)
+}
+
+// Get returns a ready agent, refusing one that is not fully created.
+func Get(s *store.Store, name string) (*Record, error) {
+	r, err := Read(s, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, failure.New(failure.Usage, "list agents with `ferry list`", "no agent named %q", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.State != Ready {
+		return nil, notReady(r)
+	}
+	return r, nil
+}

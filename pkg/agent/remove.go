@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// Removal is what Remove did.
+type Removal struct {
+	Name          string `json:"name"`
+	Worktree      string `json:"worktree"`
+	BranchDeleted bool   `json:"branch_deleted"`
+	BranchKept    string `json:"branch_kept,omitempty"`
+	BranchCommits int    `json:"branch_commits,omitempty"` // commits the kept branch carries beyond the start
+	OrphanRef     string `json:"orphan_ref,omitempty"`     // where --force kept commits no ref reached
+}
+
+// Remove deletes agent name: its worktree, its fork and, when it still
+// points at the starting commit and is checked out nowhere else, its branch.
+// It refuses while processes run for the agent, when another agent's
+// worktree is nested inside (even with force), and, without force, when the
+// worktree has uncommitted changes or commits no branch, tag or remote
+// reaches. With force such commits are kept under refs/ferry/orphaned/.
+func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, error) {
+	storeLock, err := lock.Take(s.LockPath())
+	if err != nil {
+		return nil, err
+	}
+	defer storeLock.Release()
+	r, err := Read(s, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, failure.New(failure.Usage, "list agents with `ferry list`", "no agent named %q", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	agentLock, err := lock.TryTake(LockPath(s, name))
+	if err == lock.ErrBusy {
+		return nil, failure.New(failure.Refused, "wait for the spawn to finish", "agent %q is being created", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer agentLock.Release()
+	if r.State != Ready {
+		// An unfinished spawn whose spawner is gone: roll it back.
+		if err := rollback(repo, s, r); err != nil {
+			return nil, err
+		}
+		return &Removal{Name: name, Worktree: r.Worktree}, nil
+	}
+
+	// Holding busy.lock exclusively keeps new processes out while removing.
+	busy, err := lock.TryTake(BusyPath(s, name))
+	if err == lock.ErrBusy {
+		pids := LockHolders(BusyPath(s, name))
+		return nil, failure.New(failure.Refused, "stop them (exit the agent's shells and builds) and try again",
+			"processes still run for agent %q%s", name, pidList(pids))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer busy.Release()
+
+	all, err := All(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range all {
+		if o.Name != name && store.Within(o.Worktree, r.Worktree) {
+			return nil, failure.New(failure.Refused, fmt.Sprintf("remove agent %q first", o.Name),
+				"agent %q's worktree %s is nested inside %s", o.Name, o.Worktree, r.Worktree)
+		}
+	}
+
+	rm := &Removal{Name: name, Worktree: r.Worktree}
+	wtExists := false
+	if fi, err := os.Stat(r.Worktree); err == nil && fi.IsDir() {
+		wtExists = true
+	}
+	branchHead := revParse(repo, "refs/heads/"+r.Branch)
+	elsewhere, err := checkedOutElsewhere(repo, r)
+	if err != nil {
+		return nil, err
+	}
+	deleteBranch := branchHead == r.StartCommit && !elsewhere
+
+	if wtExists {
+		dirty, err := repo.Dirty(r.Worktree)
+		if err != nil {
+			return nil, err
+		}
+		var changed []string
+		for _, d := range dirty {
+			if d.X != '!' {
+				changed = append(changed, d.Path)
+			}
+		}
+		if len(changed) > 0 && !force {
+			return nil, failure.New(failure.Refused, "commit or stash the changes, or pass --force to discard them",
+				"agent %q has uncommitted changes (%s)", name, summarize(changed))
+		}
+		head := revParseIn(repo, r.Worktree, "HEAD")
+		if head != "" {
+			args := []string{"rev-list", head, "--not"}
+			if deleteBranch {
+				args = append(args, "--exclude=refs/heads/"+r.Branch)
+			}
+			args = append(args, "--branches", "--tags", "--remotes")
+			out, err := repo.Run("", args...)
+			if err != nil {
+				return nil, err
+			}
+			if n := len(strings.Fields(out)); n > 0 {
+				if !force {
+					return nil, failure.New(failure.Refused, "push or branch them, or pass --force to keep them under refs/ferry/orphaned/",
+						"agent %q has %d commit(s) that no branch, tag or remote reaches", name, n)
+				}
+				ref := fmt.Sprintf("refs/ferry/orphaned/%s-%s", name, time.Now().UTC().Format("20060102T150405Z"))
+				if _, err := repo.Run("", "update-ref", ref, head); err != nil {
+					return nil, err
+				}
+				rm.OrphanRef = ref
+			}
+		}
+		if err := repo.WorktreeRemove(r.Worktree); err != nil {
+			return nil, err
+		}
+	} else if err := repo.WorktreeRemove(r.Worktree); err != nil {
+		return nil, err
+	}
+	if deleteBranch {
+		if _, err := repo.Run("", "branch", "-D", "--", r.Branch); err != nil {
+			return nil, err
+		}
+		rm.BranchDeleted = true
+	} else if branchHead != "" {
+		rm.BranchKept = r.Branch
+		if out, err := repo.Run("", "rev-list", "--count", r.StartCommit+".."+branchHead); err == nil {
+			rm.BranchCommits, _ = strconv.Atoi(strings.TrimSpace(out))
+		}
+	}
+	busy.Release()
+	agentLock.Release()
+	if err := os.RemoveAll(Dir(s, name)); err != nil {
+		return nil, err
+	}
+	return rm, nil
+}
+
+func revParse(repo *git.Repo, ref string) string {
+	out, err := repo.Run("", "rev-parse", "--verify", "--quiet", ref)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(out)
+}
+
+func revParseIn(repo *git.Repo, dir, ref string) string {
+	out, err := repo.Run(dir, "rev-parse", "--verify", "--quiet", ref)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(out)
+}
+
+// checkedOutElsewhere reports whether r's branch is checked out in a
+// worktree other than r's.
+func checkedOutElsewhere(repo *git.Repo, r *Record) (bool, error) {
+	wts, err := repo.Worktrees()
+	if err != nil {
+		return false, err
+	}
+	for _, w := range wts {
+		if w.Branch == r.Branch && !git.SamePath(w.Path, r.Worktree) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func summarize(paths []string) string {
+	if len(paths) <= 3 {
+		return strings.Join(paths, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(paths[:3], ", "), len(paths)-3)
+}
+
+func pidList(pids []int) string {
+	if len(pids) == 0 {
+		return ""
+	}
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(p)
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); err == nil {
+			s[i] += " (" + strings.TrimSpace(string(b)) + ")"
+		}
+	}
+	return ": pid " + strings.Join(s, ", ")
+}

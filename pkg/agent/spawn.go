@@ -1,0 +1,379 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ferrydev/ferry/internal/failpoint"
+	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/freshness"
+	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// SpawnOptions are the inputs of one spawn.
+type SpawnOptions struct {
+	Repo     *git.Repo
+	Settings *config.Settings
+	Store    *store.Store
+	Name     string
+	From     string // REF the worktree starts at; default HEAD
+	Path     string // worktree path; default <worktree parent>/<store key>/<name>
+	Branch   string // default <branch prefix><name>
+	Backend  string // default the configured backend
+	Progress io.Writer
+}
+
+// Spawn creates agent o.Name: a worktree on a new branch, stamped against
+// the chosen base, with a fork of the base's target. On failure it removes
+// only what it created.
+func Spawn(o SpawnOptions) (*Record, error) {
+	start := time.Now()
+	if err := CheckName(o.Name); err != nil {
+		return nil, err
+	}
+	s := o.Store
+	if err := s.Init(); err != nil {
+		return nil, err
+	}
+	from := o.From
+	if from == "" {
+		from = "HEAD"
+	}
+	commit, err := o.Repo.ResolveCommit(from)
+	if err != nil {
+		return nil, err
+	}
+	branch := o.Branch
+	if branch == "" {
+		branch = o.Settings.BranchPrefix + o.Name
+	}
+	path := o.Path
+	if path == "" {
+		path = filepath.Join(o.Settings.WorktreeParent, s.Key, o.Name)
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return nil, err
+	}
+	backendName := o.Backend
+	if backendName == "" {
+		backendName = o.Settings.Backend
+	}
+	backend, err := fork.Select(backendName, s.Dir)
+	if err != nil {
+		return nil, err
+	}
+
+	// Under the store lock: check that name, branch and path are free,
+	// choose the base, and record the agent as creating.
+	storeLock, err := lock.Take(s.LockPath())
+	if err != nil {
+		return nil, err
+	}
+	r, agentLock, err := reserve(o, commit, branch, path, backend.Name())
+	storeLock.Release()
+	if err != nil {
+		return nil, err
+	}
+	defer agentLock.Release()
+	failpoint.Hit("spawn/reserved")
+
+	b, err := base.Read(s, r.Base)
+	if err == nil {
+		err = create(o, r, b, backend)
+	}
+	if err != nil {
+		if rerr := rollback(o.Repo, s, r); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("roll back agent %s: %w", r.Name, rerr))
+		}
+		return nil, err
+	}
+	r.Timings.Total = since(start)
+	r.State = Ready
+	if err := write(s, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// reserve runs under the store lock.
+func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lock.Lock, error) {
+	s := o.Store
+	if old, err := Read(s, o.Name); err == nil {
+		if old.State == Ready {
+			return nil, nil, failure.New(failure.Refused, "choose another name, or remove it with `ferry rm "+o.Name+"`",
+				"agent %q already exists at %s", o.Name, old.Worktree)
+		}
+		// A spawn that did not finish: roll it back if its spawner is gone.
+		l, err := lock.TryTake(LockPath(s, o.Name))
+		if err == lock.ErrBusy {
+			return nil, nil, failure.New(failure.Refused, "wait for it to finish", "agent %q is being created by another process", o.Name)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		err = rollback(o.Repo, s, old)
+		l.Release()
+		if err != nil {
+			return nil, nil, fmt.Errorf("roll back the unfinished spawn of %q: %w", o.Name, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	} else if _, err := os.Stat(Dir(s, o.Name)); err == nil {
+		// A directory without a record: spawn died before writing it.
+		if err := os.RemoveAll(Dir(s, o.Name)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if _, err := o.Repo.Run("", "show-ref", "--verify", "--quiet", "refs/heads/"+branch); err == nil {
+		return nil, nil, failure.New(failure.Refused, "pass another --branch, or delete the branch",
+			"branch %q already exists", branch)
+	}
+	if err := checkPath(o, path); err != nil {
+		return nil, nil, err
+	}
+	b, err := chooseBase(s, commit)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &Record{
+		Format: Format, Name: o.Name, State: Creating, Branch: branch, Worktree: path,
+		StartCommit: commit, Base: b.ID, BaseCommit: b.Commit, Backend: backend,
+		Created: time.Now().UTC(),
+	}
+	if err := os.MkdirAll(Dir(s, o.Name), 0o755); err != nil {
+		return nil, nil, err
+	}
+	l, err := lock.TryTake(LockPath(s, o.Name))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := write(s, r); err != nil {
+		l.Release()
+		os.RemoveAll(Dir(s, o.Name))
+		return nil, nil, err
+	}
+	return r, l, nil
+}
+
+// checkPath refuses a worktree path that is taken, inside the store, or
+// overlapping another agent's worktree (invariant 5).
+func checkPath(o SpawnOptions, path string) error {
+	if store.Within(path, o.Store.Parent) {
+		return failure.New(failure.Refused, "choose a --path outside the store, or set FERRY_WORKTREES / [agent] worktree-dir elsewhere",
+			"agent worktree %s would be inside the store %s", path, o.Store.Parent)
+	}
+	if ents, err := os.ReadDir(path); err == nil && len(ents) > 0 {
+		return failure.New(failure.Refused, "choose another --path or name", "path %s exists and is not empty", path)
+	} else if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		if fi, serr := os.Stat(path); serr == nil && !fi.IsDir() {
+			return failure.New(failure.Refused, "choose another --path", "path %s exists and is not a directory", path)
+		}
+	}
+	all, err := All(o.Store)
+	if err != nil {
+		return err
+	}
+	for _, a := range all {
+		if store.Within(path, a.Worktree) || store.Within(a.Worktree, path) {
+			return failure.New(failure.Refused, "choose a --path that neither contains nor lies inside another agent's worktree",
+				"agent worktree %s would overlap agent %q at %s", path, a.Name, a.Worktree)
+		}
+	}
+	if store.Within(path, o.Repo.Top) || store.Within(o.Repo.Top, path) {
+		return failure.New(failure.Refused, "choose a --path outside the repository's worktree",
+			"agent worktree %s would overlap the repository worktree %s", path, o.Repo.Top)
+	}
+	return nil
+}
+
+// chooseBase picks the current base if it is at commit, else the newest
+// ready base at commit, else the current base.
+func chooseBase(s *store.Store, commit string) (*base.Record, error) {
+	cur, err := s.Current()
+	if err != nil {
+		return nil, err
+	}
+	var chosen *base.Record
+	if cur != "" {
+		if r, err := base.Read(s, cur); err == nil && r.Commit == commit {
+			chosen = r
+		}
+	}
+	if chosen == nil {
+		list, err := base.List(s)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range list { // newest first
+			if e.Record != nil && e.Record.Commit == commit {
+				chosen = e.Record
+				break
+			}
+		}
+	}
+	if chosen == nil && cur != "" {
+		r, err := base.Read(s, cur)
+		if err != nil {
+			return nil, failure.Wrap(failure.Refused, err, "rebuild it with `ferry base`", "the current base %s cannot be read", cur)
+		}
+		chosen = r
+	}
+	if chosen == nil {
+		return nil, failure.New(failure.Refused, "build one first with `ferry base` (or keep one warm with `ferry up`)",
+			"no base to spawn from")
+	}
+	for what, p := range map[string]string{"checkout": chosen.Src, "target": chosen.Target} {
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			return nil, failure.New(failure.Refused, "rebuild the base with `ferry base --rev "+chosen.Commit[:12]+"`",
+				"base %s has no %s at %s: stamping cannot be verified", chosen.ID, what, p)
+		}
+	}
+	return chosen, nil
+}
+
+// create does the slow work outside the store lock, holding the agent lock.
+func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) error {
+	s := o.Store
+	t := time.Now()
+	if err := os.MkdirAll(filepath.Dir(r.Worktree), 0o755); err != nil {
+		return err
+	}
+	// Record what is about to be made before making it: a crash between the
+	// two leaves a record that rollback checks against what exists.
+	r.MadeWorktree, r.MadeBranch = true, true
+	if err := write(s, r); err != nil {
+		return err
+	}
+	failpoint.Hit("spawn/before-worktree")
+	if err := o.Repo.WorktreeAddBranch(r.Worktree, r.Branch, r.StartCommit); err != nil {
+		return err
+	}
+	failpoint.Hit("spawn/after-worktree")
+	if err := copyLockfile(o.Repo, r, b); err != nil {
+		return err
+	}
+	r.Timings.Worktree = since(t)
+
+	t = time.Now()
+	index, err := o.Repo.LsFiles(r.Worktree)
+	if err != nil {
+		return err
+	}
+	tree, err := o.Repo.LsTree(b.Commit)
+	if err != nil {
+		return err
+	}
+	plan, err := freshness.Verify(freshness.Input{AgentDir: r.Worktree, AgentIndex: index, BaseDir: b.Src, BaseTree: tree})
+	if err != nil {
+		return err
+	}
+	st, err := plan.Apply()
+	if err != nil {
+		return err
+	}
+	fresh, err := freshness.FreshenSkipped(r.Worktree, plan, time.Now())
+	if err != nil {
+		return err
+	}
+	r.Stamp = StampStats{Files: st.Files, Dirs: st.Dirs, Skipped: len(plan.Skipped()), Freshened: fresh}
+	// The index's stat data predates stamping; refresh it so git status is
+	// quick and clean.
+	if _, err := o.Repo.Run(r.Worktree, "update-index", "-q", "--refresh"); err != nil {
+		var ce *git.CommandError
+		if !errors.As(err, &ce) || ce.ExitCode() != 1 {
+			return err
+		}
+	}
+	r.Timings.Stamp = since(t)
+	failpoint.Hit("spawn/after-stamp")
+
+	t = time.Now()
+	fs, err := backend.Fork(fork.Paths{BaseTarget: b.Target, AgentDir: Dir(s, r.Name)})
+	if err != nil {
+		return err
+	}
+	r.Fork = ForkStats{Files: fs.Files, Dirs: fs.Dirs, Bytes: fs.Bytes}
+	r.Timings.Fork = since(t)
+	failpoint.Hit("spawn/after-fork")
+	return nil
+}
+
+// copyLockfile gives the agent the base's Cargo.lock when the repository
+// does not track one, so it resolves the same versions the base built.
+func copyLockfile(repo *git.Repo, r *Record, b *base.Record) error {
+	if _, err := repo.Run("", "cat-file", "-e", r.StartCommit+":Cargo.lock"); err == nil {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(b.Src, "Cargo.lock"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(r.Worktree, "Cargo.lock")
+	if _, err := os.Lstat(dst); err == nil {
+		return nil // a hook made one; keep it
+	}
+	return os.WriteFile(dst, data, 0o644)
+}
+
+// Rollback removes what an unfinished spawn of r made. The caller holds the
+// store lock and the agent lock (whose holder, the spawner, is gone).
+func Rollback(repo *git.Repo, s *store.Store, r *Record) error { return rollback(repo, s, r) }
+
+// rollback removes what a spawn of r made: the worktree if it added it, the
+// branch if it still points at the starting commit, and the agent dir. The
+// caller holds the agent lock or knows the spawner is gone.
+func rollback(repo *git.Repo, s *store.Store, r *Record) error {
+	var errs []error
+	if r.MadeWorktree {
+		if wt, ok, err := repo.FindWorktree(r.Worktree); err != nil {
+			errs = append(errs, err)
+		} else if ok && wt.Branch == r.Branch {
+			if err := repo.WorktreeRemove(r.Worktree); err != nil {
+				errs = append(errs, err)
+			}
+		} else if !ok {
+			// git died before registering it: the directory is this spawn's
+			// partial checkout if it holds a worktree link (the path was
+			// free when the spawn reserved it).
+			if fi, err := os.Lstat(filepath.Join(r.Worktree, ".git")); err == nil && fi.Mode().IsRegular() {
+				if err := os.RemoveAll(r.Worktree); err != nil {
+					errs = append(errs, err)
+				}
+			} else if ents, err := os.ReadDir(r.Worktree); err == nil && len(ents) == 0 {
+				os.Remove(r.Worktree)
+			}
+		}
+	}
+	if r.MadeBranch {
+		if out, err := repo.Run("", "rev-parse", "--verify", "--quiet", "refs/heads/"+r.Branch); err == nil &&
+			strings.TrimSpace(out) == r.StartCommit {
+			if _, err := repo.Run("", "branch", "-D", "--", r.Branch); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		if err := os.RemoveAll(Dir(s, r.Name)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func since(t time.Time) float64 {
+	return float64(time.Since(t).Round(time.Millisecond)) / float64(time.Second)
+}

@@ -1,0 +1,131 @@
+// Package gc deletes what nothing references, by reachability.
+//
+// Roots are the current base and every base an agent's record names
+// (including agents still being created). Everything else in bases/ is
+// garbage: older bases and partial ones a crashed build left. A base whose
+// lock is held (a build in progress) is skipped, never waited for. Agents
+// whose spawn died (state "creating", lock free) are rolled back. gc never
+// runs `git worktree prune`, which would also drop the user's own worktrees
+// whose directories are temporarily missing: it unregisters only the base
+// checkouts it deletes.
+package gc
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// Result is what a pass did (or, dry, would do).
+type Result struct {
+	DryRun        bool     `json:"dry_run"`
+	Bases         []string `json:"bases"`          // deleted
+	Kept          []string `json:"kept"`           // current or referenced
+	SkippedLocked []string `json:"skipped_locked"` // being built
+	Agents        []string `json:"agents"`         // unfinished spawns rolled back
+}
+
+// Run collects the store. It takes the store lock, then try-locks agents and
+// bases (the lock order of package lock).
+func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
+	res := &Result{DryRun: dry, Bases: []string{}, Kept: []string{}, SkippedLocked: []string{}, Agents: []string{}}
+	if _, err := os.Stat(s.Dir); errors.Is(err, fs.ErrNotExist) {
+		return res, nil
+	}
+	l, err := lock.Take(s.LockPath())
+	if err != nil {
+		return nil, err
+	}
+	defer l.Release()
+
+	agents, err := agent.All(s)
+	if err != nil {
+		return nil, err
+	}
+	roots := map[string]bool{}
+	for _, a := range agents {
+		if a.State != agent.Ready {
+			al, err := lock.TryTake(agent.LockPath(s, a.Name))
+			if err == nil {
+				// Its spawner is gone: roll the spawn back.
+				if !dry {
+					if err := agent.Rollback(repo, s, a); err != nil {
+						al.Release()
+						return nil, err
+					}
+				}
+				al.Release()
+				res.Agents = append(res.Agents, a.Name)
+				continue
+			}
+		}
+		roots[a.Base] = true
+	}
+	cur, err := s.Current()
+	if err != nil {
+		return nil, err
+	}
+	if cur != "" {
+		roots[cur] = true
+	}
+
+	ents, err := os.ReadDir(s.BasesDir())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() {
+			ids = append(ids, e.Name())
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if roots[id] {
+			res.Kept = append(res.Kept, id)
+			continue
+		}
+		bl, err := lock.TryTake(s.BaseLock(id))
+		if err == lock.ErrBusy {
+			res.SkippedLocked = append(res.SkippedLocked, id)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !dry {
+			err = deleteBase(repo, s, id)
+		}
+		bl.Release()
+		if err != nil {
+			return nil, err
+		}
+		res.Bases = append(res.Bases, id)
+	}
+	return res, nil
+}
+
+// deleteBase removes base id: its registered checkout and its directory.
+// The base.json marker goes first, so a crash halfway leaves a partial base
+// (deleted by the next pass), never a ready base with pieces missing.
+func deleteBase(repo *git.Repo, s *store.Store, id string) error {
+	dir := s.BaseDir(id)
+	if err := os.Remove(filepath.Join(dir, "base.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return err
+	}
+	if err := repo.WorktreeRemove(filepath.Join(dir, "src")); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}

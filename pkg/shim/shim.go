@@ -1,0 +1,424 @@
+// Package shim is the cargo on an agent's PATH.
+//
+// On every call it derives the agent from the working directory, never from
+// the environment (invariant 4): the git worktree containing the working
+// directory must be exactly an agent's worktree, so a separate worktree
+// nested inside an agent's is not that agent. For an agent it enters (or
+// confirms it is already in) the agent's sandbox, moves to the canonical
+// path, gives the selected Cargo workspace its own target dir, and runs the
+// real cargo. Anywhere else it execs the real cargo unchanged. It prints
+// nothing of its own but real errors, and passes cargo's exit status through.
+//
+// It runs on every cargo call, so it reads state files and nothing else: no
+// bus, no network, no lock but the shared busy.lock.
+package shim
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// Call is one cargo invocation.
+type Call struct {
+	Args []string // cargo's arguments
+	Dir  string   // working directory
+	Env  []string
+	Self string // the shim's own path (resolved)
+	// ShimDir is the directory the shim is installed in as cargo
+	// (<store parent>/bin); PATH entries there are skipped.
+	ShimDir string
+}
+
+// Main runs the shim for this process and returns the exit status.
+func Main(args []string) int {
+	self, _ := os.Executable()
+	if r, err := filepath.EvalSymlinks(self); err == nil {
+		self = r
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return report(err)
+	}
+	c := Call{Args: args, Dir: wd, Env: os.Environ(), Self: self}
+	c.ShimDir = c.findShimDir()
+	code, err := c.Run()
+	if err != nil {
+		return report(err)
+	}
+	return code
+}
+
+func report(err error) int {
+	fmt.Fprintf(os.Stderr, "ferry-shim: error: %v\n", err)
+	if h := failure.HintOf(err); h != "" {
+		fmt.Fprintf(os.Stderr, "  hint: %s\n", h)
+	}
+	return failure.KindOf(err).ExitCode()
+}
+
+// findShimDir returns the PATH directory through which this process was
+// reached as cargo: the first one whose cargo resolves to the shim itself.
+func (c *Call) findShimDir() string {
+	for _, dir := range filepath.SplitList(getenv(c.Env, "PATH")) {
+		p := filepath.Join(dir, "cargo")
+		if r, err := filepath.EvalSymlinks(p); err == nil && r == c.Self {
+			return dir
+		}
+	}
+	return ""
+}
+
+// RealCargo is the next cargo on PATH that is not Ferry.
+func (c *Call) RealCargo() (string, error) {
+	for _, dir := range filepath.SplitList(getenv(c.Env, "PATH")) {
+		if dir == "" || dir == c.ShimDir {
+			continue
+		}
+		p := filepath.Join(dir, "cargo")
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(p); err == nil && r == c.Self {
+			continue
+		}
+		return p, nil
+	}
+	return "", failure.New(failure.Prereq, "install cargo (rustup) and keep it on PATH after Ferry's bin directory",
+		"no cargo on PATH besides Ferry's shim")
+}
+
+// Run resolves the agent and runs cargo; it returns cargo's exit status.
+func (c *Call) Run() (int, error) {
+	cargo, err := c.RealCargo()
+	if err != nil {
+		return 0, err
+	}
+	a, s, top, err := c.resolve()
+	if err != nil {
+		return 0, err
+	}
+	if a == nil {
+		if src, target := getenv(c.Env, "FERRY_WARM_SRC"), getenv(c.Env, "FERRY_WARM_TARGET"); src != "" && target != "" {
+			return 0, c.warm(cargo, src, target)
+		}
+		return 0, execve(cargo, c.Args, c.Env)
+	}
+	return c.runForAgent(cargo, a, s, top)
+}
+
+// warm runs inside a base's warm commands (already in the base's sandbox):
+// each workspace of the checkout gets the target dir it gets in agents.
+func (c *Call) warm(cargo, src, target string) error {
+	rel, err := filepath.Rel(src, c.Dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return execve(cargo, c.Args, c.Env)
+	}
+	ws, err := c.workspace(cargo, src, rel)
+	if err != nil {
+		return err
+	}
+	if ws != "." {
+		target = filepath.Join(target, "ferry-ws", ws)
+	}
+	drop := map[string]bool{"CARGO_TARGET_DIR": true, "CARGO_BUILD_TARGET_DIR": true, "CARGO_BUILD_BUILD_DIR": true}
+	var env []string
+	for _, kv := range c.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "CARGO_TARGET_DIR="+target, "CARGO_BUILD_BUILD_DIR="+target)
+	return execve(cargo, c.Args, env)
+}
+
+// resolve finds the agent whose worktree is exactly the git worktree
+// containing c.Dir. It returns nil when there is none.
+func (c *Call) resolve() (*agent.Record, *store.Store, string, error) {
+	top, gitFile := worktreeTop(c.Dir)
+	if top == "" || gitFile == "" {
+		return nil, nil, "", nil // not in a linked worktree: no agent
+	}
+	common, err := commonDirOf(gitFile)
+	if err != nil {
+		return nil, nil, "", nil
+	}
+	parent := filepath.Dir(c.ShimDir)
+	if c.ShimDir == "" {
+		return nil, nil, "", nil
+	}
+	key := store.Key(common)
+	s := &store.Store{Parent: parent, Dir: filepath.Join(parent, key), Key: key}
+	if _, err := os.Stat(s.AgentsDir()); err != nil {
+		return nil, nil, "", nil
+	}
+	a, err := agent.FindByWorktree(s, top)
+	if err != nil || a == nil {
+		return nil, nil, "", err
+	}
+	if a.State != agent.Ready {
+		return nil, nil, "", fmt.Errorf("agent %q is not fully created (state %q); remove it with `ferry rm --force %s`", a.Name, a.State, a.Name)
+	}
+	return a, s, top, nil
+}
+
+// worktreeTop walks up from dir to the nearest directory holding .git and
+// returns it and, for a linked worktree, the path of its .git file.
+func worktreeTop(dir string) (top, gitFile string) {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Lstat(filepath.Join(d, ".git"))
+		if err == nil {
+			if fi.Mode().IsRegular() {
+				return d, filepath.Join(d, ".git")
+			}
+			return d, ""
+		}
+		if parent := filepath.Dir(d); parent == d {
+			return "", ""
+		}
+	}
+}
+
+// commonDirOf reads a linked worktree's .git file and returns the
+// repository's common dir, as git would.
+func commonDirOf(gitFile string) (string, error) {
+	b, err := os.ReadFile(gitFile)
+	if err != nil {
+		return "", err
+	}
+	gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+	if !ok {
+		return "", fmt.Errorf("%s: not a worktree link", gitFile)
+	}
+	if !filepath.IsAbs(gitdir) {
+		gitdir = filepath.Join(filepath.Dir(gitFile), gitdir)
+	}
+	cd, err := os.ReadFile(filepath.Join(gitdir, "commondir"))
+	if err != nil {
+		return "", err
+	}
+	common := strings.TrimSpace(string(cd))
+	if !filepath.IsAbs(common) {
+		common = filepath.Join(gitdir, common)
+	}
+	if r, err := filepath.EvalSymlinks(common); err == nil {
+		common = r
+	}
+	return filepath.Clean(common), nil
+}
+
+func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top string) (int, error) {
+	rel, err := filepath.Rel(top, c.Dir)
+	if err != nil {
+		return 0, err
+	}
+	mntSrc, mntTarget := s.MntSrc(), s.MntTarget()
+	canonical := filepath.Join(mntSrc, rel)
+	ws, err := c.workspace(cargo, top, rel)
+	if err != nil {
+		return 0, err
+	}
+	target := mntTarget
+	if ws != "." {
+		target = filepath.Join(mntTarget, "ferry-ws", ws)
+	}
+	env := cargoEnv(c.Env, a.Name, target, canonical)
+	args := c.canonicalArgs(top, mntSrc)
+
+	busy, err := agent.HoldBusy(s, a.Name)
+	if err != nil {
+		return 0, err
+	}
+	defer busy.Release()
+
+	hostTarget := agent.Target(s, a.Name)
+	if inSandboxOf(mntSrc, mntTarget, a.Worktree, hostTarget) {
+		// Already in this agent's sandbox (ferry run, ferry shell): the busy
+		// lock is inherited by cargo through exec.
+		if err := unix.Chdir(canonical); err != nil {
+			return 0, err
+		}
+		if _, _, e := unix.Syscall(unix.SYS_FCNTL, busy.File().Fd(), unix.F_SETFD, 0); e != 0 {
+			return 0, e
+		}
+		return 0, execve(cargo, args, env)
+	}
+	cmd, err := sandbox.Command(sandbox.Plan{
+		Binds: []sandbox.Bind{{Source: a.Worktree, Target: mntSrc}, {Source: hostTarget, Target: mntTarget}},
+		Dir:   canonical,
+		Argv:  append([]string{cargo}, args...),
+		Env:   env,
+	})
+	if err != nil {
+		return 0, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.ExtraFiles = append(cmd.ExtraFiles, busy.File()) // keeps busy.lock held by cargo's whole tree
+	return wait(cmd)
+}
+
+// wait runs cmd to completion, forwarding termination signals, and returns
+// its exit status (128+signal when killed).
+func wait(cmd *sandbox.Cmd) (int, error) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	// The terminal delivers SIGINT to cargo too (same process group); the
+	// shim waits for cargo to act on it.
+	signal.Ignore(syscall.SIGINT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	go func() {
+		for s := range sigs {
+			cmd.Process.Signal(s)
+		}
+	}()
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	return 0, err
+}
+
+// inSandboxOf reports whether the canonical mountpoints already show this
+// agent's worktree and target.
+func inSandboxOf(mntSrc, mntTarget, worktree, target string) bool {
+	return same(mntSrc, worktree) && same(mntTarget, target)
+}
+
+func same(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+// workspace returns the directory, relative to the worktree top, of the
+// Cargo workspace the call selects. At the top without --manifest-path it is
+// the top itself; elsewhere cargo locate-project decides.
+func (c *Call) workspace(cargo, top, rel string) (string, error) {
+	manifest := manifestPathArg(c.Args)
+	if rel == "." && manifest == "" {
+		return ".", nil
+	}
+	args := []string{"locate-project", "--workspace", "--message-format", "plain"}
+	if manifest != "" {
+		args = append(args, "--manifest-path", manifest)
+	}
+	cmd := exec.Command(cargo, args...)
+	cmd.Dir = c.Dir
+	cmd.Env = c.Env
+	out, err := cmd.Output()
+	if err != nil {
+		// No workspace here: cargo itself will say so; use the top's target.
+		return ".", nil
+	}
+	wsDir := filepath.Dir(strings.TrimSpace(string(out)))
+	if r, err := filepath.EvalSymlinks(wsDir); err == nil {
+		wsDir = r
+	}
+	realTop := top
+	if r, err := filepath.EvalSymlinks(top); err == nil {
+		realTop = r
+	}
+	wsRel, err := filepath.Rel(realTop, wsDir)
+	if err != nil || wsRel == ".." || strings.HasPrefix(wsRel, "../") {
+		return ".", nil // a workspace outside the worktree: not the agent's to redirect
+	}
+	return wsRel, nil
+}
+
+// manifestPathArg returns the value of --manifest-path, if any, from the
+// arguments before a "--".
+func manifestPathArg(args []string) string {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if v, ok := strings.CutPrefix(a, "--manifest-path="); ok {
+			return v
+		}
+		if a == "--manifest-path" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// canonicalArgs maps absolute paths inside the worktree in --manifest-path
+// to the canonical checkout, where cargo will run.
+func (c *Call) canonicalArgs(top, mntSrc string) []string {
+	out := append([]string(nil), c.Args...)
+	mapPath := func(p string) string {
+		if filepath.IsAbs(p) {
+			if rel, err := filepath.Rel(top, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				return filepath.Join(mntSrc, rel)
+			}
+		}
+		return p
+	}
+	for i, a := range out {
+		if a == "--" {
+			break
+		}
+		if v, ok := strings.CutPrefix(a, "--manifest-path="); ok {
+			out[i] = "--manifest-path=" + mapPath(v)
+		} else if a == "--manifest-path" && i+1 < len(out) {
+			out[i+1] = mapPath(out[i+1])
+		}
+	}
+	return out
+}
+
+// cargoEnv is the caller's environment with every inherited build
+// redirection replaced (invariants 3 and 4).
+func cargoEnv(env []string, name, target, pwd string) []string {
+	drop := map[string]bool{
+		"CARGO_TARGET_DIR": true, "CARGO_BUILD_TARGET_DIR": true, "CARGO_BUILD_BUILD_DIR": true,
+		"FERRY_AGENT": true, "PWD": true,
+	}
+	out := make([]string, 0, len(env)+4)
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !drop[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "CARGO_TARGET_DIR="+target, "CARGO_BUILD_BUILD_DIR="+target, "FERRY_AGENT="+name, "PWD="+pwd)
+}
+
+func execve(path string, args, env []string) error {
+	err := syscall.Exec(path, append([]string{"cargo"}, args...), env)
+	return fmt.Errorf("exec %s: %w", path, err)
+}
+
+func getenv(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if s, ok := strings.CutPrefix(kv, key+"="); ok {
+			v = s
+		}
+	}
+	return v
+}

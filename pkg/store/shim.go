@@ -1,0 +1,51 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// ShimDir is where the shim is installed as cargo: <store parent>/bin.
+func (s *Store) ShimDir() string { return filepath.Join(s.Parent, "bin") }
+
+// InstallShim makes <store parent>/bin/cargo a link to the ferry-shim
+// binary installed beside the running executable (or named by shimBin).
+// It replaces the link atomically, so a concurrent cargo call never finds
+// it missing.
+func (s *Store) InstallShim(shimBin string) error {
+	if shimBin == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		shimBin = filepath.Join(filepath.Dir(self), "ferry-shim")
+	}
+	if r, err := filepath.EvalSymlinks(shimBin); err == nil {
+		shimBin = r
+	}
+	if fi, err := os.Stat(shimBin); err != nil || !fi.Mode().IsRegular() {
+		return failure.New(failure.Prereq, "install Ferry's binaries together (make build puts them all in ./bin)",
+			"ferry-shim not found at %s", shimBin)
+	}
+	dir := s.ShimDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	link := filepath.Join(dir, "cargo")
+	if cur, err := os.Readlink(link); err == nil && cur == shimBin {
+		return nil
+	}
+	tmp := filepath.Join(dir, fmt.Sprintf(".cargo.tmp-%d", os.Getpid()))
+	os.Remove(tmp)
+	if err := os.Symlink(shimBin, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
