@@ -173,13 +173,6 @@ func checkPath(o SpawnOptions, path string) error {
 		return failure.New(failure.Refused, "choose a --path outside the store, or set FERRY_WORKTREES / [agent] worktree-dir elsewhere",
 			"agent worktree %s would be inside the store %s", path, o.Store.Parent)
 	}
-	if ents, err := os.ReadDir(path); err == nil && len(ents) > 0 {
-		return failure.New(failure.Refused, "choose another --path or name", "path %s exists and is not empty", path)
-	} else if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		if fi, serr := os.Stat(path); serr == nil && !fi.IsDir() {
-			return failure.New(failure.Refused, "choose another --path", "path %s exists and is not a directory", path)
-		}
-	}
 	all, err := All(o.Store)
 	if err != nil {
 		return err
@@ -188,6 +181,13 @@ func checkPath(o SpawnOptions, path string) error {
 		if store.Within(path, a.Worktree) || store.Within(a.Worktree, path) {
 			return failure.New(failure.Refused, "choose a --path that neither contains nor lies inside another agent's worktree",
 				"agent worktree %s would overlap agent %q at %s", path, a.Name, a.Worktree)
+		}
+	}
+	if ents, err := os.ReadDir(path); err == nil && len(ents) > 0 {
+		return failure.New(failure.Refused, "choose another --path or name", "path %s exists and is not empty", path)
+	} else if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		if fi, serr := os.Stat(path); serr == nil && !fi.IsDir() {
+			return failure.New(failure.Refused, "choose another --path", "path %s exists and is not a directory", path)
 		}
 	}
 	if store.Within(path, o.Repo.Top) || store.Within(o.Repo.Top, path) {
