@@ -1,0 +1,110 @@
+package freshness
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// meta is what must not change between verifying a path and stamping it:
+// the inode (dev, ino), its type and permissions, its size and both times
+// a write or a metadata change moves.
+type meta struct {
+	dev, ino     uint64
+	mode         uint32
+	size         int64
+	mtime, ctime unix.Timespec
+}
+
+func metaOf(st *unix.Stat_t) meta {
+	return meta{
+		dev: uint64(st.Dev), ino: st.Ino, mode: uint32(st.Mode), size: st.Size,
+		mtime: st.Mtim, ctime: st.Ctim,
+	}
+}
+
+func (m meta) isRegular() bool { return m.mode&unix.S_IFMT == unix.S_IFREG }
+func (m meta) isDir() bool     { return m.mode&unix.S_IFMT == unix.S_IFDIR }
+
+func lstatMeta(path string) (meta, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return meta{}, &os.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	return metaOf(&st), nil
+}
+
+func fstatMeta(f *os.File) (meta, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return meta{}, &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	return metaOf(&st), nil
+}
+
+// openNoFollow opens path read-only without following a final symlink and
+// without blocking on a FIFO that may have replaced the file.
+func openNoFollow(path string, dir bool) (*os.File, error) {
+	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+	if dir {
+		flags |= unix.O_DIRECTORY
+	}
+	fd, err := unix.Open(path, flags, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// stampIfUnchanged gives path StampTime if it is still the inode verified as
+// want, with the same metadata. It checks with lstat before opening (so that
+// nothing but the verified file or directory is ever opened), then with fstat
+// on the open descriptor, and stamps through that descriptor, so a path
+// swapped in between (a rename over it, a parent replaced by a symlink) is
+// never the one stamped. ok is false when anything differs or the path is
+// gone.
+func stampIfUnchanged(path string, want meta) (ok bool, err error) {
+	got, err := lstatMeta(path)
+	if err != nil || got != want {
+		return false, nil
+	}
+	f, err := openNoFollow(path, want.isDir())
+	if err != nil {
+		return false, nil
+	}
+	defer f.Close()
+	if got, err := fstatMeta(f); err != nil || got != want {
+		return false, nil
+	}
+	if err := futimens(f, StampTime); err != nil {
+		return false, fmt.Errorf("stamp %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// canonicalDir returns dir made absolute with every symlink resolved, and
+// checks that it is a directory.
+func canonicalDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", dir)
+	}
+	return real, nil
+}
+
+// tsTime converts a Timespec to a time.Time.
+func tsTime(ts unix.Timespec) time.Time { return time.Unix(ts.Unix()) }

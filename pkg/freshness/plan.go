@@ -1,0 +1,443 @@
+package freshness
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/ferrydev/ferry/pkg/git"
+)
+
+// Input is what Verify compares: an agent's fresh checkout against the base
+// checkout its target was built from.
+type Input struct {
+	AgentDir   string      // the agent's worktree (a fresh checkout)
+	AgentIndex []git.Entry // `git ls-files -s` of the agent worktree, all stages
+	BaseDir    string      // the base checkout (<base>/src): stamped, read-only
+	BaseTree   []git.Entry // `git ls-tree -r` of the base commit
+}
+
+// Skip is a tracked file or directory of the agent checkout that Verify or
+// Apply did not stamp, and why. A directory's path is "" for the top level.
+type Skip struct {
+	Path   string
+	Reason string
+}
+
+// Reasons a tracked path is not stamped.
+const (
+	ReasonUnmerged       = "unmerged"
+	ReasonSymlink        = "symlink"
+	ReasonSubmodule      = "submodule"
+	ReasonNotInBase      = "not in the base commit"
+	ReasonIndexDiffers   = "mode or blob differs from the base commit"
+	ReasonLink           = "reachable through a symlink that resolves differently in the base"
+	ReasonParent         = "a parent is not a directory in one of the checkouts"
+	ReasonNotRegular     = "not a regular file in the working tree"
+	ReasonBaseNotRegular = "not a regular file in the base checkout"
+	ReasonContent        = "content differs from the base checkout"
+	ReasonUnreadable     = "cannot be compared"
+	ReasonNotDir         = "not a directory in one of the checkouts"
+	ReasonEntries        = "entries differ from the base checkout"
+	ReasonRacy           = "changed during verification"
+	ReasonChanged        = "changed after verification"
+)
+
+// StampPlan lists what may be stamped in an agent checkout. Only Verify
+// builds one; the zero value stamps nothing.
+type StampPlan struct {
+	agentRoot string // canonical
+	files     []item
+	dirs      []item
+	skipped   []Skip
+	applied   bool
+	stamped   map[string]bool // what Apply did stamp
+}
+
+// item is a path to stamp and its metadata when it was verified.
+type item struct {
+	path string
+	meta meta
+}
+
+// Files returns the tracked files the plan stamps, sorted; after Apply, the
+// ones it did stamp.
+func (p *StampPlan) Files() []string { return p.paths(p.files) }
+
+// Dirs returns the directories the plan stamps, sorted, "" being the top
+// level; after Apply, the ones it did stamp.
+func (p *StampPlan) Dirs() []string { return p.paths(p.dirs) }
+
+// Skipped returns the tracked files and directories that are not stamped,
+// with the reason, sorted by path; after Apply it includes those that
+// changed since verification.
+func (p *StampPlan) Skipped() []Skip {
+	out := slices.Clone(p.skipped)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+func (p *StampPlan) paths(items []item) []string {
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		if !p.applied || p.stamped[it.path] {
+			out = append(out, it.path)
+		}
+	}
+	return out
+}
+
+var errSameDir = errors.New("the agent checkout is the base checkout")
+
+func roots(in Input) (agentRoot, baseRoot string, err error) {
+	if agentRoot, err = canonicalDir(in.AgentDir); err != nil {
+		return "", "", fmt.Errorf("agent checkout: %w", err)
+	}
+	if baseRoot, err = canonicalDir(in.BaseDir); err != nil {
+		return "", "", fmt.Errorf("base checkout: %w", err)
+	}
+	if agentRoot == baseRoot {
+		return "", "", fmt.Errorf("%s: %w", agentRoot, errSameDir)
+	}
+	return agentRoot, baseRoot, nil
+}
+
+// Verify decides which tracked files and directories of the agent's checkout
+// may carry StampTime (invariant 1). A file may if it is at merge stage 0, a
+// regular file, has the base commit's mode and blob, has the base
+// checkout's bytes, and no symlink that resolves differently in the two
+// checkouts leads to it or to a directory above it. A directory may if its
+// entry names are the base checkout's. Verify changes nothing; Apply stamps.
+func Verify(in Input) (*StampPlan, error) {
+	agentRoot, baseRoot, err := roots(in)
+	if err != nil {
+		return nil, fmt.Errorf("verify stamping: %w", err)
+	}
+	base := make(map[string]git.Entry, len(in.BaseTree))
+	for _, e := range in.BaseTree {
+		if e.Stage != 0 {
+			return nil, fmt.Errorf("verify stamping: base tree entry %s has stage %d", e.Path, e.Stage)
+		}
+		if _, dup := base[e.Path]; dup {
+			return nil, fmt.Errorf("verify stamping: base tree lists %s twice", e.Path)
+		}
+		base[e.Path] = e
+	}
+	unmerged := map[string]bool{}
+	seen := map[git.Entry]bool{}
+	for _, e := range in.AgentIndex {
+		if e.Stage != 0 {
+			unmerged[e.Path] = true
+		}
+		k := git.Entry{Stage: e.Stage, Path: e.Path}
+		if seen[k] {
+			return nil, fmt.Errorf("verify stamping: agent index lists %s at stage %d twice", e.Path, e.Stage)
+		}
+		seen[k] = true
+	}
+
+	x := exclusion{}
+	for _, l := range retargeted(agentRoot, baseRoot, in.AgentIndex, in.BaseTree) {
+		x.add(l, agentRoot, baseRoot)
+	}
+	v := &verifier{agentRoot: agentRoot, baseRoot: baseRoot, x: x, realDirs: map[string]bool{}}
+	plan := &StampPlan{agentRoot: agentRoot}
+
+	// Cheap checks first; the survivors have their bytes compared.
+	var todo []string
+	for _, e := range in.AgentIndex {
+		if e.Stage != 0 || unmerged[e.Path] {
+			continue // reported once, below
+		}
+		if r := v.precheck(e, base, unmerged); r != "" {
+			plan.skipped = append(plan.skipped, Skip{e.Path, r})
+			continue
+		}
+		todo = append(todo, e.Path)
+	}
+	for p := range unmerged {
+		plan.skipped = append(plan.skipped, Skip{p, ReasonUnmerged})
+	}
+	results := make([]fileResult, len(todo))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(8, max(1, len(todo))) {
+		wg.Go(func() {
+			for i := range work {
+				results[i] = v.compareFile(todo[i])
+			}
+		})
+	}
+	for i := range todo {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for i, r := range results {
+		if r.reason != "" {
+			plan.skipped = append(plan.skipped, Skip{todo[i], r.reason})
+			continue
+		}
+		plan.files = append(plan.files, item{todo[i], r.meta})
+	}
+	sort.Slice(plan.files, func(i, j int) bool { return plan.files[i].path < plan.files[j].path })
+
+	for _, d := range git.TrackedDirs(in.AgentIndex) {
+		m, reason := v.checkDir(d)
+		if reason != "" {
+			plan.skipped = append(plan.skipped, Skip{d, reason})
+			continue
+		}
+		plan.dirs = append(plan.dirs, item{d, m})
+	}
+	return plan, nil
+}
+
+type verifier struct {
+	agentRoot, baseRoot string
+	x                   exclusion
+	realDirs            map[string]bool // absolute path: a directory, not a link
+}
+
+func (v *verifier) agentPath(rel string) string {
+	return filepath.Join(v.agentRoot, filepath.FromSlash(rel))
+}
+
+func (v *verifier) basePath(rel string) string {
+	return filepath.Join(v.baseRoot, filepath.FromSlash(rel))
+}
+
+// precheck applies every rule but the content comparison to a stage-0 entry
+// of the agent index; it returns why the file is not stamped, or "".
+func (v *verifier) precheck(e git.Entry, base map[string]git.Entry, unmerged map[string]bool) string {
+	switch {
+	case unmerged[e.Path]:
+		return ReasonUnmerged // rule 1; Verify reports these itself
+	case e.Mode == git.ModeSymlink:
+		return ReasonSymlink
+	case e.Mode == git.ModeGitlink:
+		return ReasonSubmodule
+	case e.Mode != git.ModeFile && e.Mode != git.ModeExecutable:
+		return fmt.Sprintf("mode %o", e.Mode)
+	}
+	b, ok := base[e.Path]
+	switch {
+	case !ok:
+		return ReasonNotInBase
+	case b.Mode != e.Mode || b.Object != e.Object:
+		return ReasonIndexDiffers
+	case v.x.covers(e.Path):
+		return ReasonLink
+	case !v.parentsReal(e.Path):
+		return ReasonParent
+	}
+	return ""
+}
+
+// parentsReal reports whether every directory above rel, up to the top, is
+// a directory (not a symlink to one) in both checkouts, so that a path
+// names the same file as in git's view of the tree.
+func (v *verifier) parentsReal(rel string) bool {
+	for d := path.Dir(rel); d != "." && d != "/"; d = path.Dir(d) {
+		if !v.realDir(v.agentPath(d)) || !v.realDir(v.basePath(d)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *verifier) realDir(p string) bool {
+	ok, seen := v.realDirs[p]
+	if !seen {
+		m, err := lstatMeta(p)
+		ok = err == nil && m.isDir()
+		v.realDirs[p] = ok
+	}
+	return ok
+}
+
+type fileResult struct {
+	meta   meta
+	reason string
+}
+
+// compareFile compares the agent's file rel with the base checkout's, byte
+// for byte. The agent file's metadata is taken before reading and must be
+// the same after, and the descriptor read must be the inode lstat saw.
+func (v *verifier) compareFile(rel string) fileResult {
+	ap, bp := v.agentPath(rel), v.basePath(rel)
+	before, err := lstatMeta(ap)
+	if err != nil || !before.isRegular() {
+		return fileResult{reason: ReasonNotRegular}
+	}
+	bm, err := lstatMeta(bp)
+	if err != nil || !bm.isRegular() {
+		return fileResult{reason: ReasonBaseNotRegular}
+	}
+	if before.size != bm.size {
+		return fileResult{reason: ReasonContent}
+	}
+	same, err := sameBytes(ap, before, bp, bm)
+	if err != nil {
+		if errors.Is(err, errRacy) {
+			return fileResult{reason: ReasonRacy}
+		}
+		return fileResult{reason: ReasonUnreadable + ": " + err.Error()}
+	}
+	if !same {
+		return fileResult{reason: ReasonContent}
+	}
+	after, err := lstatMeta(ap)
+	if err != nil || after != before {
+		return fileResult{reason: ReasonRacy}
+	}
+	return fileResult{meta: before}
+}
+
+var errRacy = errors.New("file replaced while being verified")
+
+// sameBytes streams both files and compares them; each must still be the
+// inode described by its meta once open.
+func sameBytes(ap string, am meta, bp string, bm meta) (bool, error) {
+	af, err := openChecked(ap, am)
+	if err != nil {
+		return false, err
+	}
+	defer af.Close()
+	bf, err := openChecked(bp, bm)
+	if err != nil {
+		return false, err
+	}
+	defer bf.Close()
+	const chunk = 64 << 10
+	abuf, bbuf := make([]byte, chunk), make([]byte, chunk)
+	var total int64
+	for {
+		an, aerr := io.ReadFull(af, abuf)
+		bn, berr := io.ReadFull(bf, bbuf)
+		if aerr != nil && aerr != io.EOF && aerr != io.ErrUnexpectedEOF {
+			return false, aerr
+		}
+		if berr != nil && berr != io.EOF && berr != io.ErrUnexpectedEOF {
+			return false, berr
+		}
+		if an != bn || !bytes.Equal(abuf[:an], bbuf[:bn]) {
+			return false, nil
+		}
+		total += int64(an)
+		if aerr != nil {
+			// Both ended at the same point (an == bn); a length other than
+			// the one lstat gave means a file changed while it was read.
+			if total != am.size || total != bm.size {
+				return false, errRacy
+			}
+			return true, nil
+		}
+	}
+}
+
+func openChecked(p string, want meta) (*os.File, error) {
+	f, err := openNoFollow(p, false)
+	if err != nil {
+		return nil, err
+	}
+	got, err := fstatMeta(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if got.dev != want.dev || got.ino != want.ino {
+		f.Close()
+		return nil, errRacy
+	}
+	return f, nil
+}
+
+// checkDir decides whether the tracked directory rel may be stamped: it must
+// be a directory in both checkouts, not below a link that resolves
+// differently, and hold the same entry names as the base's (".git" at the
+// top is ignored on both sides).
+func (v *verifier) checkDir(rel string) (meta, string) {
+	if v.x.covers(rel) {
+		return meta{}, ReasonLink
+	}
+	ap, bp := v.agentPath(rel), v.basePath(rel)
+	if rel != "" {
+		if !v.parentsReal(rel) {
+			return meta{}, ReasonParent
+		}
+		if !v.realDir(ap) || !v.realDir(bp) {
+			return meta{}, ReasonNotDir
+		}
+	}
+	before, err := lstatMeta(ap)
+	if err != nil || !before.isDir() {
+		return meta{}, ReasonNotDir
+	}
+	an, aerr := entryNames(ap, rel == "")
+	bn, berr := entryNames(bp, rel == "")
+	if aerr != nil || berr != nil {
+		return meta{}, ReasonUnreadable + ": " + errors.Join(aerr, berr).Error()
+	}
+	if !slices.Equal(an, bn) {
+		return meta{}, ReasonEntries
+	}
+	if after, err := lstatMeta(ap); err != nil || after != before {
+		return meta{}, ReasonRacy
+	}
+	return before, ""
+}
+
+func entryNames(dir string, top bool) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if top && e.Name() == ".git" {
+			continue
+		}
+		names = append(names, e.Name())
+	}
+	return names, nil // os.ReadDir sorts by name
+}
+
+// Apply stamps the plan's files and directories with StampTime. Before each
+// one it checks that the path is still the inode verified, with the same
+// type, permissions, size, mtime and ctime; one that changed is not stamped
+// and is listed by Skipped (FreshenSkipped then raises its mtime). Symlinks
+// are never followed. A plan is applied at most once.
+func (p *StampPlan) Apply() (Stats, error) {
+	var st Stats
+	if p.applied {
+		return st, errors.New("stamp plan already applied")
+	}
+	p.applied = true
+	p.stamped = make(map[string]bool, len(p.files)+len(p.dirs))
+	for _, list := range []struct {
+		items []item
+		n     *int
+	}{{p.files, &st.Files}, {p.dirs, &st.Dirs}} {
+		for _, it := range list.items {
+			ok, err := stampIfUnchanged(filepath.Join(p.agentRoot, filepath.FromSlash(it.path)), it.meta)
+			if err != nil {
+				return st, err
+			}
+			if !ok {
+				p.skipped = append(p.skipped, Skip{it.path, ReasonChanged})
+				continue
+			}
+			p.stamped[it.path] = true
+			*list.n++
+		}
+	}
+	return st, nil
+}
