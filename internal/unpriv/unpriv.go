@@ -70,6 +70,7 @@ func Rerun(t *testing.T, pattern string) {
 	cmd.Stderr = &out
 	cmd.Env = []string{
 		envMarker + "=1",
+		"FERRY_TEST_XFS=" + os.Getenv("FERRY_TEST_XFS"),
 		"HOME=" + home,
 		"TMPDIR=" + home,
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

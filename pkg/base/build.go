@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
@@ -290,6 +292,12 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 		r.Warnings = append(r.Warnings, msg)
 		fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
 	}
+	// base.json promises a complete target: make the build's writes durable
+	// first, so a crash after the marker cannot leave a ready base with torn
+	// files (and the first reflink fork does not pay for the writeback).
+	if err := syncfs(r.Target); err != nil {
+		return nil, err
+	}
 	r.Created = time.Now().UTC()
 	r.Timings.Finish = since(t)
 	r.Timings.Total = since(start)
@@ -421,4 +429,17 @@ func short(commit string) string {
 		return commit[:12]
 	}
 	return commit
+}
+
+// syncfs flushes the filesystem holding dir.
+func syncfs(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }

@@ -1,0 +1,82 @@
+package fork
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Copy forks by copying every regular file's bytes with copy_file_range
+// (read/write where the kernel cannot). It works on any filesystem and costs
+// the target's full size in time and space. Where the kernel turns
+// copy_file_range into a clone (same XFS or btrfs filesystem) the copy
+// shares extents; the files are new inodes either way.
+func Copy() Backend { return copyBackend{} }
+
+type copyBackend struct{}
+
+func (copyBackend) Name() string { return NameCopy }
+
+func (copyBackend) Fork(p Paths) (Stats, error) { return forkTree(p, copyFile) }
+
+func (copyBackend) TargetSpec(p Paths) TargetSpec { return TargetSpec{Dir: p.Target()} }
+
+// PrivateBytes is the fork's allocated size (st_blocks), once per inode: a
+// copy shares nothing with the base. Where the kernel cloned the copy, this
+// overstates.
+func (copyBackend) PrivateBytes(p Paths) (int64, error) {
+	return walkPrivate(p.Target(), func(_ string, st *unix.Stat_t) (int64, error) {
+		return allocated(st), nil
+	})
+}
+
+// copyChunk bounds one copy_file_range call.
+const copyChunk = 1 << 30
+
+// copyFile copies src to dst from their current offsets to src's end.
+func copyFile(dst, src int) error {
+	for {
+		n, err := unix.CopyFileRange(src, nil, dst, nil, copyChunk, 0)
+		if err != nil {
+			if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOSYS) ||
+				errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+				// Across filesystems on kernels that refuse it, or a
+				// filesystem without it: the offsets moved by what was
+				// copied, so read/write picks up from there.
+				return readWrite(dst, src)
+			}
+			return fmt.Errorf("copy_file_range: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}
+
+// readWrite copies src to dst with read and write.
+func readWrite(dst, src int) error {
+	buf := make([]byte, 128<<10)
+	for {
+		n, err := unix.Read(src, buf)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return fmt.Errorf("read: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		for w := buf[:n]; len(w) > 0; {
+			m, err := unix.Write(dst, w)
+			if err != nil {
+				if errors.Is(err, unix.EINTR) {
+					continue
+				}
+				return fmt.Errorf("write: %w", err)
+			}
+			w = w[m:]
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package fork
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// fillFunc makes the new, empty regular file dst hold the bytes of src.
+// Both are open file descriptors; src is read from offset 0.
+type fillFunc func(dst, src int) error
+
+// fileID names an inode.
+type fileID struct{ dev, ino uint64 }
+
+// tree forks one directory tree with one way of filling files.
+type tree struct {
+	fill  fillFunc
+	stats Stats
+	// links maps a base inode with more than one link to the fork path of
+	// its first link, so later links are linked to that, inside the fork.
+	// Only multiply-linked files are recorded (Cargo's uplifted artifacts),
+	// so this stays small.
+	links map[fileID]string
+}
+
+// forkTree makes p.Target() a fork of p.BaseTarget, filling regular files
+// with fill. It builds the fork in a temporary sibling and renames it into
+// place last.
+func forkTree(p Paths, fill fillFunc) (st Stats, err error) {
+	start := time.Now()
+	target := p.Target()
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("fork %s to %s: %w", p.BaseTarget, target, err)
+		}
+	}()
+	if err := checkAbsent(target); err != nil {
+		return Stats{}, err
+	}
+	var root unix.Stat_t
+	if err := unix.Lstat(p.BaseTarget, &root); err != nil {
+		return Stats{}, &os.PathError{Op: "lstat", Path: p.BaseTarget, Err: err}
+	}
+	if root.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return Stats{}, failure.New(failure.Refused, "", "base target %s is not a directory", p.BaseTarget)
+	}
+	tmp, err := os.MkdirTemp(p.AgentDir, ".target.tmp-")
+	if err != nil {
+		return Stats{}, err
+	}
+	defer func() {
+		if err != nil {
+			// The error that matters is the one that stopped the fork; a
+			// failed cleanup leaves a .target.tmp-* that nothing reads.
+			_ = removeTree(tmp)
+		}
+	}()
+	t := &tree{fill: fill, links: map[fileID]string{}}
+	if err := t.dir(p.BaseTarget, tmp, &root); err != nil {
+		return Stats{}, err
+	}
+	if err := renameNoReplace(tmp, target); err != nil {
+		return Stats{}, err
+	}
+	t.stats.Duration = time.Since(start)
+	return t.stats, nil
+}
+
+// checkAbsent returns an error unless nothing exists at target.
+func checkAbsent(target string) error {
+	_, err := os.Lstat(target)
+	if err == nil {
+		return errTargetExists(target)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+func errTargetExists(target string) error {
+	return failure.Wrap(failure.Refused, fs.ErrExist,
+		"remove the agent's old target first; a fork never merges into an existing directory",
+		"%s", target)
+}
+
+// renameNoReplace renames the finished fork into place, failing if
+// something appeared at target meanwhile (a plain rename would replace an
+// empty directory).
+func renameNoReplace(tmp, target string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, target, unix.RENAME_NOREPLACE)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTEMPTY):
+		return errTargetExists(target)
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
+		// The filesystem does not take RENAME_NOREPLACE: check, then rename.
+		if err := checkAbsent(target); err != nil {
+			return err
+		}
+		return os.Rename(tmp, target)
+	}
+	return &os.LinkError{Op: "rename", Old: tmp, New: target, Err: err}
+}
+
+// dir forks the contents of the base directory src into the existing,
+// empty directory dst, then gives dst src's mode and times (st). Times come
+// last: making the children changes a directory's mtime.
+func (t *tree) dir(src, dst string, st *unix.Stat_t) error {
+	t.stats.Dirs++
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		s := filepath.Join(src, e.Name())
+		d := filepath.Join(dst, e.Name())
+		var cst unix.Stat_t
+		if err := unix.Lstat(s, &cst); err != nil {
+			return &os.PathError{Op: "lstat", Path: s, Err: err}
+		}
+		switch cst.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			// Owner-writable until its children exist; its own mode is set
+			// after them.
+			if err := os.Mkdir(d, 0o700); err != nil {
+				return err
+			}
+			err = t.dir(s, d, &cst)
+		case unix.S_IFREG:
+			err = t.file(s, d, &cst)
+		case unix.S_IFLNK:
+			err = t.symlink(s, d, &cst)
+		default:
+			err = errSpecial(s, cst.Mode)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := unix.Chmod(dst, st.Mode&0o7777); err != nil {
+		return &os.PathError{Op: "chmod", Path: dst, Err: err}
+	}
+	return setTimes(dst, st)
+}
+
+// file forks the regular file src to dst.
+func (t *tree) file(src, dst string, st *unix.Stat_t) error {
+	t.stats.Files++
+	if st.Nlink > 1 {
+		id := fileID{dev: uint64(st.Dev), ino: st.Ino}
+		if first, ok := t.links[id]; ok {
+			return os.Link(first, dst)
+		}
+		t.links[id] = dst
+	}
+	t.stats.Bytes += st.Size
+
+	in, err := unix.Open(src, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: src, Err: err}
+	}
+	defer unix.Close(in)
+	out, err := unix.Open(dst, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return &os.PathError{Op: "create", Path: dst, Err: err}
+	}
+	if err := t.fill(out, in); err != nil {
+		unix.Close(out)
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	// fchmod, not the create mode: the umask would mask the create mode.
+	if err := unix.Fchmod(out, st.Mode&0o7777); err != nil {
+		unix.Close(out)
+		return &os.PathError{Op: "chmod", Path: dst, Err: err}
+	}
+	if err := unix.Close(out); err != nil {
+		return &os.PathError{Op: "close", Path: dst, Err: err}
+	}
+	return setTimes(dst, st)
+}
+
+// symlink recreates the link src at dst with the same text, never following it.
+func (t *tree) symlink(src, dst string, st *unix.Stat_t) error {
+	t.stats.Symlinks++
+	text, err := os.Readlink(src)
+	if err != nil {
+		return err
+	}
+	if err := os.Symlink(text, dst); err != nil {
+		return err
+	}
+	return setTimes(dst, st)
+}
+
+// setTimes gives path (never followed) the access and modification times of
+// st, to the nanosecond.
+func setTimes(path string, st *unix.Stat_t) error {
+	ts := []unix.Timespec{st.Atim, st.Mtim}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &os.PathError{Op: "utimensat", Path: path, Err: err}
+	}
+	return nil
+}
+
+// errSpecial refuses a file in the base target that is not a regular file,
+// directory or symlink.
+func errSpecial(path string, mode uint32) error {
+	kind := "special file"
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		kind = "fifo"
+	case unix.S_IFSOCK:
+		kind = "socket"
+	case unix.S_IFCHR:
+		kind = "character device"
+	case unix.S_IFBLK:
+		kind = "block device"
+	}
+	return failure.New(failure.Refused,
+		"a Cargo target dir holds only files, directories and symlinks, so something else wrote into the base; "+
+			"delete that base and build it again",
+		"%s is a %s, which a fork cannot reproduce", path, kind)
+}
+
+// removeTree removes dir and everything below it. A fork's directories take
+// their modes from the base, so some may be read-only; make them writable
+// and try again before giving up.
+func removeTree(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
