@@ -323,7 +323,7 @@ func TestSpawnRefusals(t *testing.T) {
 	}{
 		{"name taken", []string{"spawn", "taken"}, `agent "taken" already exists`},
 		{"branch taken", []string{"spawn", "b2", "--branch", "main"}, `branch "main" already exists`},
-		{"inside the store", []string{"spawn", "b3", "--path", filepath.Join(s.home, "inside")}, "would be inside the store"},
+		{"inside the store", []string{"spawn", "b3", "--path", filepath.Join(s.storeDir(t), "inside")}, "would be inside the store"},
 		{"inside another agent", []string{"spawn", "b4", "--path", filepath.Join(first.Worktree, "sub")}, `would overlap agent "taken"`},
 		{"around another agent", []string{"spawn", "b5", "--path", filepath.Dir(first.Worktree)}, "would overlap"},
 	}

@@ -169,9 +169,9 @@ func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lo
 // checkPath refuses a worktree path that is taken, inside the store, or
 // overlapping another agent's worktree (invariant 5).
 func checkPath(o SpawnOptions, path string) error {
-	if store.Within(path, o.Store.Parent) {
+	if store.Within(path, o.Store.Dir) {
 		return failure.New(failure.Refused, "choose a --path outside the store, or set FERRY_WORKTREES / [agent] worktree-dir elsewhere",
-			"agent worktree %s would be inside the store %s", path, o.Store.Parent)
+			"agent worktree %s would be inside the store %s", path, o.Store.Dir)
 	}
 	all, err := All(o.Store)
 	if err != nil {

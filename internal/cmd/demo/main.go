@@ -119,10 +119,64 @@ func run(bin, dir string, keep bool) error {
 	}
 	fmt.Print(indent(string(out)))
 
-	step("6. a bad revision gets a clear error, a hint and exit code 2")
+	step("6. ferry spawn three agents from the base (worktree, verified stamping, fork of the target)")
+	worktrees := map[string]string{}
+	for _, name := range []string{"alice", "bob", "carol"} {
+		out, d, err := ferry("spawn", name, "--json")
+		if err != nil {
+			return err
+		}
+		var a struct {
+			Worktree string
+			Backend  string
+			Stamp    struct{ Files, Dirs int }
+			Fork     struct{ Files int }
+		}
+		json.Unmarshal(out, &a)
+		worktrees[name] = a.Worktree
+		fmt.Printf("   %-6s %s  (%s fork of %d files, %d files + %d dirs stamped) %.2fs\n",
+			name, a.Worktree, a.Backend, a.Fork.Files, a.Stamp.Files, a.Stamp.Dirs, d.Seconds())
+	}
+
+	step("7. bob edits one file; all three build through the shim (cargo on PATH is Ferry's)")
+	lib := filepath.Join(worktrees["bob"], fixture.LibPath(fixture.ChainC))
+	f, err := os.OpenFile(lib, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	f.WriteString("\n// bob was here\n")
+	f.Close()
+	shimPath := filepath.Join(home, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+	for _, name := range []string{"alice", "bob", "carol"} {
+		// As an agent would: `cargo` resolved through PATH finds the shim.
+		c := exec.Command(filepath.Join(home, "bin", "cargo"), "build", "--workspace", "--all-targets")
+		c.Dir = worktrees[name]
+		c.Env = append(os.Environ(), "FERRY_HOME="+home, "PATH="+shimPath)
+		t := time.Now()
+		out, err := c.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("cargo build in %s: %v\n%s", name, err, out)
+		}
+		compiled := strings.Count(string(out), "Compiling")
+		fmt.Printf("   %-6s cargo build: %.2fs, %d crate(s) compiled\n", name, time.Since(t).Seconds(), compiled)
+	}
+	fmt.Printf("   (the base's own cold warm build took %.1fs)\n", rec.Timings.Warm)
+
+	step("8. ferry list")
+	out, _, err = ferry("list")
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(string(out)))
+
+	step("9. a bad revision gets a clear error, a hint and exit code 2")
 	_, _, err = ferry("base", "--rev", "no-such-branch")
 	fmt.Print(indent(fmt.Sprint(err)))
-	fmt.Println("\ndone. Agents (ferry spawn) and the event pipeline (ferry up) come next; see the README.")
+
+	for _, name := range []string{"alice", "bob", "carol"} {
+		ferry("rm", "--force", name)
+	}
+	fmt.Println("\ndone. The event pipeline (ferry up) comes next; see the README.")
 	return nil
 }
 

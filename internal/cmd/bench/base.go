@@ -23,9 +23,19 @@ import (
 func main() {
 	sandbox.Init()
 	bin := flag.String("bin", "bin", "directory holding Ferry's binaries")
-	n := flag.Int("n", 3, "repetitions of each build")
+	n := flag.Int("n", 3, "repetitions of each measurement")
+	only := flag.String("only", "", "run one section: base, agents")
+	large := flag.Int("large", 100, "extra crates in the larger generated workspace (0: skip it)")
+	xfs := flag.String("xfs", os.Getenv("FERRY_TEST_XFS"), "a directory on a filesystem with reflink, for the reflink figures")
 	flag.Parse()
-	if err := run(*bin, *n); err != nil {
+	var err error
+	if *only == "" || *only == "base" {
+		err = runBase(*bin, *n)
+	}
+	if err == nil && (*only == "" || *only == "agents") {
+		err = runAgents(*bin, *n, *large, *xfs)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: error:", err)
 		os.Exit(1)
 	}
@@ -37,7 +47,7 @@ type sample struct {
 	ferryStamp, ferryReuse               time.Duration
 }
 
-func run(bin string, n int) error {
+func runBase(bin string, n int) error {
 	if err := fixture.CheckTools(fixture.DebianRegistry); err != nil {
 		return err
 	}
@@ -128,7 +138,7 @@ func run(bin string, n int) error {
 	}
 	pt := med(func(s sample) time.Duration { return s.plainTotal })
 	ft := med(func(s sample) time.Duration { return s.ferryTotal })
-	fmt.Printf("\nBase build, fixture workspace (median of %d, interleaved)\n", n)
+	fmt.Printf("\n== Base build, fixture workspace (median of %d, interleaved)\n", n)
 	fmt.Printf("  %-48s %10s\n", "measure", "median")
 	row := func(name string, d time.Duration) { fmt.Printf("  %-48s %9.2fs\n", name, d.Seconds()) }
 	row("plain: git worktree add", med(func(s sample) time.Duration { return s.plainWorktree }))
@@ -141,7 +151,7 @@ func run(bin string, n int) error {
 	row("ferry base: reuse of a ready base", med(func(s sample) time.Duration { return s.ferryReuse }))
 	fmt.Printf("  %-48s %9.3fx\n", "ratio ferry base / plain", ft.Seconds()/pt.Seconds())
 	fmt.Printf("  %-48s %+8.1f%%\n", "overhead of ferry base over plain", 100*(ft.Seconds()-pt.Seconds())/pt.Seconds())
-	fmt.Printf("\nSandbox entry (median of 40): sh -c true in the sandbox %.2fms, directly %.2fms, cost %.2fms\n",
+	fmt.Printf("\n== Sandbox entry (median of 40): sh -c true in the sandbox %.2fms, directly %.2fms, cost %.2fms\n",
 		ms(sbx), ms(direct), ms(sbx-direct))
 	return nil
 }
