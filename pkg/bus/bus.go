@@ -1,0 +1,367 @@
+// Package bus connects Ferry's stages to the NATS JetStream bus that carries
+// their events, and promises that an event whose state change is durable is
+// never lost.
+//
+// Finding the bus: an explicit URL (Config.URL, normally the url key of
+// ferry.toml's bus table or FERRY_NATS_URL, as resolved by pkg/config) names an external server or
+// cluster that nobody in Ferry hosts; without one, FERRY_NATS_URL is read
+// here too; otherwise <store parent>/bus/bus.json, written by the process
+// hosting the embedded server (package embedded, run by ferry-watch), gives
+// the URL and <store parent>/bus/token the token.
+//
+// Not losing events: a one-shot command calls Emit, which connects within a
+// short bound (300 ms by default) and publishes with the event's id as
+// Nats-Msg-Id, waiting for JetStream's acknowledgement. When the bus cannot
+// be reached or does not acknowledge, Emit writes the event to
+// <store parent>/<repo key>/outbox/<id>.json and reports success: the state
+// change is already durable and the event will follow. Whoever connects next
+// forwards the outbox (Flush) with the same Nats-Msg-Id, so JetStream drops
+// any copy it already holds, and deletes each file only after its
+// acknowledgement. Consumers reconcile from the store on start anyway.
+//
+// Streams (see Streams): FERRY_COMMITS keeps the newest commit.seen per
+// repository; FERRY_EVENTS keeps base.*, agent.* and gc.* events within
+// limits. Consumers are durable, one per service (Conn.Consumer).
+//
+// This package imports the NATS client but not the server; the hot binaries
+// (ferry-shim, ferry-rustc) import neither (a test checks it).
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// Files in the bus directory, <store parent>/bus.
+const (
+	InfoFile  = "bus.json" // Info, written by the host, 0644
+	TokenFile = "token"    // the client token, 0600
+	LockFile  = "bus.lock" // held by the host for its lifetime; records its pid
+	StoreDir  = "jetstream"
+)
+
+// EnvURL names an external bus; it wins over bus.json.
+const EnvURL = "FERRY_NATS_URL"
+
+// Defaults.
+const (
+	// DefaultBound bounds how long a connection attempt may take in total.
+	// Loopback connects in well under a millisecond; the bound only matters
+	// when something is wrong, and a one-shot command must not hang then.
+	DefaultBound = 300 * time.Millisecond
+	// DefaultAckTimeout bounds the wait for one publish acknowledgement.
+	// With SyncAlways the server fsyncs before it acknowledges.
+	DefaultAckTimeout = time.Second
+)
+
+// ErrNoBus reports that no bus is configured or hosted.
+var ErrNoBus = errors.New("no bus is running")
+
+// Dir is the bus directory under the store parent.
+func Dir(parent string) string { return filepath.Join(parent, "bus") }
+
+// Info is bus.json: where the embedded bus listens and who hosts it.
+type Info struct {
+	URL     string    `json:"url"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+}
+
+// ReadInfo reads bus.json from the bus directory dir. A missing file is an
+// error wrapping fs.ErrNotExist.
+func ReadInfo(dir string) (*Info, error) {
+	data, err := os.ReadFile(filepath.Join(dir, InfoFile))
+	if err != nil {
+		return nil, err
+	}
+	var in Info
+	if err := json.Unmarshal(data, &in); err != nil || in.URL == "" {
+		if err == nil {
+			err = errors.New("no url")
+		}
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, InfoFile), err)
+	}
+	return &in, nil
+}
+
+// Config says how to reach the bus and where outboxes live.
+type Config struct {
+	// Parent is the store parent: the bus directory is Dir(Parent) and the
+	// outbox of repository key k is <Parent>/<k>/outbox.
+	Parent string
+	// URL names an external server or cluster (comma-separated URLs); it
+	// wins over FERRY_NATS_URL and bus.json. Credentials may be in the URL.
+	URL string
+	// Token authenticates with URL or InProcess. With bus.json the token is
+	// read from the token file beside it.
+	Token string
+	// InProcess connects to a server in this process (nats.InProcessServer)
+	// instead of over TCP; it wins over everything else.
+	InProcess nats.InProcessConnProvider
+	// Name identifies the client to the server (e.g. "ferry-spawn").
+	Name string
+	// Bound bounds a connection attempt; 0 means DefaultBound.
+	Bound time.Duration
+	// AckTimeout bounds the wait for a publish acknowledgement; 0 means
+	// DefaultAckTimeout.
+	AckTimeout time.Duration
+	// Replicas is the replica count for streams this client creates: 1 for
+	// a single server, 3 for a three-node cluster. 0 creates R1 streams and
+	// keeps the replica count of existing ones.
+	Replicas int
+}
+
+func (c Config) bound() time.Duration {
+	if c.Bound > 0 {
+		return c.Bound
+	}
+	return DefaultBound
+}
+
+func (c Config) ackTimeout() time.Duration {
+	if c.AckTimeout > 0 {
+		return c.AckTimeout
+	}
+	return DefaultAckTimeout
+}
+
+// Endpoint is a discovered bus.
+type Endpoint struct {
+	URL    string
+	Token  string
+	Source string // "in-process", "config", "env" or the path of bus.json
+	// busDir is set for a hosted bus: reconnects re-read bus.json there,
+	// since a restarted host listens on a new random port.
+	busDir string
+}
+
+// Discover finds the bus cfg describes, without connecting. With no explicit
+// URL, no FERRY_NATS_URL and no bus.json it returns an error wrapping ErrNoBus.
+func Discover(cfg Config) (Endpoint, error) {
+	switch {
+	case cfg.InProcess != nil:
+		return Endpoint{Token: cfg.Token, Source: "in-process"}, nil
+	case cfg.URL != "":
+		return Endpoint{URL: cfg.URL, Token: cfg.Token, Source: "config"}, nil
+	}
+	if u := os.Getenv(EnvURL); u != "" {
+		return Endpoint{URL: u, Token: cfg.Token, Source: "env"}, nil
+	}
+	dir := Dir(cfg.Parent)
+	in, err := ReadInfo(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Endpoint{}, failure.Wrap(failure.Prereq, ErrNoBus,
+			"start the pipeline with `ferry up` (or ferry-watch), or point FERRY_NATS_URL or [bus] url at a NATS server",
+			"no %s in %s", InfoFile, dir)
+	}
+	if err != nil {
+		return Endpoint{}, err
+	}
+	tok, err := readToken(dir)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	return Endpoint{URL: in.URL, Token: tok, Source: filepath.Join(dir, InfoFile), busDir: dir}, nil
+}
+
+func readToken(dir string) (string, error) {
+	p := filepath.Join(dir, TokenFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", failure.Wrap(failure.Prereq, err,
+			"the bus token is readable only by the user who hosts the bus; run Ferry as that user",
+			"read the bus token")
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Conn is a connection to the bus with JetStream.
+type Conn struct {
+	NC  *nats.Conn
+	JS  jetstream.JetStream
+	cfg Config
+	ep  Endpoint
+
+	ensureMu sync.Mutex // serializes EnsureStreams after a missing stream
+}
+
+// Endpoint returns where c is connected.
+func (c *Conn) Endpoint() Endpoint { return c.ep }
+
+// Config returns the configuration c was dialled with.
+func (c *Conn) Config() Config { return c.cfg }
+
+// Close closes the connection. Publishes have already been acknowledged.
+func (c *Conn) Close() {
+	if c != nil && c.NC != nil {
+		c.NC.Close()
+	}
+}
+
+// Dial connects once, within cfg's bound. The connection does not reconnect;
+// long-running processes use DialWait.
+func Dial(ctx context.Context, cfg Config) (*Conn, error) {
+	ep, err := Discover(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return dial(ctx, cfg, ep, false)
+}
+
+// DialWait connects for a long-running process: it retries with exponential
+// backoff (up to 2 s apart) until the bus can be reached or ctx ends, then
+// flushes every outbox under the store parent. The connection reconnects
+// forever (re-reading bus.json, since a restarted host has a new port) and
+// flushes the outboxes again after each reconnect; a failed flush there is
+// reported to onFlushErr, which may be nil.
+func DialWait(ctx context.Context, cfg Config, onFlushErr func(error)) (*Conn, error) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 50 * time.Millisecond
+	b.MaxInterval = 2 * time.Second
+	b.MaxElapsedTime = 0
+	var c *Conn
+	err := backoff.Retry(func() error {
+		ep, err := Discover(cfg)
+		if err != nil {
+			return err
+		}
+		c, err = dial(ctx, cfg, ep, true)
+		if err != nil && failure.KindOf(err) == failure.Refused {
+			return backoff.Permanent(err) // a wrong token does not fix itself
+		}
+		return err
+	}, backoff.WithContext(b, ctx))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("wait for the bus: %w (last: %v)", ctx.Err(), err)
+		}
+		return nil, err
+	}
+	if _, err := c.Flush(ctx); err != nil && onFlushErr != nil {
+		onFlushErr(err)
+	}
+	c.NC.SetReconnectHandler(func(*nats.Conn) {
+		go func() {
+			fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := c.Flush(fctx); err != nil && onFlushErr != nil {
+				onFlushErr(err)
+			}
+		}()
+	})
+	return c, nil
+}
+
+// busFileDialer dials the address bus.json names at the time of the dial,
+// whatever address the client asks for: the embedded host takes a random
+// port, so after a restart the old address is dead.
+type busFileDialer struct {
+	dir     string
+	timeout time.Duration
+}
+
+func (d busFileDialer) Dial(network, address string) (net.Conn, error) {
+	if in, err := ReadInfo(d.dir); err == nil {
+		if u, err := url.Parse(in.URL); err == nil && u.Host != "" {
+			address = u.Host
+		}
+	}
+	return net.DialTimeout(network, address, d.timeout)
+}
+
+func dial(ctx context.Context, cfg Config, ep Endpoint, persistent bool) (*Conn, error) {
+	bound := cfg.bound()
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.Timeout(bound),
+		nats.NoCallbacksAfterClientClose(),
+	}
+	if ep.Token != "" {
+		opts = append(opts, nats.Token(ep.Token))
+	}
+	if ep.busDir != "" {
+		opts = append(opts, nats.SetCustomDialer(busFileDialer{dir: ep.busDir, timeout: bound}), nats.IgnoreDiscoveredServers())
+	}
+	if cfg.InProcess != nil {
+		opts = append(opts, nats.InProcessServer(cfg.InProcess))
+	}
+	if persistent {
+		opts = append(opts, nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	} else {
+		opts = append(opts, nats.NoReconnect())
+	}
+
+	// nats.Connect has no context and tries each URL of a cluster with the
+	// timeout in turn; run it aside so the bound is the bound in total.
+	type result struct {
+		nc  *nats.Conn
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		nc, err := nats.Connect(ep.URL, opts...)
+		ch <- result{nc, err}
+	}()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	var r result
+	select {
+	case r = <-ch:
+	case <-timer.C:
+		r.err = fmt.Errorf("no answer within %v", bound)
+	case <-ctx.Done():
+		r.err = ctx.Err()
+	}
+	if r.nc == nil && r.err == nil {
+		r.err = errors.New("no connection")
+	}
+	if r.err != nil {
+		go func() { // a late connection is closed, not leaked
+			if late := <-ch; late.nc != nil {
+				late.nc.Close()
+			}
+		}()
+		return nil, connectError(ep, r.err)
+	}
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		r.nc.Close()
+		return nil, fmt.Errorf("bus: %w", err)
+	}
+	return &Conn{NC: r.nc, JS: js, cfg: cfg, ep: ep}, nil
+}
+
+func connectError(ep Endpoint, err error) error {
+	where := ep.URL
+	if ep.Source == "in-process" {
+		where = "the in-process server"
+	}
+	if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		hint := "check the credentials in FERRY_NATS_URL or [bus] url"
+		if ep.busDir != "" {
+			hint = fmt.Sprintf("the token in %s does not match the running bus; restart ferry-watch", filepath.Join(ep.busDir, TokenFile))
+		}
+		return failure.Wrap(failure.Refused, err, hint, "connect to the bus at %s (from %s)", where, ep.Source)
+	}
+	hint := "is the bus up? `ferry up` (or ferry-watch) hosts it"
+	if ep.busDir == "" && ep.Source != "in-process" {
+		hint = "check that the NATS server named by FERRY_NATS_URL or [bus] url is up"
+	}
+	return failure.Wrap(failure.Prereq, err, hint, "connect to the bus at %s (from %s)", where, ep.Source)
+}

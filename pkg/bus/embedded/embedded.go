@@ -1,0 +1,283 @@
+// Package embedded hosts Ferry's bus: a nats-server with JetStream running
+// inside the hosting process (ferry-watch), for a build host or a laptop
+// that has no NATS deployment.
+//
+// What it promises: the server listens on 127.0.0.1 only, on a random port;
+// clients must present the token from <bus dir>/token (created 0600 on first
+// start, refused if others may read it); messages are fsynced before they
+// are acknowledged (SyncAlways), since an acknowledged event is one the
+// outbox no longer keeps; the server never installs signal handlers (the
+// host process owns its signals) and logs nowhere unless asked. One host per
+// bus directory: bus.lock is held (flock) for the host's lifetime and names
+// its pid, and bus.json (url, pid, started) is written atomically under it
+// and removed on Shutdown. bus.lock is a leaf outside pkg/lock's order:
+// only a host takes it, with a try-lock, so nobody ever waits on it. A host
+// killed with SIGKILL leaves a stale bus.json behind; clients then fail to
+// connect within their bound and queue to the outbox, and the next host
+// overwrites it.
+//
+// The server lives in its own package so that one-shot commands, which only
+// publish, link the NATS client and not the server.
+package embedded
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/bus"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/lock"
+)
+
+// Options configure a host.
+type Options struct {
+	// Dir is the bus directory, bus.Dir(store parent): token, bus.json,
+	// bus.lock and the JetStream file store (jetstream/) live there.
+	Dir string
+	// Log receives the server's log; nil discards it.
+	Log io.Writer
+	// Debug adds the server's debug lines to Log.
+	Debug bool
+	// ReadyTimeout bounds the wait for the server to accept connections;
+	// 0 means 10 s.
+	ReadyTimeout time.Duration
+}
+
+// Host is a running embedded bus.
+type Host struct {
+	srv   *server.Server
+	lock  *lock.Lock
+	dir   string
+	token string
+	info  bus.Info
+
+	stopOnce sync.Once
+}
+
+// Start starts the server, creates Ferry's streams (R1), and writes
+// bus.json. A second host on the same directory is refused (failure.Refused)
+// naming the holder's pid.
+func Start(o Options) (_ *Host, err error) {
+	if o.Dir == "" {
+		return nil, errors.New("start the bus: no directory")
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, failure.Wrap(failure.Prereq, err, "check that the store parent is writable, or choose another with FERRY_HOME", "create the bus directory")
+	}
+	lockPath := filepath.Join(dir, bus.LockFile)
+	l, err := lock.TryTake(lockPath)
+	if errors.Is(err, lock.ErrBusy) {
+		pid := lock.Owner(lockPath)
+		return nil, failure.New(failure.Refused,
+			fmt.Sprintf("stop the other host (pid %d), or give this one another store parent with FERRY_HOME", pid),
+			"the bus in %s is already hosted by pid %d", dir, pid)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			l.Release()
+		}
+	}()
+	if err := l.WriteOwner(); err != nil {
+		return nil, fmt.Errorf("start the bus: record owner: %w", err)
+	}
+	token, err := loadToken(filepath.Join(dir, bus.TokenFile))
+	if err != nil {
+		return nil, err
+	}
+
+	logger := &captureLog{w: o.Log}
+	opts := &server.Options{
+		ServerName:         "ferry-bus",
+		Host:               "127.0.0.1",
+		Port:               server.RANDOM_PORT,
+		Authorization:      token,
+		NoSigs:             true,
+		NoLog:              o.Log == nil,
+		Debug:              o.Debug,
+		JetStream:          true,
+		StoreDir:           filepath.Join(dir, bus.StoreDir),
+		SyncAlways:         true,
+		JetStreamMaxMemory: 64 << 20, // Ferry's streams are file-backed
+		MaxPayload:         1 << 20,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("start the bus: %w", err)
+	}
+	// Always install a logger: it keeps the last error even when nothing is
+	// printed, so a failed start can say why.
+	srv.SetLoggerV2(logger, o.Debug, false, false)
+	srv.Start()
+	wait := o.ReadyTimeout
+	if wait <= 0 {
+		wait = 10 * time.Second
+	}
+	if !srv.ReadyForConnections(wait) || !srv.JetStreamEnabled() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		why := logger.lastError()
+		if why == "" {
+			why = fmt.Sprintf("not ready within %v", wait)
+		}
+		return nil, failure.New(failure.Prereq, "see the server log with ferry-watch --log, and check "+opts.StoreDir,
+			"start the bus in %s: %s", dir, why)
+	}
+	h := &Host{srv: srv, lock: l, dir: dir, token: token}
+	defer func() {
+		if err != nil {
+			h.stopServer()
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, err := bus.Dial(ctx, h.ClientConfig("ferry-bus-setup"))
+	if err != nil {
+		return nil, err
+	}
+	err = c.EnsureStreams(ctx)
+	c.Close()
+	if err != nil {
+		return nil, err
+	}
+
+	h.info = bus.Info{URL: srv.ClientURL(), PID: os.Getpid(), Started: time.Now().UTC()}
+	if err := atomicfile.WriteJSON(filepath.Join(dir, bus.InfoFile), h.info, 0o644); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// loadToken reads the token file, creating it with a fresh random token if
+// it is missing. A token others could read is refused: anyone holding it
+// can publish events that make Ferry build and delete.
+func loadToken(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		tok := hex.EncodeToString(b[:])
+		if err := atomicfile.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+			return "", err
+		}
+		return tok, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", failure.New(failure.Refused,
+			fmt.Sprintf("run `chmod 600 %s` if nobody else could have read it, or delete it to make a new one", path),
+			"the bus token %s is readable by others (mode %04o)", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", failure.New(failure.Refused, "delete it to make a new one", "the bus token %s is empty", path)
+	}
+	return tok, nil
+}
+
+// URL is the client URL, nats://127.0.0.1:<port>.
+func (h *Host) URL() string { return h.info.URL }
+
+// Info is what bus.json says.
+func (h *Host) Info() bus.Info { return h.info }
+
+// Dir is the bus directory.
+func (h *Host) Dir() string { return h.dir }
+
+// Token is the client token.
+func (h *Host) Token() string { return h.token }
+
+// Server is the running server, e.g. for nats.InProcessServer.
+func (h *Host) Server() *server.Server { return h.srv }
+
+// ClientConfig is a bus.Config for a client in this process: it connects
+// in-process (nats.InProcessServer), with the token, and its outboxes are
+// those of the store parent the bus directory lies in.
+func (h *Host) ClientConfig(name string) bus.Config {
+	return bus.Config{
+		Parent:    filepath.Dir(h.dir),
+		InProcess: h.srv,
+		Token:     h.token,
+		Name:      name,
+	}
+}
+
+// Shutdown removes bus.json (so no new client tries this server), stops the
+// server, waits for it, and releases the lock. Safe to call more than once.
+func (h *Host) Shutdown() error {
+	var err error
+	h.stopOnce.Do(func() {
+		if rerr := os.Remove(filepath.Join(h.dir, bus.InfoFile)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = rerr
+		}
+		h.stopServer()
+	})
+	return err
+}
+
+func (h *Host) stopServer() {
+	h.srv.Shutdown()
+	h.srv.WaitForShutdown()
+	h.lock.Release()
+}
+
+// captureLog is the server's logger: it writes to w (if any) and keeps the
+// last error or fatal message.
+type captureLog struct {
+	w    io.Writer
+	mu   sync.Mutex
+	last string
+}
+
+func (l *captureLog) logf(level, format string, v []any, keep bool) {
+	msg := fmt.Sprintf(format, v...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if keep {
+		l.last = msg
+	}
+	if l.w != nil {
+		fmt.Fprintf(l.w, "nats-server: %s %s\n", level, msg)
+	}
+}
+
+func (l *captureLog) lastError() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+func (l *captureLog) Noticef(format string, v ...any) { l.logf("[INF]", format, v, false) }
+func (l *captureLog) Warnf(format string, v ...any)   { l.logf("[WRN]", format, v, false) }
+func (l *captureLog) Fatalf(format string, v ...any)  { l.logf("[FTL]", format, v, true) }
+func (l *captureLog) Errorf(format string, v ...any)  { l.logf("[ERR]", format, v, true) }
+func (l *captureLog) Debugf(format string, v ...any)  { l.logf("[DBG]", format, v, false) }
+func (l *captureLog) Tracef(format string, v ...any)  { l.logf("[TRC]", format, v, false) }
