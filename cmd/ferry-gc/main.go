@@ -1,4 +1,5 @@
-// Command ferry-gc deletes bases nothing references and rolls back dead spawns.
+// Command ferry-gc deletes bases nothing references and rolls back dead
+// spawns; with --follow it keeps doing so on base.ready and agent.removed.
 package main
 
 import (

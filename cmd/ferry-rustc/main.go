@@ -1,12 +1,16 @@
-// Command ferry-rustc is a stage of Ferry's pipeline; see the README.
+// Command ferry-rustc is the rustc wrapper of remap mode (builds without the
+// namespace sandbox). It runs on every rustc call, so it imports nothing
+// heavy. Not implemented yet.
 package main
 
 import (
+	"fmt"
 	"os"
 
-	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/failure"
 )
 
 func main() {
-	os.Exit(cli.NotYet("ferry-rustc", cli.StdIO()))
+	fmt.Fprintln(os.Stderr, "ferry-rustc: error: remap mode is not implemented yet\n  hint: Ferry builds in the namespace sandbox; see the README")
+	os.Exit(failure.Unimplemented.ExitCode())
 }

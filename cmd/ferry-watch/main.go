@@ -1,4 +1,5 @@
-// Command ferry-watch is a stage of Ferry's pipeline; see the README.
+// Command ferry-watch polls a ref and publishes commit.seen events; it hosts
+// the embedded bus unless an external one is configured.
 package main
 
 import (
@@ -8,5 +9,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.NotYet("ferry-watch", cli.StdIO()))
+	os.Exit(cli.Watch(os.Args[1:], cli.StdIO()))
 }

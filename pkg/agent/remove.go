@@ -19,6 +19,8 @@ import (
 type Removal struct {
 	Name          string `json:"name"`
 	Worktree      string `json:"worktree"`
+	Branch        string `json:"branch"`
+	Base          string `json:"base"` // the base it referenced`
 	BranchDeleted bool   `json:"branch_deleted"`
 	BranchKept    string `json:"branch_kept,omitempty"`
 	BranchCommits int    `json:"branch_commits,omitempty"` // commits the kept branch carries beyond the start
@@ -57,7 +59,7 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 		if err := rollback(repo, s, r); err != nil {
 			return nil, err
 		}
-		return &Removal{Name: name, Worktree: r.Worktree}, nil
+		return &Removal{Name: name, Worktree: r.Worktree, Branch: r.Branch, Base: r.Base}, nil
 	}
 
 	// Holding busy.lock exclusively keeps new processes out while removing.
@@ -83,7 +85,7 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 		}
 	}
 
-	rm := &Removal{Name: name, Worktree: r.Worktree}
+	rm := &Removal{Name: name, Worktree: r.Worktree, Branch: r.Branch, Base: r.Base}
 	wtExists := false
 	if fi, err := os.Stat(r.Worktree); err == nil && fi.IsDir() {
 		wtExists = true

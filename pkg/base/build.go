@@ -38,6 +38,9 @@ type Options struct {
 	// cargo and puts it first on the warm commands' PATH, so each nested
 	// workspace gets the target dir it gets in agents.
 	Shim bool
+	// OnBuilding is called once the base lock is held and a build (not a
+	// reuse) begins.
+	OnBuilding func(p *Plan)
 }
 
 // Result is what Build did.
@@ -54,6 +57,9 @@ type Plan struct {
 	Warm      []WarmCommand
 	Modes     Modes
 }
+
+// Fingerprint is the fingerprint part of the plan's base id.
+func (p *Plan) Fingerprint() string { return strings.TrimPrefix(p.ID, p.Commit+"-") }
 
 // Resolve works out the base id of o.Rev: the commit, the toolchain, the warm
 // commands and the modes. It changes nothing but scratch files.
@@ -188,6 +194,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	if err := discard(o, p.ID); err != nil {
 		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
+	}
+	if o.OnBuilding != nil {
+		o.OnBuilding(p)
 	}
 
 	r, err := build(ctx, o, p, start)

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/gc"
+	"github.com/ferrydev/ferry/pkg/pipeline"
 )
 
 type spawnCmd struct {
@@ -51,6 +53,8 @@ func (c *spawnCmd) run(io IO) error {
 	if err != nil {
 		return err
 	}
+	pipeline.Emit(fc.env(io), "ferry-spawn", &events.AgentSpawned{Name: r.Name, Branch: r.Branch, Worktree: r.Worktree,
+		BaseID: r.Base, Backend: r.Backend, StartCommit: r.StartCommit})
 	if c.JSON {
 		return writeJSON(io.Stdout, r)
 	}
@@ -258,6 +262,8 @@ func rmAgent(args []string, io IO) int {
 		if err != nil {
 			return err
 		}
+		pipeline.Emit(fc.env(io), "ferry-rm", &events.AgentRemoved{Name: rm.Name, Branch: rm.Branch, Worktree: rm.Worktree,
+			BaseID: rm.Base, Forced: c.Force, OrphanRef: rm.OrphanRef})
 		if c.JSON {
 			return writeJSON(io.Stdout, rm)
 		}
@@ -275,6 +281,7 @@ func rmAgent(args []string, io IO) int {
 
 type gcCmd struct {
 	DryRun bool `help:"Print what would be deleted, delete nothing."`
+	Follow bool `help:"Keep collecting: after each base.ready and agent.removed event, until stopped."`
 	JSON   bool `name:"json" help:"Print the result as JSON."`
 }
 
@@ -286,6 +293,9 @@ func GC(args []string, io IO) int {
 		return code
 	}
 	err := func() error {
+		if c.Follow {
+			return followGC(io)
+		}
 		fc, err := Load(".")
 		if err != nil {
 			return err
@@ -293,6 +303,9 @@ func GC(args []string, io IO) int {
 		res, err := gc.Run(fc.Repo, fc.Store, c.DryRun)
 		if err != nil {
 			return err
+		}
+		if !c.DryRun && len(res.Bases)+len(res.Agents) > 0 {
+			pipeline.Emit(fc.env(io), "ferry-gc", &events.GCCollected{DeletedBases: res.Bases, KeptBases: res.Kept, RolledBackAgents: res.Agents})
 		}
 		if c.JSON {
 			return writeJSON(io.Stdout, res)

@@ -11,8 +11,10 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/pipeline"
 )
 
 type baseCLI struct {
@@ -21,9 +23,10 @@ type baseCLI struct {
 }
 
 type baseBuildCmd struct {
-	Rev  string `help:"Revision to build." default:"HEAD" placeholder:"R"`
-	Cold bool   `help:"Build from scratch, never seeded from another base."`
-	JSON bool   `name:"json" help:"Print the base record as JSON."`
+	Rev    string `help:"Revision to build." default:"HEAD" placeholder:"R"`
+	Cold   bool   `help:"Build from scratch, never seeded from another base."`
+	Follow bool   `help:"Keep building: consume commit.seen events from the bus (see ferry-watch) until stopped."`
+	JSON   bool   `name:"json" help:"Print the base record as JSON."`
 }
 
 type baseListCmd struct {
@@ -46,6 +49,9 @@ func Base(args []string, io IO) int {
 }
 
 func (c *baseBuildCmd) run(io IO) error {
+	if c.Follow {
+		return followBuilder(io)
+	}
 	fc, err := Load(".")
 	if err != nil {
 		return err
@@ -56,10 +62,25 @@ func (c *baseBuildCmd) run(io IO) error {
 		Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store,
 		Rev: c.Rev, Cold: c.Cold, Progress: io.Stderr, Shim: true,
 	}
+	env := fc.env(io)
+	var building *base.Plan
+	opts.OnBuilding = func(p *base.Plan) {
+		building = p
+		pipeline.Emit(env, "ferry-base", &events.BaseBuilding{BaseID: p.ID, Commit: p.Commit, Fingerprint: p.Fingerprint()})
+	}
+	start := time.Now()
 	res, err := base.Build(ctx, opts)
 	if err != nil {
+		if building != nil {
+			kind := failure.KindOf(err)
+			pipeline.Emit(env, "ferry-base", &events.BaseFailed{BaseID: building.ID, Commit: building.Commit,
+				Fingerprint: building.Fingerprint(), Error: err.Error(), ExitKind: kind.String(), ExitCode: kind.ExitCode()})
+		}
 		return err
 	}
+	pipeline.Emit(env, "ferry-base", &events.BaseReady{BaseID: res.Record.ID, Commit: res.Record.Commit,
+		Fingerprint: res.Record.Fingerprint, Current: true, Reused: res.Reused,
+		Seconds: time.Since(start).Seconds(), Warnings: res.Record.Warnings})
 	if c.JSON {
 		return writeJSON(io.Stdout, struct {
 			*base.Record

@@ -28,8 +28,8 @@ var own = map[string]string{
 	"list":   "list agents",
 	"rm":     "remove an agent",
 	"doctor": "diagnose this host (not implemented yet)",
-	"up":     "start watcher, builder and gc for a repository (not implemented yet)",
-	"events": "print the event log (not implemented yet)",
+	"up":     "keep bases warm: start watcher (hosting the bus), builder and gc",
+	"events": "print the event log [--follow] [--json]",
 }
 
 // Front is the ferry command: it dispatches to the stage binaries and runs
@@ -57,6 +57,10 @@ func Front(args []string, io IO) int {
 		return listAgents(args[1:], io)
 	case "rm":
 		return rmAgent(args[1:], io)
+	case "up":
+		return up(args[1:], io)
+	case "events":
+		return eventLog(args[1:], io)
 	}
 	if _, ok := own[name]; ok {
 		return Report(io, "ferry", Unimplemented("ferry "+name), false)

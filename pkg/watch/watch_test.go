@@ -128,4 +128,3 @@ func TestSecondWatcherRefusedNamingHolder(t *testing.T) {
 		t.Fatalf("err = %v, want a refusal naming pid %d", err, os.Getpid())
 	}
 }
-

@@ -1,0 +1,83 @@
+// Package pipeline runs Ferry's long-running stages over the bus: the
+// watcher (which hosts the embedded bus), the following base builder and
+// the following gc; and emits the events of one-shot commands.
+//
+// The store is the truth; events are triggers. Every stage publishes an
+// event only after the state it reports is durable, consumes idempotently,
+// and reconciles from the store when it starts, so a lost trigger costs
+// latency, never correctness.
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/ferrydev/ferry/events"
+	"github.com/ferrydev/ferry/pkg/bus"
+	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// Env is what every stage works on.
+type Env struct {
+	Repo     *git.Repo
+	Settings *config.Settings
+	Store    *store.Store
+	Log      io.Writer // diagnostics; nil discards
+	// Bus overrides how to reach the bus (tests, in-process hosts); the zero
+	// value means: from the settings, FERRY_NATS_URL or bus.json.
+	Bus *bus.Config
+}
+
+func (e Env) logf(format string, args ...any) {
+	if e.Log != nil {
+		fmt.Fprintf(e.Log, format+"\n", args...)
+	}
+}
+
+// BusConfig is how the stage called name reaches the bus.
+func (e Env) BusConfig(name string) bus.Config {
+	if e.Bus != nil {
+		c := *e.Bus
+		c.Name = name
+		if c.Parent == "" {
+			c.Parent = e.Store.Parent
+		}
+		return c
+	}
+	return bus.Config{Parent: e.Store.Parent, URL: e.Settings.BusURL, Name: name}
+}
+
+// Emit publishes ev for a one-shot command after the state it reports is
+// durable. When the bus cannot be reached in time the event waits in the
+// store's outbox for the next process that connects; a failure to do even
+// that is reported on the log and does not fail the command, whose state
+// change has already happened.
+func Emit(e Env, name string, ev events.Event) {
+	ev = events.Stamp(ev, e.Store.Key)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := bus.Emit(ctx, e.BusConfig(name), ev); err != nil {
+		e.logf("%s: warning: event %s not recorded: %v", name, ev.Kind(), err)
+	}
+}
+
+// publish sends ev on a long-running connection, queueing it when the bus
+// is away.
+func publish(ctx context.Context, e Env, c *bus.Conn, ev events.Event) {
+	ev = events.Stamp(ev, e.Store.Key)
+	if _, err := c.PublishOrQueue(ctx, ev); err != nil {
+		e.logf("ferry: warning: event %s not recorded: %v", ev.Kind(), err)
+	}
+}
+
+// host is this machine's name, for durable consumer names: each build host
+// has its own builder and gc consumers on a shared bus.
+func host() string {
+	h, _ := os.Hostname()
+	return h
+}
