@@ -1,6 +1,8 @@
-// Command demo shows Ferry on an embedded default: it generates a sample
-// Cargo workspace, builds its base with the real binaries, reuses it, and
-// prints what happened with timings. `make demo` runs it.
+// Command demo shows Ferry end to end on an embedded default: it generates a
+// sample Cargo workspace, starts the pipeline (`ferry up`: the watcher
+// hosting the bus, the builder, gc), lets it build the base of HEAD and of
+// a new commit, spawns three agents, edits one, builds all three through the
+// cargo shim, prints the event log, and stops everything. `make demo` runs it.
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/fixture"
@@ -28,101 +31,139 @@ func main() {
 	}
 }
 
+type demo struct {
+	bin, repoDir, home string
+}
+
+func (d *demo) ferry(args ...string) ([]byte, time.Duration, error) {
+	c := exec.Command(filepath.Join(d.bin, "ferry"), args...)
+	c.Dir = d.repoDir
+	c.Env = append(os.Environ(), "FERRY_HOME="+d.home)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	t := time.Now()
+	out, err := c.Output()
+	dt := time.Since(t)
+	if err != nil {
+		return out, dt, fmt.Errorf("ferry %s: %v\n%s%s", strings.Join(args, " "), err, stderr.String(), out)
+	}
+	return out, dt, nil
+}
+
+type baseEntry struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Current bool   `json:"current"`
+	Record  *struct {
+		Commit  string
+		Target  string
+		MntSrc  string `json:"mnt_src"`
+		Timings struct{ Warm, Total float64 }
+	} `json:"record"`
+}
+
+// waitCurrent waits until the current base is ready at commit.
+func (d *demo) waitCurrent(commit string, timeout time.Duration) (*baseEntry, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		out, _, err := d.ferry("base", "list", "--json")
+		if err == nil {
+			var list []baseEntry
+			json.Unmarshal(out, &list)
+			for _, e := range list {
+				if e.Current && e.State == "ready" && e.Record != nil && e.Record.Commit == commit {
+					return &e, nil
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("no ready base for %s after %v", commit[:12], timeout)
+}
+
 func run(bin, dir string, keep bool) error {
 	if err := fixture.CheckTools(fixture.DebianRegistry); err != nil {
 		return fmt.Errorf("%w\n  hint: apt-get install librust-serde-dev librust-serde-derive-dev librust-regex-dev", err)
 	}
 	bin, _ = filepath.Abs(bin)
 	if dir == "" {
-		d, err := os.MkdirTemp("", "ferry-demo-")
+		tmp, err := os.MkdirTemp("", "ferry-demo-")
 		if err != nil {
 			return err
 		}
-		dir = d
+		dir = tmp
 		if !keep {
-			defer func() {
-				cleanup(dir)
-			}()
+			defer os.RemoveAll(dir)
 		}
 	}
-	repoDir := filepath.Join(dir, "workspace")
-	home := filepath.Join(dir, "ferry-home")
+	d := &demo{bin: bin, repoDir: filepath.Join(dir, "workspace"), home: filepath.Join(dir, "ferry-home")}
+
 	step("1. generate a sample Cargo workspace (path deps, proc macro, build script, serde, regex)")
 	t := time.Now()
-	repo, err := fixture.Generate(repoDir, fixture.Options{})
+	repo, err := fixture.Generate(d.repoDir, fixture.Options{})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("   %s at commit %s (%.1fs)\n", repoDir, repo.Head[:12], time.Since(t).Seconds())
+	fmt.Printf("   %s at commit %s (%.1fs)\n", d.repoDir, repo.Head[:12], time.Since(t).Seconds())
 
-	ferry := func(args ...string) ([]byte, time.Duration, error) {
-		c := exec.Command(filepath.Join(bin, "ferry"), args...)
-		c.Dir = repoDir
-		c.Env = append(os.Environ(), "FERRY_HOME="+home)
-		var stderr bytes.Buffer
-		c.Stderr = &stderr
-		t := time.Now()
-		out, err := c.Output()
-		d := time.Since(t)
-		if err != nil {
-			return out, d, fmt.Errorf("ferry %s: %v\n%s%s", strings.Join(args, " "), err, stderr.String(), out)
+	step("2. ferry up: the watcher (hosting the embedded bus), the base builder and gc")
+	upLog, err := os.Create(filepath.Join(dir, "ferry-up.log"))
+	if err != nil {
+		return err
+	}
+	up := exec.Command(filepath.Join(bin, "ferry"), "up", "--interval", "0.5")
+	up.Dir = d.repoDir
+	up.Env = append(os.Environ(), "FERRY_HOME="+d.home)
+	up.Stdout, up.Stderr = upLog, upLog
+	if err := up.Start(); err != nil {
+		return err
+	}
+	stopped := false
+	stopUp := func() error {
+		if stopped {
+			return nil
 		}
-		return out, d, nil
+		stopped = true
+		up.Process.Signal(syscall.SIGTERM)
+		return up.Wait()
 	}
+	defer stopUp()
+	fmt.Printf("   started (log: %s)\n", upLog.Name())
 
-	step("2. ferry base: check out the commit in the store, stamp it, warm-build it in the namespace sandbox")
-	out, d, err := ferry("base", "--json")
+	step("3. the pipeline builds the base of HEAD: checkout in the store, stamped, warm build in the namespace sandbox")
+	t = time.Now()
+	b, err := d.waitCurrent(repo.Head, 10*time.Minute)
 	if err != nil {
 		return err
 	}
-	var rec struct {
-		ID      string `json:"id"`
-		Target  string `json:"target"`
-		MntSrc  string `json:"mnt_src"`
-		Stamped struct{ Files, Dirs int }
-		Warm    []struct {
-			Command string
-			Seconds float64
-		}
-		Timings struct{ Worktree, Stamp, Warm, Finish, Total float64 }
-		Reused  bool `json:"reused"`
-	}
-	if err := json.Unmarshal(out, &rec); err != nil {
-		return err
-	}
-	fmt.Printf("   base %s built in %.1fs\n", rec.ID, d.Seconds())
-	fmt.Printf("   worktree %.2fs, stamp %.3fs (%d files, %d dirs), finish %.2fs\n",
-		rec.Timings.Worktree, rec.Timings.Stamp, rec.Stamped.Files, rec.Stamped.Dirs, rec.Timings.Finish)
-	for _, w := range rec.Warm {
-		fmt.Printf("   warm  %-45s %6.1fs\n", w.Command, w.Seconds)
-	}
-
-	step("3. the binary was built at the canonical path, the same for every base and agent")
-	md, err := exec.Command(filepath.Join(rec.Target, "debug", fixture.BinName), fixture.ManifestDirFlag).Output()
+	fmt.Printf("   base %s ready %.1fs after start (warm build %.1fs)\n", b.ID, time.Since(t).Seconds(), b.Record.Timings.Warm)
+	md, err := exec.Command(filepath.Join(b.Record.Target, "debug", fixture.BinName), fixture.ManifestDirFlag).Output()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("   app --manifest-dir -> %s   (canonical src: %s)\n", strings.TrimSpace(string(md)), rec.MntSrc)
+	fmt.Printf("   app --manifest-dir -> %s  (the canonical path, the same for every base and agent)\n", strings.TrimSpace(string(md)))
+	coldWarm := b.Record.Timings.Warm
 
-	step("4. ferry base again: the ready base is reused, nothing is built")
-	out, d, err = ferry("base", "--json")
+	step("4. a new commit: the watcher sees it, the builder builds its base, gc deletes the old one")
+	if err := repo.Write("README.md", "A new commit for the demo.\n"); err != nil {
+		return err
+	}
+	next, err := repo.Commit("demo: a new commit")
 	if err != nil {
 		return err
 	}
-	json.Unmarshal(out, &rec)
-	fmt.Printf("   reused=%v in %.0fms\n", rec.Reused, float64(d.Microseconds())/1000)
-
-	step("5. ferry base list")
-	out, _, err = ferry("base", "list")
+	t = time.Now()
+	b, err = d.waitCurrent(next, 10*time.Minute)
 	if err != nil {
 		return err
 	}
-	fmt.Print(indent(string(out)))
+	fmt.Printf("   base %s ready %.1fs after the commit\n", b.ID, time.Since(t).Seconds())
 
-	step("6. ferry spawn three agents from the base (worktree, verified stamping, fork of the target)")
+	step("5. ferry spawn three agents from the base (worktree, verified stamping, fork of the target)")
 	worktrees := map[string]string{}
-	for _, name := range []string{"alice", "bob", "carol"} {
-		out, d, err := ferry("spawn", name, "--json")
+	names := []string{"alice", "bob", "carol"}
+	for _, name := range names {
+		out, dt, err := d.ferry("spawn", name, "--json")
 		if err != nil {
 			return err
 		}
@@ -134,11 +175,10 @@ func run(bin, dir string, keep bool) error {
 		}
 		json.Unmarshal(out, &a)
 		worktrees[name] = a.Worktree
-		fmt.Printf("   %-6s %s  (%s fork of %d files, %d files + %d dirs stamped) %.2fs\n",
-			name, a.Worktree, a.Backend, a.Fork.Files, a.Stamp.Files, a.Stamp.Dirs, d.Seconds())
+		fmt.Printf("   %-6s %.2fs  %s fork of %d files, %d files + %d dirs stamped\n", name, dt.Seconds(), a.Backend, a.Fork.Files, a.Stamp.Files, a.Stamp.Dirs)
 	}
 
-	step("7. bob edits one file; all three build through the shim (cargo on PATH is Ferry's)")
+	step("6. bob edits one file; all three build through the shim (the cargo on their PATH is Ferry's)")
 	lib := filepath.Join(worktrees["bob"], fixture.LibPath(fixture.ChainC))
 	f, err := os.OpenFile(lib, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -146,37 +186,52 @@ func run(bin, dir string, keep bool) error {
 	}
 	f.WriteString("\n// bob was here\n")
 	f.Close()
-	shimPath := filepath.Join(home, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
-	for _, name := range []string{"alice", "bob", "carol"} {
-		// As an agent would: `cargo` resolved through PATH finds the shim.
-		c := exec.Command(filepath.Join(home, "bin", "cargo"), "build", "--workspace", "--all-targets")
+	for _, name := range names {
+		// As an agent would run it: `cargo` resolved through PATH is the shim.
+		c := exec.Command(filepath.Join(d.home, "bin", "cargo"), "build", "--workspace", "--all-targets")
 		c.Dir = worktrees[name]
-		c.Env = append(os.Environ(), "FERRY_HOME="+home, "PATH="+shimPath)
+		c.Env = append(os.Environ(), "FERRY_HOME="+d.home, "PATH="+filepath.Join(d.home, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 		t := time.Now()
 		out, err := c.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("cargo build in %s: %v\n%s", name, err, out)
 		}
-		compiled := strings.Count(string(out), "Compiling")
-		fmt.Printf("   %-6s cargo build: %.2fs, %d crate(s) compiled\n", name, time.Since(t).Seconds(), compiled)
+		fmt.Printf("   %-6s cargo build %5.2fs, %d crate(s) compiled\n", name, time.Since(t).Seconds(), strings.Count(string(out), "Compiling"))
 	}
-	fmt.Printf("   (the base's own cold warm build took %.1fs)\n", rec.Timings.Warm)
+	fmt.Printf("   (a cold build of the same commands took %.1fs in the first base)\n", coldWarm)
 
-	step("8. ferry list")
-	out, _, err = ferry("list")
+	step("7. ferry list")
+	out, _, err := d.ferry("list")
 	if err != nil {
 		return err
 	}
 	fmt.Print(indent(string(out)))
 
-	step("9. a bad revision gets a clear error, a hint and exit code 2")
-	_, _, err = ferry("base", "--rev", "no-such-branch")
-	fmt.Print(indent(fmt.Sprint(err)))
-
-	for _, name := range []string{"alice", "bob", "carol"} {
-		ferry("rm", "--force", name)
+	for _, name := range names {
+		if _, _, err := d.ferry("rm", "--force", name); err != nil {
+			return err
+		}
 	}
-	fmt.Println("\ndone. The event pipeline (ferry up) comes next; see the README.")
+
+	step("8. ferry events: what the pipeline said")
+	time.Sleep(time.Second) // let gc react to the last removals
+	out, _, err = d.ferry("events")
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(string(out)))
+
+	step("9. stop: SIGTERM to ferry up stops the watcher, the builder and gc")
+	t = time.Now()
+	if err := stopUp(); err != nil {
+		return fmt.Errorf("ferry up: %v", err)
+	}
+	fmt.Printf("   stopped in %.2fs\n", time.Since(t).Seconds())
+
+	step("10. bad input gets a clear error, a hint and a documented exit code")
+	_, _, err = d.ferry("base", "--rev", "no-such-branch")
+	fmt.Print(indent(fmt.Sprint(err)))
+	fmt.Println("\ndone.")
 	return nil
 }
 
@@ -188,10 +243,4 @@ func indent(s string) string {
 		b.WriteString("   " + l + "\n")
 	}
 	return b.String()
-}
-
-// cleanup removes the demo's directory, unregistering the base worktrees
-// with the repository that is removed alongside.
-func cleanup(dir string) {
-	os.RemoveAll(dir)
 }
