@@ -24,7 +24,7 @@ func main() {
 	sandbox.Init()
 	bin := flag.String("bin", "bin", "directory holding Ferry's binaries")
 	n := flag.Int("n", 3, "repetitions of each measurement")
-	only := flag.String("only", "", "run one section: base, agents")
+	only := flag.String("only", "", "run one section: base, agents, pipeline")
 	large := flag.Int("large", 100, "extra crates in the larger generated workspace (0: skip it)")
 	xfs := flag.String("xfs", os.Getenv("FERRY_TEST_XFS"), "a directory on a filesystem with reflink, for the reflink figures")
 	flag.Parse()
@@ -34,6 +34,9 @@ func main() {
 	}
 	if err == nil && (*only == "" || *only == "agents") {
 		err = runAgents(*bin, *n, *large, *xfs)
+	}
+	if err == nil && (*only == "" || *only == "pipeline") {
+		err = runPipeline(*bin, *n)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: error:", err)
