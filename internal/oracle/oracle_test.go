@@ -1,0 +1,413 @@
+package oracle
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/internal/testenv"
+	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/pkg/sandbox"
+)
+
+// Defaults of the Ferry run. Measured on 2 cores: 3 agents × 10 rounds
+// (about 40 checked builds) take the package about 2.5 minutes on its own and
+// about 3 minutes inside `go test ./...`; more rounds cost about 9 s each.
+const (
+	defaultAgents = 3
+	defaultRounds = 10
+)
+
+func TestMain(m *testing.M) {
+	sandbox.Init()
+	code := m.Run()
+	if pkg.tmplDone != nil {
+		pkg.cancel()
+		<-pkg.tmplDone
+	}
+	if pkg.dir != "" {
+		os.RemoveAll(pkg.dir)
+	}
+	os.Exit(code)
+}
+
+// pkg is what the tests of this package share: a CARGO_HOME and the
+// template target dir the references are seeded from (one cold build).
+var pkg struct {
+	once      sync.Once
+	dir       string
+	cargo     string
+	cargoHome string
+	err       error
+
+	tmplDone chan struct{}
+	cancel   context.CancelFunc
+	template string
+	tmplErr  error
+	tmplTime time.Duration
+}
+
+// setupPkg makes the shared directory and starts building the template in
+// the background.
+func setupPkg(t *testing.T) {
+	t.Helper()
+	fixture.RequireTools(t)
+	pkg.once.Do(func() {
+		pkg.cargo, pkg.err = exec.LookPath("cargo")
+		if pkg.err != nil {
+			return
+		}
+		if pkg.dir, pkg.err = os.MkdirTemp("", "ferry-oracle-"); pkg.err != nil {
+			return
+		}
+		pkg.cargoHome = filepath.Join(pkg.dir, "cargo-home")
+		if pkg.err = os.Mkdir(pkg.cargoHome, 0o755); pkg.err != nil {
+			return
+		}
+		pkg.tmplDone = make(chan struct{})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		pkg.cancel = cancel
+		go func() {
+			defer close(pkg.tmplDone)
+			start := time.Now()
+			src := filepath.Join(pkg.dir, "template-src")
+			if _, err := fixture.Generate(src, fixture.Options{}); err != nil {
+				pkg.tmplErr = err
+				return
+			}
+			target := filepath.Join(pkg.dir, "template-target")
+			pkg.tmplErr = BuildTemplate(ctx, src, target, pkg.cargo, baseEnv())
+			pkg.template = target
+			pkg.tmplTime = time.Since(start)
+		}()
+	})
+	if pkg.err != nil {
+		t.Fatal(pkg.err)
+	}
+}
+
+func waitTemplate(t *testing.T) string {
+	t.Helper()
+	<-pkg.tmplDone
+	if pkg.tmplErr != nil {
+		t.Fatalf("building the reference template target: %v", pkg.tmplErr)
+	}
+	return pkg.template
+}
+
+// baseEnv is the environment of every cargo, git and ferry command: the
+// package's CARGO_HOME, no inherited build redirection, git isolated from
+// the user's configuration.
+func baseEnv() []string {
+	return fixture.CargoEnv(fixture.GitEnv(os.Environ()), pkg.cargoHome, "")
+}
+
+type config struct {
+	seed           uint64
+	agents, rounds int
+}
+
+// loadConfig reads FERRY_ORACLE_SEED, FERRY_ORACLE_AGENTS and
+// FERRY_ORACLE_ROUNDS; the seed is random when unset.
+func loadConfig(t *testing.T, agents, rounds int) config {
+	t.Helper()
+	c := config{seed: rand.Uint64(), agents: agents, rounds: rounds}
+	if v := os.Getenv("FERRY_ORACLE_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("FERRY_ORACLE_SEED=%q: %v", v, err)
+		}
+		c.seed = s
+	}
+	for _, p := range []struct {
+		name string
+		v    *int
+	}{{"FERRY_ORACLE_AGENTS", &c.agents}, {"FERRY_ORACLE_ROUNDS", &c.rounds}} {
+		if v := os.Getenv(p.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				t.Fatalf("%s=%q: want a positive number", p.name, v)
+			}
+			*p.v = n
+		}
+	}
+	return c
+}
+
+func (c config) repro(test string) string {
+	return fmt.Sprintf("FERRY_ORACLE_SEED=%d FERRY_ORACLE_AGENTS=%d FERRY_ORACLE_ROUNDS=%d go test ./internal/oracle -run '^%s$' -v -count=1",
+		c.seed, c.agents, c.rounds, test)
+}
+
+// testContext ends 30 s before the test's deadline, so a hung build is
+// reported by the harness with the seed rather than by a panic.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	if d, ok := t.Deadline(); ok {
+		cancel()
+		ctx, cancel = context.WithDeadline(context.Background(), d.Add(-30*time.Second))
+	}
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newReferences(t *testing.T, n int, template string) []*Reference {
+	t.Helper()
+	refs := make([]*Reference, n)
+	for i := range refs {
+		r, err := NewReference(filepath.Join(t.TempDir(), fmt.Sprintf("ref-%d", i)), template, pkg.cargo, baseEnv())
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs[i] = r
+	}
+	return refs
+}
+
+// TestFerryAgentsBuildTheirOwnCode is the oracle: agents spawned by Ferry
+// from one base make random edits concurrently, and after every build each
+// agent's binary and test output must equal a cold build of its own tree.
+func TestFerryAgentsBuildTheirOwnCode(t *testing.T) {
+	start := time.Now()
+	setupPkg(t) // starts the template build, which runs beside ferry base
+	cfg := loadConfig(t, defaultAgents, defaultRounds)
+	repro := cfg.repro(t.Name())
+	t.Logf("seed %d, %d agents, %d rounds; reproduce with: %s", cfg.seed, cfg.agents, cfg.rounds, repro)
+	fatalf := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf(format+"\n(seed %d; reproduce with: %s)", append(args, cfg.seed, repro)...)
+	}
+	bin := testenv.Binaries(t)
+	ctx := testContext(t)
+
+	repo, err := fixture.Generate(filepath.Join(t.TempDir(), "repo"), fixture.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	f := &Ferry{Bin: bin, Home: filepath.Join(tmp, "ferry-home"), Worktrees: filepath.Join(tmp, "worktrees"),
+		Repo: repo.Dir, Env: baseEnv()}
+	tBase := time.Now()
+	if err := f.Base(ctx, "cargo build --workspace --all-targets"); err != nil {
+		var ce *CommandError
+		if errors.As(err, &ce) && ce.ExitCode() == 4 {
+			t.Skipf("skipping: the host blocks user namespaces, so Ferry refuses to build (exit 4): %v", err)
+		}
+		fatalf("ferry base: %v", err)
+	}
+	baseTime := time.Since(tBase)
+	baseDigest, err := digestTree(f.BaseTarget())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Odd agents start at a later commit than the base's, so that stamping
+	// has files to leave alone: the base stays current and is forked anyway.
+	baseCommit := repo.Head
+	diverged, descs, err := Diverge(repo, cfg.seed)
+	if err != nil {
+		fatalf("diverge: %v", err)
+	}
+	t.Logf("odd agents spawn from %.12s, which differs from the base's commit %.12s by:\n  %s",
+		diverged, baseCommit, strings.Join(descs, "\n  "))
+
+	tSpawn := time.Now()
+	agents := make([]Agent, cfg.agents)
+	bases := make([]string, cfg.agents)
+	for i := range agents {
+		from := baseCommit
+		if i%2 == 1 {
+			from = diverged
+		}
+		if agents[i], err = f.Spawn(ctx, fmt.Sprintf("agent-%d", i), from); err != nil {
+			fatalf("ferry spawn --from %s: %v", from, err)
+		}
+		bases[i] = f.BaseSrc()
+	}
+	spawnTime := time.Since(tSpawn)
+	template := waitTemplate(t)
+	refs := newReferences(t, cfg.agents, template)
+	setupTime := time.Since(start)
+
+	h := &Harness{Agents: agents, References: refs, Bases: bases, Options: Options{
+		Seed: cfg.seed, Rounds: cfg.rounds, Repro: repro, Logf: t.Logf,
+	}}
+	rep, err := h.Run(ctx)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	failOn(t, rep)
+	if cfg.agents*cfg.rounds >= len(AllKinds()) && len(rep.Errors) == 0 {
+		for _, k := range AllKinds() {
+			if rep.Kinds[k] == 0 {
+				t.Errorf("no %s edit was made (seed %d): the edit schedule must cover every kind", k, cfg.seed)
+			}
+		}
+	}
+	t.Logf("edits: %s", rep.KindSummary())
+	t.Logf("%d builds checked, %d mismatches, %d harness errors (seed %d)", rep.Checks, len(rep.Mismatches), len(rep.Errors), cfg.seed)
+
+	// The base is immutable (invariant 2) and agents own their build state
+	// (invariant 3): after every agent built, a newly spawned agent's
+	// unedited build, which trusts the base entirely, is still the base's
+	// code, and the base target did not change by a byte or an mtime.
+	tLate := time.Now()
+	late, err := f.Spawn(ctx, "agent-late", baseCommit)
+	if err != nil {
+		fatalf("ferry spawn agent-late: %v", err)
+	}
+	lh := &Harness{Agents: []Agent{late}, References: newReferences(t, 1, template), Bases: []string{f.BaseSrc()},
+		Options: Options{Seed: cfg.seed, Rounds: 1, Repro: repro, Logf: t.Logf,
+			Script: func(int, int) ([]Kind, bool) { return nil, true }}}
+	lrep, err := lh.Run(ctx)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	failOn(t, lrep)
+	if d, err := digestTree(f.BaseTarget()); err != nil {
+		t.Error(err)
+	} else if d != baseDigest {
+		t.Errorf("the base target %s changed while agents built (seed %d)", f.BaseTarget(), cfg.seed)
+	}
+	lateTime := time.Since(tLate)
+
+	for _, a := range append(agents, late) {
+		if err := f.Remove(ctx, a.Name()); err != nil {
+			t.Logf("ferry rm --force %s: %v", a.Name(), err)
+		}
+	}
+	t.Logf("time: %.1fs total; ferry base %.1fs, template %.1fs (beside it), spawn %.1fs, setup %.1fs, rounds %.1fs, late agent %.1fs",
+		time.Since(start).Seconds(), baseTime.Seconds(), pkg.tmplTime.Seconds(), spawnTime.Seconds(),
+		setupTime.Seconds(), rep.Elapsed.Seconds(), lateTime.Seconds())
+	if t.Failed() {
+		t.Logf("reproduce with: %s", repro)
+	}
+}
+
+// TestSharedTargetDirIsCaught points the same harness at plain worktrees
+// sharing one CARGO_TARGET_DIR and requires it to report mismatches: the
+// oracle can fail. The first round is scripted and in lockstep: agent-0
+// edits a member and builds; agent-1, unedited and with every file older than
+// that build, builds and gets agent-0's code.
+func TestSharedTargetDirIsCaught(t *testing.T) {
+	start := time.Now()
+	setupPkg(t)
+	cfg := loadConfig(t, 2, 2)
+	cfg.agents, cfg.rounds = 2, 2 // fixed: the scripted scenario needs two agents
+	repro := cfg.repro(t.Name())
+	t.Logf("seed %d; reproduce with: %s", cfg.seed, repro)
+	ctx := testContext(t)
+
+	repo, err := fixture.Generate(filepath.Join(t.TempDir(), "repo"), fixture.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := waitTemplate(t)
+	tmp := t.TempDir()
+	target := filepath.Join(tmp, "shared-target")
+	if err := copyTree(template, target, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	agents := make([]Agent, cfg.agents)
+	for i := range agents {
+		name := fmt.Sprintf("agent-%d", i)
+		if agents[i], err = NewSharedTargetAgent(repo, name, filepath.Join(tmp, "worktrees", name), target, pkg.cargo, baseEnv()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refs := newReferences(t, cfg.agents, template)
+
+	h := &Harness{Agents: agents, References: refs, Options: Options{
+		Seed: cfg.seed, Rounds: cfg.rounds, Repro: repro, Logf: t.Logf, Lockstep: true,
+		Script: func(agent, round int) ([]Kind, bool) {
+			if round != 0 {
+				return nil, false
+			}
+			if agent == 0 {
+				return []Kind{KindSource}, true
+			}
+			return nil, true // no edit: agent-1's tree is the base's, older than agent-0's build
+		},
+	}}
+	rep, err := h.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rep.Errors {
+		t.Errorf("harness error: %s", e)
+	}
+	t.Logf("%d builds checked, %d mismatches found with a shared target dir (seed %d), in %.1fs",
+		rep.Checks, len(rep.Mismatches), cfg.seed, time.Since(start).Seconds())
+	if len(rep.Mismatches) == 0 {
+		t.Fatalf("the oracle found no mismatch with a shared CARGO_TARGET_DIR: it cannot fail (seed %d; %s)", cfg.seed, repro)
+	}
+	t.Logf("first mismatch, as the oracle reports it:\n%s", rep.Mismatches[0])
+	found := false
+	for _, m := range rep.Mismatches {
+		found = found || (m.Agent == "agent-1" && m.Round == 0 && m.What == "app output")
+	}
+	if !found {
+		t.Errorf("no app output mismatch for agent-1 in round 0, the deterministic case (seed %d)", cfg.seed)
+	}
+}
+
+// failOn reports every mismatch and harness error of rep as a test error.
+func failOn(t *testing.T, rep *Report) {
+	t.Helper()
+	for _, m := range rep.Mismatches {
+		t.Errorf("%s", m)
+	}
+	for _, e := range rep.Errors {
+		t.Errorf("harness error: %s", e)
+	}
+}
+
+// digestTree hashes every entry under dir: path, type, permission bits,
+// mtime, and the bytes of files or the text of links.
+func digestTree(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(h, "%s\x00%v\x00%d\x00", rel, info.Mode(), info.ModTime().UnixNano())
+		switch {
+		case d.Type().IsRegular():
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if _, err := io.Copy(h, f); err != nil {
+				return err
+			}
+		case d.Type()&fs.ModeSymlink != 0:
+			text, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			io.WriteString(h, text)
+		}
+		h.Write([]byte{0})
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
+}
