@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ferrydev/ferry/events"
@@ -111,12 +112,23 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, keepReplicas bool) error {
+	retries := 0
 	for attempt := 0; ; attempt++ {
 		s, err := js.Stream(ctx, want.Name)
+		if unanswered(ctx, err) && retries < maxUnanswered {
+			// In a cluster, a stream another client has just created does
+			// not answer until its replicas have elected a leader.
+			retries++
+			continue
+		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			_, err = js.CreateStream(ctx, want)
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && attempt == 0 {
 				continue // created concurrently with another config: compare it
+			}
+			if unanswered(ctx, err) && retries < maxUnanswered {
+				retries++
+				continue
 			}
 			if err != nil {
 				return streamError(want.Name, "create", err)
@@ -138,6 +150,17 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		}
 		return nil
 	}
+}
+
+// maxUnanswered bounds the retries of a stream request that got no answer
+// in time (each waits for the JetStream API timeout, 5 s by default).
+const maxUnanswered = 5
+
+// unanswered reports a JetStream API request that timed out while ctx is
+// still alive: a cluster electing a leader, worth asking again.
+func unanswered(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil &&
+		(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
 }
 
 // sameStream compares the fields Streams decides.

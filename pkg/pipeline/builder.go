@@ -35,7 +35,7 @@ func RunBuilder(ctx context.Context, o BuilderOptions) error {
 	}
 	defer conn.Close()
 	cons, err := conn.Consumer(ctx, bus.ConsumerOptions{
-		Durable: bus.DurableName("ferry-base", e.Store.Key, host()),
+		Durable: bus.DurableName("ferry-base", e.Store.Key, consumerHost(e)),
 		Kinds:   []events.Kind{events.KindCommitSeen},
 		RepoKey: e.Store.Key,
 		AckWait: o.AckWait,

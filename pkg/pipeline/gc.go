@@ -24,7 +24,7 @@ func RunGC(ctx context.Context, e Env) error {
 		return err
 	}
 	cons, err := conn.Consumer(ctx, bus.ConsumerOptions{
-		Durable: bus.DurableName("ferry-gc", e.Store.Key, host()),
+		Durable: bus.DurableName("ferry-gc", e.Store.Key, consumerHost(e)),
 		Kinds:   []events.Kind{events.KindBaseReady, events.KindAgentRemoved},
 		RepoKey: e.Store.Key,
 	})

@@ -10,9 +10,12 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/ferrydev/ferry/events"
@@ -39,7 +42,10 @@ func (e Env) logf(format string, args ...any) {
 	}
 }
 
-// BusConfig is how the stage called name reaches the bus.
+// BusConfig is how the stage called name reaches the bus. Without e.Bus,
+// the streams a stage creates get the replica count FERRY_BUS_REPLICAS
+// names (3 on a three-node cluster); unset or not a positive number, new
+// streams are R1 and existing ones keep theirs.
 func (e Env) BusConfig(name string) bus.Config {
 	if e.Bus != nil {
 		c := *e.Bus
@@ -49,7 +55,19 @@ func (e Env) BusConfig(name string) bus.Config {
 		}
 		return c
 	}
-	return bus.Config{Parent: e.Store.Parent, URL: e.Settings.BusURL, Name: name}
+	return bus.Config{Parent: e.Store.Parent, URL: e.Settings.BusURL, Name: name, Replicas: envReplicas()}
+}
+
+// EnvReplicas names the replica count of the streams the stages create on
+// an external cluster.
+const EnvReplicas = "FERRY_BUS_REPLICAS"
+
+func envReplicas() int {
+	n, err := strconv.Atoi(os.Getenv(EnvReplicas))
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
 }
 
 // Emit publishes ev for a one-shot command after the state it reports is
@@ -75,9 +93,12 @@ func publish(ctx context.Context, e Env, c *bus.Conn, ev events.Event) {
 	}
 }
 
-// host is this machine's name, for durable consumer names: each build host
-// has its own builder and gc consumers on a shared bus.
-func host() string {
+// consumerHost names this machine and store parent in durable consumer
+// names: each build host, and each store parent on one host (two
+// FERRY_HOMEs sharing a bus), has its own builder and gc consumers, since
+// each store must see every trigger.
+func consumerHost(e Env) string {
 	h, _ := os.Hostname()
-	return h
+	sum := sha256.Sum256([]byte(e.Store.Parent))
+	return h + "-" + hex.EncodeToString(sum[:4])
 }
