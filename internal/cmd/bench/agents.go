@@ -289,24 +289,27 @@ func (w *ws) forkTable(n int, xfs string) error {
 			}
 		}
 	}
-	fmt.Printf("\n  Forking the base target (%d files), median of %d:\n", w.files, n)
-	for _, e := range entries {
-		var ds []time.Duration
-		for i := 0; i < n; i++ {
-			dst := filepath.Join(e.dir, fmt.Sprintf("%s-%d", strings.NewReplacer(" ", "_", "(", "", ")", "", "=", "_").Replace(e.name), i))
+	fmt.Printf("\n  Forking the base target (%d files), median of %d, interleaved:\n", w.files, n)
+	times := make([][]time.Duration, len(entries))
+	for i := 0; i < n; i++ {
+		for j, e := range entries {
+			dst := filepath.Join(e.dir, fmt.Sprintf("fork-%d-%d", j, i))
 			os.MkdirAll(dst, 0o755)
 			target := dst
-			if e.name == "cp -a" || strings.HasPrefix(e.name, "cp -a") {
+			if strings.HasPrefix(e.name, "cp -a") {
 				target = filepath.Join(dst, "target")
 			}
+			exec.Command("sync").Run() // start each from the same writeback state
 			t := time.Now()
 			if err := e.f(target); err != nil {
 				return fmt.Errorf("%s: %w", e.name, err)
 			}
-			ds = append(ds, time.Since(t))
+			times[j] = append(times[j], time.Since(t))
 			os.RemoveAll(dst)
 		}
-		m := median(ds)
+	}
+	for j, e := range entries {
+		m := median(times[j])
 		fmt.Printf("  %-58s %9.3f  (%.1f µs/file)\n", e.name, m.Seconds(), float64(m.Microseconds())/float64(w.files))
 	}
 	if xfsBase == "" {
