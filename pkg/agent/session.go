@@ -1,14 +1,11 @@
 package agent
 
 import (
-	"errors"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -23,21 +20,8 @@ func InstallShim(s *store.Store, shimBin string) error { return s.InstallShim(sh
 // with the shim first on PATH, FERRY_AGENT set for scripts, and no
 // inherited build redirection (invariant 4).
 func Environ(s *store.Store, r *Record, env []string) []string {
-	drop := map[string]bool{
-		"CARGO_TARGET_DIR": true, "CARGO_BUILD_TARGET_DIR": true, "CARGO_BUILD_BUILD_DIR": true, "FERRY_AGENT": true,
-	}
-	out := make([]string, 0, len(env)+2)
-	path := ""
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		if k == "PATH" {
-			path = v
-			continue
-		}
-		if !drop[k] {
-			out = append(out, kv)
-		}
-	}
+	path := cargoenv.Get(env, "PATH")
+	out := cargoenv.Without(env, "FERRY_AGENT", "PATH")
 	shim := ShimDir(s)
 	var keep []string
 	for _, p := range filepath.SplitList(path) {
@@ -81,25 +65,5 @@ func Run(s *store.Store, r *Record, o RunOptions) (int, error) {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.ExtraFiles = append(cmd.ExtraFiles, busy.File())
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	signal.Ignore(syscall.SIGINT)
-	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	go func() {
-		for sig := range sigs {
-			cmd.Process.Signal(sig)
-		}
-	}()
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal()), nil
-		}
-		return ee.ExitCode(), nil
-	}
-	return 0, err
+	return cmd.RunAsChild()
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/freshness"
@@ -373,26 +374,17 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string)
 // warmEnv is the environment of a warm command: the caller's, with every
 // variable that could send Cargo's output elsewhere replaced (invariant 3).
 func warmEnv(env []string, r *Record, shimDir string) []string {
-	drop := map[string]bool{
-		"CARGO_TARGET_DIR": true, "CARGO_BUILD_TARGET_DIR": true, "CARGO_BUILD_BUILD_DIR": true,
-		"PWD": true, "OLDPWD": true, "FERRY_AGENT": true, "FERRY_WARM_SRC": true, "FERRY_WARM_TARGET": true,
+	out := cargoenv.Without(env, "PWD", "OLDPWD", "FERRY_AGENT", "FERRY_WARM_SRC", "FERRY_WARM_TARGET", "PATH")
+	path := cargoenv.Get(env, "PATH")
+	if shimDir != "" {
+		path = shimDir + string(filepath.ListSeparator) + path
 	}
-	out := make([]string, 0, len(env)+4)
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		if k == "PATH" && shimDir != "" {
-			kv = "PATH=" + shimDir + string(filepath.ListSeparator) + v
-		}
-		if !drop[k] {
-			out = append(out, kv)
-		}
-	}
+	out = append(out, "PATH="+path)
 	if shimDir != "" {
 		out = append(out, "FERRY_WARM_SRC="+r.MntSrc, "FERRY_WARM_TARGET="+r.MntTarget)
 	}
+	out = append(out, cargoenv.Target(r.MntTarget)...)
 	return append(out,
-		"CARGO_TARGET_DIR="+r.MntTarget,
-		"CARGO_BUILD_BUILD_DIR="+r.MntTarget,
 		"CARGO_BUILD_WARNINGS=warn",
 		"PWD="+r.MntSrc,
 	)

@@ -3,8 +3,6 @@ package cli
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -68,24 +66,13 @@ func Front(args []string, io IO) int {
 	return Report(io, "ferry", failure.New(failure.Usage, "run `ferry --help` for the commands", "unknown command %q", name), false)
 }
 
-// execStage replaces this process with the stage binary: first the one
-// installed beside this executable, else the one on PATH.
+// execStage replaces this process with the stage binary (see stagePath).
 func execStage(bin string, args []string) error {
-	path := ""
-	if self, err := os.Executable(); err == nil {
-		cand := filepath.Join(filepath.Dir(self), bin)
-		if fi, err := os.Stat(cand); err == nil && fi.Mode().IsRegular() {
-			path = cand
-		}
+	path, err := stagePath(bin)
+	if err != nil {
+		return err
 	}
-	if path == "" {
-		p, err := exec.LookPath(bin)
-		if err != nil {
-			return failure.Wrap(failure.Prereq, err, "install Ferry's binaries together (make build puts them all in ./bin)", "%s not found beside ferry or on PATH", bin)
-		}
-		path = p
-	}
-	err := syscall.Exec(path, append([]string{bin}, args...), os.Environ())
+	err = syscall.Exec(path, append([]string{bin}, args...), os.Environ())
 	return fmt.Errorf("exec %s: %w", path, err)
 }
 

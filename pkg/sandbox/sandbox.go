@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"syscall"
 
@@ -177,4 +178,33 @@ func Probe(binds ...Bind) error {
 		return err
 	}
 	return c.Run()
+}
+
+// RunAsChild runs the command as the foreground work of a wrapper (the
+// shim, ferry run): termination signals sent to the wrapper are forwarded,
+// SIGINT is left to the terminal (which delivers it to the command's process
+// group as well), and the result is the command's exit status, 128+signal
+// when it was killed.
+func (c *Cmd) RunAsChild() (int, error) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	signal.Ignore(syscall.SIGINT)
+	defer signal.Stop(sigs)
+	if err := c.Start(); err != nil {
+		return 0, err
+	}
+	go func() {
+		for s := range sigs {
+			c.Process.Signal(s)
+		}
+	}()
+	err := c.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	return 0, err
 }

@@ -14,11 +14,9 @@
 package shim
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -26,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -72,7 +71,7 @@ func report(err error) int {
 // findShimDir returns the PATH directory through which this process was
 // reached as cargo: the first one whose cargo resolves to the shim itself.
 func (c *Call) findShimDir() string {
-	for _, dir := range filepath.SplitList(getenv(c.Env, "PATH")) {
+	for _, dir := range filepath.SplitList(cargoenv.Get(c.Env, "PATH")) {
 		p := filepath.Join(dir, "cargo")
 		if r, err := filepath.EvalSymlinks(p); err == nil && r == c.Self {
 			return dir
@@ -83,7 +82,7 @@ func (c *Call) findShimDir() string {
 
 // RealCargo is the next cargo on PATH that is not Ferry.
 func (c *Call) RealCargo() (string, error) {
-	for _, dir := range filepath.SplitList(getenv(c.Env, "PATH")) {
+	for _, dir := range filepath.SplitList(cargoenv.Get(c.Env, "PATH")) {
 		if dir == "" || dir == c.ShimDir {
 			continue
 		}
@@ -112,7 +111,7 @@ func (c *Call) Run() (int, error) {
 		return 0, err
 	}
 	if a == nil {
-		if src, target := getenv(c.Env, "FERRY_WARM_SRC"), getenv(c.Env, "FERRY_WARM_TARGET"); src != "" && target != "" {
+		if src, target := cargoenv.Get(c.Env, "FERRY_WARM_SRC"), cargoenv.Get(c.Env, "FERRY_WARM_TARGET"); src != "" && target != "" {
 			return 0, c.warm(cargo, src, target)
 		}
 		return 0, execve(cargo, c.Args, c.Env)
@@ -134,16 +133,7 @@ func (c *Call) warm(cargo, src, target string) error {
 	if ws != "." {
 		target = filepath.Join(target, "ferry-ws", ws)
 	}
-	drop := map[string]bool{"CARGO_TARGET_DIR": true, "CARGO_BUILD_TARGET_DIR": true, "CARGO_BUILD_BUILD_DIR": true}
-	var env []string
-	for _, kv := range c.Env {
-		k, _, _ := strings.Cut(kv, "=")
-		if !drop[k] {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "CARGO_TARGET_DIR="+target, "CARGO_BUILD_BUILD_DIR="+target)
-	return execve(cargo, c.Args, env)
+	return execve(cargo, c.Args, append(cargoenv.Without(c.Env), cargoenv.Target(target)...))
 }
 
 // resolve finds the agent whose worktree is exactly the git worktree
@@ -268,35 +258,7 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.ExtraFiles = append(cmd.ExtraFiles, busy.File()) // keeps busy.lock held by cargo's whole tree
-	return wait(cmd)
-}
-
-// wait runs cmd to completion, forwarding termination signals, and returns
-// its exit status (128+signal when killed).
-func wait(cmd *sandbox.Cmd) (int, error) {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	// The terminal delivers SIGINT to cargo too (same process group); the
-	// shim waits for cargo to act on it.
-	signal.Ignore(syscall.SIGINT)
-	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	go func() {
-		for s := range sigs {
-			cmd.Process.Signal(s)
-		}
-	}()
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal()), nil
-		}
-		return ee.ExitCode(), nil
-	}
-	return 0, err
+	return cmd.RunAsChild()
 }
 
 // inSandboxOf reports whether the canonical mountpoints already show this
@@ -394,31 +356,11 @@ func (c *Call) canonicalArgs(top, mntSrc string) []string {
 // cargoEnv is the caller's environment with every inherited build
 // redirection replaced (invariants 3 and 4).
 func cargoEnv(env []string, name, target, pwd string) []string {
-	drop := map[string]bool{
-		"CARGO_TARGET_DIR": true, "CARGO_BUILD_TARGET_DIR": true, "CARGO_BUILD_BUILD_DIR": true,
-		"FERRY_AGENT": true, "PWD": true,
-	}
-	out := make([]string, 0, len(env)+4)
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if !drop[k] {
-			out = append(out, kv)
-		}
-	}
-	return append(out, "CARGO_TARGET_DIR="+target, "CARGO_BUILD_BUILD_DIR="+target, "FERRY_AGENT="+name, "PWD="+pwd)
+	out := append(cargoenv.Without(env, "FERRY_AGENT", "PWD"), cargoenv.Target(target)...)
+	return append(out, "FERRY_AGENT="+name, "PWD="+pwd)
 }
 
 func execve(path string, args, env []string) error {
 	err := syscall.Exec(path, append([]string{"cargo"}, args...), env)
 	return fmt.Errorf("exec %s: %w", path, err)
-}
-
-func getenv(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if s, ok := strings.CutPrefix(kv, key+"="); ok {
-			v = s
-		}
-	}
-	return v
 }
