@@ -25,7 +25,8 @@ var own = map[string]string{
 	"env":    "print the environment that builds as an agent",
 	"list":   "list agents",
 	"rm":     "remove an agent",
-	"doctor": "diagnose this host (not implemented yet)",
+	"doctor": "diagnose this host and what spawn would do here [--json] [--apparmor-profile]",
+	"setup":  "print what the host needs and the script that does it: ferry setup apparmor",
 	"up":     "keep bases warm: start watcher (hosting the bus), builder and gc",
 	"events": "print the event log [--follow] [--json]",
 }
@@ -59,6 +60,10 @@ func Front(args []string, io IO) int {
 		return up(args[1:], io)
 	case "events":
 		return eventLog(args[1:], io)
+	case "doctor":
+		return runDoctor(args[1:], io)
+	case "setup":
+		return runSetup(args[1:], io)
 	}
 	if _, ok := own[name]; ok {
 		return Report(io, "ferry", Unimplemented("ferry "+name), false)

@@ -6,8 +6,16 @@ import (
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
-// CheckUserns is the Check of every blocker about user namespaces.
-const CheckUserns = "userns"
+// The Check of a Blocker: what it blocks.
+const (
+	// CheckUserns is the Check of every blocker about user namespaces.
+	CheckUserns = "userns"
+	// CheckOverlay is an unprivileged overlay mount (see Host.OverlayBlocker).
+	CheckOverlay = "overlay"
+	// CheckReflink is cloning files in the store (see ReflinkBlocker): its
+	// absence costs a full copy per fork rather than blocking Ferry.
+	CheckReflink = "reflink"
+)
 
 // The Setting of a Blocker: a sysctl by its dotted name, or one of the
 // non-sysctl causes below.
@@ -29,15 +37,25 @@ const (
 	SettingKernelConfig = "CONFIG_USER_NS"
 	// SettingErrno is no known setting: Value is the errno's name.
 	SettingErrno = "errno"
+
+	// SettingKernelRelease is the kernel's release (the kernel.osrelease
+	// sysctl), named when a feature Ferry needs came in a later kernel.
+	SettingKernelRelease = "kernel.osrelease"
+	// SettingFilesystem is the type of the filesystem a directory is on
+	// (Value: its name, as FilesystemType gives it).
+	SettingFilesystem = "filesystem"
+	// SettingOverlayModule is a kernel without overlayfs, built in or as a
+	// module.
+	SettingOverlayModule = "CONFIG_OVERLAY_FS"
 )
 
 // Blocker names the one host setting that blocks an operation, and the fix.
 type Blocker struct {
-	Check   string // what was blocked: CheckUserns
-	Setting string // the responsible setting, e.g. SettingAppArmorRestrict
-	Value   string // what was read, e.g. "1"
-	Problem string // one sentence: what the setting does to Ferry
-	Remedy  string // the commands that fix it, now and across reboots
+	Check   string `json:"check"`   // what was blocked: CheckUserns, CheckOverlay, CheckReflink
+	Setting string `json:"setting"` // the responsible setting, e.g. SettingAppArmorRestrict
+	Value   string `json:"value"`   // what was read, e.g. "1"
+	Problem string `json:"problem"` // one sentence: what the setting does to Ferry
+	Remedy  string `json:"remedy"`  // the commands that fix it, now and across reboots
 
 	// err is the failure this blocker explains, when it came from
 	// ExplainUsernsFailure; Unwrap returns it so errors.Is still finds the

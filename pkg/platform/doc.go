@@ -18,6 +18,20 @@
 // covers that side: given the errno of a failed attempt, it names the blocker
 // the errno points at.
 //
-// The package only reads files and never prints; the command layer shows a
-// Blocker through Blocker.AsError, whose hint is the remedy.
+// The same shape serves the store's needs. Host.OverlayBlocker tries an
+// unprivileged overlay (userxattr) with its upper and work dirs in a given
+// directory, in a child process in a new user and mount namespace, after the
+// checks that need no attempt (kernel release, tmpfs before 6.6, user.*
+// xattrs), and names the first blocker. ReflinkBlocker tries a clone in a
+// directory and names the filesystem that refuses it; FilesystemType names
+// a directory's filesystem. Host.AppArmor gathers the facts about AppArmor
+// that `ferry setup apparmor` decides from, and Host.AppArmorProfile is the
+// profile that lifts its restriction for Ferry's binaries only. Everything
+// read under /proc/sys (the kernel release included) and /sys goes through
+// the Host's roots, so tests point them at prepared files.
+//
+// The package never prints; the command layer shows a Blocker through
+// Blocker.AsError, whose hint is the remedy, or as data (ferry doctor). It
+// only reads files, except that the overlay and reflink probes create and
+// remove a throwaway directory or two files in the directory they test.
 package platform

@@ -31,11 +31,14 @@ type Host struct {
 	// real path, and the sandbox re-executes the same file. "" names the
 	// default install location instead.
 	Exe string
+	// Sys is the sysfs root, where AppArmor's state is read
+	// (module/apparmor, kernel/security/apparmor); "" means /sys.
+	Sys string
 }
 
 // Real describes the running process on this machine.
 func Real() Host {
-	h := Host{ProcSys: "/proc/sys", Uid: os.Getuid()}
+	h := Host{ProcSys: "/proc/sys", Sys: "/sys", Uid: os.Getuid()}
 	if exe, err := os.Executable(); err == nil {
 		if real, err := filepath.EvalSymlinks(exe); err == nil {
 			exe = real
@@ -171,7 +174,8 @@ func (h Host) apparmorBlocker(explaining bool) *Blocker {
 		Value:   "1",
 		Problem: "AppArmor takes every capability away inside a user namespace an unconfined, unprivileged program creates, so Ferry's sandbox cannot mount the worktree and target into place.",
 		Remedy: h.apparmorProfileRemedy("Give Ferry's binaries an AppArmor profile that allows user namespaces, which keeps the restriction for every other program") +
-			"\nor lift the restriction for every program:\n" + sysctlCommands(SettingAppArmorRestrict, "0"),
+			"\nor lift the restriction for every program:\n" + sysctlCommands(SettingAppArmorRestrict, "0") +
+			"\n(`ferry setup apparmor` checks what this host needs and prints the profile's installation as one script to run with sudo.)",
 	}
 	label := h.apparmorLabel()
 	if label == "" || label == "unconfined" {
@@ -322,17 +326,10 @@ func (h Host) lsmRemedy() string {
 // with printf rather than a here-document so that the lines survive being
 // indented in a hint.
 func (h Host) apparmorProfileRemedy(intro string) string {
-	name, attach := h.apparmorTarget()
-	file := "/etc/apparmor.d/" + name
-	profile := []string{
-		"abi <abi/4.0>,",
-		"profile " + name + " " + attach + " flags=(unconfined) {",
-		"  userns,",
-		"}",
-	}
+	file, text := h.AppArmorProfile()
 	var cmd strings.Builder
 	cmd.WriteString("printf '%s\\n'")
-	for _, line := range profile {
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
 		cmd.WriteString(" ")
 		cmd.WriteString(shellQuote(line))
 	}
@@ -340,6 +337,22 @@ func (h Host) apparmorProfileRemedy(intro string) string {
 	return intro + " (it applies to Ferry processes started afterwards, and is loaded again at boot):\n" +
 		"  " + cmd.String() + "\n" +
 		"  sudo apparmor_parser -r " + shellQuote(file)
+}
+
+// AppArmorProfile returns the AppArmor profile that lets Ferry's binaries
+// create and use user namespaces while AppArmor restricts them for other
+// programs, and the file under /etc/apparmor.d it belongs in. It attaches to
+// ferry and every ferry-* binary (ferry-base, ferry-spawn, ferry-shim,
+// ferry-watch, ferry-gc, ferry-rustc) in the resolved directory of Exe, since
+// AppArmor matches an executable's real path; see apparmorTarget. The
+// profile is otherwise unconfined: it adds the userns permission and takes
+// nothing away.
+func (h Host) AppArmorProfile() (path, text string) {
+	name, attach := h.apparmorTarget()
+	return "/etc/apparmor.d/" + name, "abi <abi/4.0>,\n" +
+		"profile " + name + " " + attach + " flags=(unconfined) {\n" +
+		"  userns,\n" +
+		"}\n"
 }
 
 // apparmorTarget returns the profile name and the path it attaches to: all of
@@ -400,11 +413,24 @@ func (h Host) procSys() string {
 // proc returns the /proc the sysctl root belongs to.
 func (h Host) proc() string { return filepath.Dir(h.procSys()) }
 
+// sysctlPath is the file of a sysctl, by its dotted name, under the root.
+func (h Host) sysctlPath(setting string) string {
+	return filepath.Join(h.procSys(), filepath.FromSlash(strings.ReplaceAll(setting, ".", "/")))
+}
+
+// sys returns the sysfs root.
+func (h Host) sys() string {
+	if h.Sys == "" {
+		return "/sys"
+	}
+	return h.Sys
+}
+
 // readInt reads a sysctl by its dotted name. A file that is absent,
 // unreadable or not an integer reads as not set: the probe reports only what
 // it can see.
 func (h Host) readInt(setting string) (int, bool) {
-	data, err := os.ReadFile(filepath.Join(h.procSys(), filepath.FromSlash(strings.ReplaceAll(setting, ".", "/"))))
+	data, err := os.ReadFile(h.sysctlPath(setting))
 	if err != nil {
 		return 0, false
 	}

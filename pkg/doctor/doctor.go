@@ -1,0 +1,386 @@
+// Package doctor diagnoses a host for Ferry, as data: every check with its
+// result and the blocker behind a failure, and what `ferry spawn` would do
+// in the repository of the working directory (the fork backend auto picks
+// there and why, and whether builds get the namespace sandbox).
+//
+// A result is about Ferry, not the feature: blocked means spawn cannot work
+// because of it (user namespaces for the sandbox, reflink when the backend
+// is set to reflink), warning means Ferry works but without something that
+// would make it cheaper (clones, an overlay), ok is ok. So a report's exit
+// code is 0 exactly when spawn can work, and otherwise that of the first
+// error spawn would meet: 4 (failure.Blocked) for a blocked sandbox.
+//
+// Checks try the operation rather than read version numbers: the sandbox is
+// built for real (sandbox.Probe), the overlay is mounted for real
+// (platform.OverlayBlocker), clones are made for real (fork.Select). What is
+// read from /proc/sys goes through the platform.Host given, so tests name
+// every blocker from prepared roots. The package never prints; package cli
+// renders a Report.
+package doctor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/platform"
+	"github.com/ferrydev/ferry/pkg/sandbox"
+)
+
+// Status is the result of a check.
+type Status string
+
+const (
+	// OK: the check passed.
+	OK Status = "ok"
+	// Warning: Ferry works, without what the check looks for.
+	Warning Status = "warning"
+	// Blocked: spawn cannot work because of what the check found.
+	Blocked Status = "blocked"
+)
+
+// The checks, in the order a Report lists them.
+const (
+	CheckUserns     = platform.CheckUserns  // the namespace sandbox
+	CheckConfig     = "config"              // ferry.toml and FERRY_* (only when they are broken)
+	CheckOverlay    = platform.CheckOverlay // an unprivileged overlay with its upper in the store
+	CheckFilesystem = "filesystem"          // the store's filesystem
+	CheckReflink    = platform.CheckReflink // clones in the store
+)
+
+// Isolation of builds, as Spawn.Isolation says it.
+const (
+	IsolationSandbox = "namespace sandbox"
+	IsolationRefused = "refused"
+)
+
+// Check is one check's result.
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	// Detail is one line for a table: what was found.
+	Detail string `json:"detail"`
+	// Path is the directory the check probed, when it probed one.
+	Path string `json:"path,omitempty"`
+	// Blocker names the setting behind a warning or blocked result, with
+	// its remedy, when one is known.
+	Blocker *platform.Blocker `json:"blocker,omitempty"`
+	// Hint is what to do about a failure that has no Blocker (a broken
+	// ferry.toml, a probe that could not run).
+	Hint string `json:"hint,omitempty"`
+}
+
+// Spawn is what `ferry spawn` would do in the repository.
+type Spawn struct {
+	// Works is whether spawn can work here; Report.ExitCode says how not.
+	Works bool `json:"works"`
+	// Backend is the fork backend spawn would use ("reflink", "copy"), ""
+	// when the configured one is refused.
+	Backend       string `json:"backend"`
+	BackendReason string `json:"backend_reason"`
+	// Isolation is IsolationSandbox or IsolationRefused.
+	Isolation       string `json:"isolation"`
+	IsolationReason string `json:"isolation_reason"`
+}
+
+// HostInfo identifies the host and the caller.
+type HostInfo struct {
+	Kernel string `json:"kernel"`
+	Uid    int    `json:"uid"`
+	Exe    string `json:"exe,omitempty"`
+}
+
+// Report is the whole diagnosis: `ferry doctor --json` prints it.
+type Report struct {
+	Host HostInfo `json:"host"`
+	// Repository is the worktree of the working directory; "" outside one.
+	Repository string `json:"repository"`
+	// Store is the repository's store dir; it may not exist yet, and the
+	// store checks then probe its nearest existing ancestor (their Path).
+	Store string `json:"store,omitempty"`
+	// Note says what the report leaves out and why.
+	Note   string  `json:"note,omitempty"`
+	Checks []Check `json:"checks"`
+	// Spawn is nil outside a repository.
+	Spawn *Spawn `json:"spawn,omitempty"`
+	// ExitCode is 0 when spawn can work (outside a repository: when the
+	// sandbox works), else the code of Err's kind.
+	ExitCode int `json:"exit_code"`
+
+	err error
+}
+
+// Err is the first error spawn would meet here, nil when it can work: a
+// blocked sandbox (failure.Blocked), a refused sandbox mode or backend, a
+// broken configuration.
+func (r *Report) Err() error { return r.err }
+
+// Check returns the named check, or nil.
+func (r *Report) Check(name string) *Check {
+	for i := range r.Checks {
+		if r.Checks[i].Name == name {
+			return &r.Checks[i]
+		}
+	}
+	return nil
+}
+
+// Options says what to diagnose.
+type Options struct {
+	// Host is read for settings and the kernel release; platform.Real()
+	// for this machine.
+	Host platform.Host
+	// Repo is the top of the working directory's worktree, "" outside a
+	// repository; NotRepo then says why.
+	Repo    string
+	NotRepo error
+	// Settings are the repository's; ConfigErr replaces them when
+	// ferry.toml or the environment is broken.
+	Settings  *config.Settings
+	ConfigErr error
+	// StoreDir is the repository's store (<store parent>/<key>); it need
+	// not exist.
+	StoreDir string
+	// TempDir is where the sandbox is tried and, outside a repository, the
+	// overlay; "" means os.TempDir().
+	TempDir string
+}
+
+// Run diagnoses the host and, in a repository, its store.
+func Run(o Options) *Report {
+	tmp := o.TempDir
+	if tmp == "" {
+		tmp = os.TempDir()
+	}
+	r := &Report{
+		Host:       HostInfo{Kernel: o.Host.KernelRelease(), Uid: o.Host.Uid, Exe: o.Host.Exe},
+		Repository: o.Repo,
+	}
+	userns := checkUserns(o.Host, tmp)
+	r.Checks = append(r.Checks, userns)
+
+	switch {
+	case o.Repo == "":
+		why := "not in a git repository"
+		if o.NotRepo != nil {
+			why = headline(o.NotRepo)
+		}
+		r.Note = why + ": host checks only (the overlay is tried in " + tmp + ", not in a store)"
+		r.Checks = append(r.Checks, checkOverlay(o.Host, tmp, ""))
+		if userns.Status == Blocked {
+			r.err = sandboxError(userns, "auto")
+		}
+	case o.ConfigErr != nil || o.Settings == nil:
+		err := o.ConfigErr
+		if err == nil {
+			err = errors.New("no settings given")
+		}
+		r.Note = "the configuration is broken: host checks only (the overlay is tried in " + tmp + ", not in the store)"
+		r.Checks = append(r.Checks,
+			Check{Name: CheckConfig, Status: Blocked, Detail: headline(err), Hint: failure.HintOf(err)},
+			checkOverlay(o.Host, tmp, ""))
+		r.err = err
+	default:
+		r.Store = o.StoreDir
+		r.inRepo(o, userns)
+	}
+	if r.err != nil {
+		r.ExitCode = failure.KindOf(r.err).ExitCode()
+	}
+	if r.Spawn != nil {
+		r.Spawn.Works = r.err == nil
+	}
+	return r
+}
+
+// inRepo runs the store checks and decides what spawn would do.
+func (r *Report) inRepo(o Options, userns Check) {
+	s := o.Settings
+	dir, err := existingAncestor(o.StoreDir)
+	if err != nil {
+		r.Checks = append(r.Checks, Check{Name: CheckFilesystem, Status: Blocked, Path: o.StoreDir,
+			Detail: err.Error(), Hint: "set FERRY_HOME or [store] dir in ferry.toml to a directory you can write"})
+		r.Spawn = &Spawn{Isolation: IsolationRefused, IsolationReason: "the store cannot be created"}
+		r.err = fmt.Errorf("store %s: %w", o.StoreDir, err)
+		return
+	}
+	r.Checks = append(r.Checks, checkOverlay(o.Host, dir, s.Backend))
+	fs := checkFilesystem(dir)
+	r.Checks = append(r.Checks, fs)
+	reflink := checkReflink(dir, fs.Detail, s.Backend)
+	r.Checks = append(r.Checks, reflink)
+
+	sp := &Spawn{}
+	r.Spawn = sp
+	switch {
+	case s.SandboxMode == "off":
+		sp.Isolation = IsolationRefused
+		sp.IsolationReason = `sandbox mode "off" needs the relocation plan, which this version of Ferry does not have`
+		r.err = failure.New(failure.Refused,
+			"set [sandbox] mode = \"auto\" (or FERRY_SANDBOX=auto); building at host paths is not supported yet",
+			"%s", sp.IsolationReason)
+	case userns.Status == Blocked:
+		sp.Isolation = IsolationRefused
+		err := sandboxError(userns, s.SandboxMode)
+		sp.IsolationReason = err.Error()
+		r.err = err
+	default:
+		sp.Isolation = IsolationSandbox
+		sp.IsolationReason = fmt.Sprintf("user namespaces work, so builds run at the canonical paths %s and %s",
+			filepath.Join(o.StoreDir, "mnt", "src"), filepath.Join(o.StoreDir, "mnt", "target"))
+	}
+
+	backend, err := fork.Select(s.Backend, dir)
+	switch {
+	case err != nil:
+		sp.BackendReason = err.Error()
+		if r.err == nil {
+			r.err = err
+		}
+	case s.Backend == fork.NameAuto && backend.Name() == fork.NameReflink:
+		sp.Backend = backend.Name()
+		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) clones files, so forks share the base's blocks", fs.Detail)
+	case s.Backend == fork.NameAuto:
+		sp.Backend = backend.Name()
+		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) cannot clone files, and the overlay backend is not available yet, so each fork copies the base's target", fs.Detail)
+	default:
+		sp.Backend = backend.Name()
+		sp.BackendReason = fmt.Sprintf("backend %q is set (FERRY_BACKEND or [agent] backend)", s.Backend)
+	}
+}
+
+// checkUserns tries the namespace sandbox: the static probe first, whose
+// blocker is certain, then a real sandbox, which also meets what the static
+// probe cannot see (seccomp, a security module, a spent budget).
+func checkUserns(h platform.Host, tmp string) Check {
+	c := Check{Name: CheckUserns}
+	if b := h.UsernsBlocker(); b != nil {
+		c.Status, c.Blocker, c.Detail = Blocked, b, blockedBy(b)
+		return c
+	}
+	err := sandbox.Probe(sandbox.Bind{Source: tmp, Target: tmp})
+	if err == nil {
+		c.Status = OK
+		c.Detail = "a user and mount namespace sandbox was built"
+		return c
+	}
+	c.Status = Blocked
+	var se *sandbox.SetupError
+	if errors.As(err, &se) && se.Blocker != nil {
+		c.Blocker = se.Blocker
+		c.Detail = blockedBy(se.Blocker)
+		return c
+	}
+	c.Detail = err.Error()
+	c.Hint = failure.HintOf(err)
+	return c
+}
+
+// sandboxError is the error spawn meets when the sandbox is blocked, as
+// base.CheckIsolation words it.
+func sandboxError(userns Check, mode string) error {
+	var cause error = errors.New(userns.Detail)
+	hint := userns.Hint
+	if userns.Blocker != nil {
+		cause, hint = userns.Blocker, userns.Blocker.Remedy
+	}
+	if hint == "" {
+		hint = "see the userns check of `ferry doctor`"
+	}
+	return failure.Wrap(failure.Blocked, cause,
+		hint+"\n(building without the namespace sandbox is refused until Ferry can relocate builds safely)",
+		"the namespace sandbox is unavailable (sandbox mode %q)", mode)
+}
+
+// checkOverlay tries an overlay with its upper in dir. Spawn does not use
+// an overlay yet, so a blocker is a warning, unless the backend is set to
+// overlay.
+func checkOverlay(h platform.Host, dir, backend string) Check {
+	c := Check{Name: CheckOverlay, Path: dir}
+	b, err := h.OverlayBlocker(dir)
+	switch {
+	case err != nil:
+		c.Status, c.Detail = Warning, "could not probe: "+err.Error()
+	case b == nil:
+		fs, _ := platform.FilesystemType(dir)
+		c.Status = OK
+		c.Detail = "an overlay with userxattr mounts in a user namespace, its upper on " + fs
+	default:
+		c.Status, c.Blocker = Warning, b
+		c.Detail = blockedBy(b) + " (spawn does not use an overlay yet)"
+	}
+	if c.Status != OK && backend == fork.NameOverlay {
+		c.Status = Blocked
+	}
+	return c
+}
+
+// checkFilesystem names the store's filesystem.
+func checkFilesystem(dir string) Check {
+	fs, err := platform.FilesystemType(dir)
+	if err != nil {
+		return Check{Name: CheckFilesystem, Status: Warning, Path: dir, Detail: err.Error()}
+	}
+	return Check{Name: CheckFilesystem, Status: OK, Path: dir, Detail: fs}
+}
+
+// checkReflink tries a clone in dir: without one Ferry copies (a warning),
+// unless the backend is set to reflink (blocked).
+func checkReflink(dir, fs, backend string) Check {
+	c := Check{Name: CheckReflink, Path: dir}
+	b, err := platform.ReflinkBlocker(dir)
+	switch {
+	case err != nil:
+		c.Status, c.Detail = Warning, "could not probe: "+err.Error()
+	case b == nil:
+		c.Status, c.Detail = OK, fs+" clones files: forks share the base's blocks"
+	default:
+		c.Status, c.Blocker = Warning, b
+		c.Detail = fs + " cannot clone files: each fork is a full copy"
+	}
+	if c.Status != OK && backend == fork.NameReflink {
+		c.Status = Blocked
+	}
+	return c
+}
+
+// headline is an error's own message without its causes when it is a
+// *failure.Error, which carries one for users, else its whole text.
+func headline(err error) string {
+	var fe *failure.Error
+	if errors.As(err, &fe) && fe.Msg != "" {
+		return fe.Msg
+	}
+	return err.Error()
+}
+
+func blockedBy(b *platform.Blocker) string {
+	if b.Value == "" {
+		return "blocked by " + b.Setting
+	}
+	return "blocked by " + b.Setting + " = " + b.Value
+}
+
+// existingAncestor returns dir or its nearest existing ancestor, which is on
+// the filesystem dir will be created on.
+func existingAncestor(dir string) (string, error) {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return "", fmt.Errorf("%s is not a directory", d)
+			}
+			return d, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		if d == filepath.Dir(d) {
+			return "", err
+		}
+	}
+}

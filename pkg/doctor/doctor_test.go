@@ -1,0 +1,386 @@
+package doctor
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/internal/unpriv"
+	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/platform"
+	"github.com/ferrydev/ferry/pkg/sandbox"
+	"golang.org/x/sys/unix"
+)
+
+func TestMain(m *testing.M) {
+	sandbox.Init()
+	os.Exit(m.Run())
+}
+
+// Files under a prepared /proc, relative to it.
+const (
+	cloneFile     = "sys/kernel/unprivileged_userns_clone"
+	maxUserFile   = "sys/user/max_user_namespaces"
+	maxMntFile    = "sys/user/max_mnt_namespaces"
+	apparmorFile  = "sys/kernel/apparmor_restrict_unprivileged_userns"
+	osreleaseFile = "sys/kernel/osrelease"
+	labelFile     = "self/attr/apparmor/current"
+)
+
+// preparedHost returns a Host reading a /proc made of files, as uid.
+func preparedHost(t *testing.T, uid int, files map[string]string) platform.Host {
+	t.Helper()
+	proc := filepath.Join(t.TempDir(), "proc")
+	os.MkdirAll(filepath.Join(proc, "sys"), 0o755)
+	for rel, content := range files {
+		p := filepath.Join(proc, filepath.FromSlash(rel))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return platform.Host{ProcSys: filepath.Join(proc, "sys"), Uid: uid, Exe: "/opt/ferry/bin/ferry"}
+}
+
+// inRepo is Options for a repository whose store parent is parent (the
+// store itself is not created), with the given backend and sandbox mode.
+func inRepo(h platform.Host, parent, backend, mode string) Options {
+	return Options{
+		Host:     h,
+		Repo:     "/src/project",
+		Settings: &config.Settings{StoreParent: parent, Backend: backend, SandboxMode: mode},
+		StoreDir: filepath.Join(parent, "project-0123456789ab"),
+	}
+}
+
+// jsonReport is the report as `ferry doctor --json` prints it, read back
+// generically, so the tests check the JSON shape and not the Go one.
+type jsonReport struct {
+	Repository string `json:"repository"`
+	Store      string `json:"store"`
+	Note       string `json:"note"`
+	Checks     []struct {
+		Name    string `json:"name"`
+		Status  string `json:"status"`
+		Detail  string `json:"detail"`
+		Path    string `json:"path"`
+		Blocker *struct {
+			Check, Setting, Value, Problem, Remedy string
+		} `json:"blocker"`
+	} `json:"checks"`
+	Spawn *struct {
+		Works           bool   `json:"works"`
+		Backend         string `json:"backend"`
+		BackendReason   string `json:"backend_reason"`
+		Isolation       string `json:"isolation"`
+		IsolationReason string `json:"isolation_reason"`
+	} `json:"spawn"`
+	ExitCode int `json:"exit_code"`
+}
+
+func viaJSON(t *testing.T, r *Report) jsonReport {
+	t.Helper()
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j jsonReport
+	if err := json.Unmarshal(data, &j); err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	for _, key := range []string{`"checks"`, `"exit_code"`, `"host"`, `"kernel"`} {
+		if !strings.Contains(string(data), key) {
+			t.Errorf("the JSON lacks %s:\n%s", key, data)
+		}
+	}
+	return j
+}
+
+// check returns the named check of a JSON report, failing when absent.
+func (j jsonReport) check(t *testing.T, name string) (status, setting, value string) {
+	t.Helper()
+	for _, c := range j.Checks {
+		if c.Name == name {
+			if c.Blocker != nil {
+				if c.Blocker.Check == "" || c.Blocker.Problem == "" || c.Blocker.Remedy == "" {
+					t.Errorf("check %s: incomplete blocker %+v", name, c.Blocker)
+				}
+				return c.Status, c.Blocker.Setting, c.Blocker.Value
+			}
+			return c.Status, "", ""
+		}
+	}
+	t.Fatalf("no check %q in %+v", name, j.Checks)
+	return
+}
+
+func skipIfBlocked(t *testing.T) {
+	t.Helper()
+	if b := platform.Real().UsernsBlocker(); b != nil {
+		t.Skipf("this host blocks user namespaces: %v", b)
+	}
+}
+
+// TestPreparedRoots runs doctor against prepared /proc/sys roots, one per
+// blocker, and checks through the JSON that each names the right one, with
+// the exit code spawn would give.
+func TestPreparedRoots(t *testing.T) {
+	skipIfBlocked(t)
+	const user = 1000
+	shmTmpfs := func() bool {
+		fs, err := platform.FilesystemType("/dev/shm")
+		return err == nil && fs == platform.FSTmpfs && unix.Access("/dev/shm", unix.W_OK) == nil
+	}()
+	cases := []struct {
+		name     string
+		uid      int
+		files    map[string]string
+		onTmpfs  bool
+		check    string // the check that names the blocker
+		status   Status
+		setting  string
+		value    string
+		exit     int
+		isolated bool
+	}{
+		{name: "unprivileged_userns_clone=0", uid: user,
+			files: map[string]string{cloneFile: "0\n"},
+			check: CheckUserns, status: Blocked, setting: platform.SettingUnprivilegedClone, value: "0", exit: 4},
+		{name: "max_user_namespaces=0", uid: 0,
+			files: map[string]string{maxUserFile: "0\n"},
+			check: CheckUserns, status: Blocked, setting: platform.SettingMaxUserNamespaces, value: "0", exit: 4},
+		{name: "max_user_namespaces=1", uid: user,
+			files: map[string]string{maxUserFile: "1\n"},
+			check: CheckUserns, status: Blocked, setting: platform.SettingMaxUserNamespaces, value: "1", exit: 4},
+		{name: "max_mnt_namespaces=0", uid: user,
+			files: map[string]string{maxUserFile: "65536\n", maxMntFile: "0\n"},
+			check: CheckUserns, status: Blocked, setting: platform.SettingMaxMntNamespaces, value: "0", exit: 4},
+		{name: "apparmor restriction for an ordinary user", uid: user,
+			files: map[string]string{apparmorFile: "1\n", labelFile: "unconfined\n"},
+			check: CheckUserns, status: Blocked, setting: platform.SettingAppArmorRestrict, value: "1", exit: 4},
+		{name: "apparmor restriction spares root", uid: 0,
+			files: map[string]string{apparmorFile: "1\n", labelFile: "unconfined\n"},
+			check: CheckUserns, status: OK, exit: 0, isolated: true},
+		{name: "kernel older than 5.11: no overlay, spawn works", uid: user,
+			files: map[string]string{osreleaseFile: "5.10.0-21-amd64\n"},
+			check: CheckOverlay, status: Warning, setting: platform.SettingKernelRelease, value: "5.10.0-21-amd64", exit: 0, isolated: true},
+		{name: "store on tmpfs below 6.6", uid: user, onTmpfs: true,
+			files: map[string]string{osreleaseFile: "6.1.0-13-amd64\n"},
+			check: CheckOverlay, status: Warning, setting: platform.SettingKernelRelease, value: "6.1.0-13-amd64", exit: 0, isolated: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			parent := t.TempDir()
+			if c.onTmpfs {
+				if !shmTmpfs {
+					t.Skip("no writable tmpfs at /dev/shm")
+				}
+				var err error
+				if parent, err = os.MkdirTemp("/dev/shm", "ferry-doctor-test-"); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(parent) })
+			}
+			r := Run(inRepo(preparedHost(t, c.uid, c.files), parent, "auto", "auto"))
+			j := viaJSON(t, r)
+			status, setting, value := j.check(t, c.check)
+			if Status(status) != c.status || setting != c.setting || value != c.value {
+				t.Errorf("check %s: %s, blocker %s = %s; want %s, %s = %s", c.check, status, setting, value, c.status, c.setting, c.value)
+			}
+			if j.ExitCode != c.exit || r.ExitCode != c.exit {
+				t.Errorf("exit code %d, want %d (err %v)", j.ExitCode, c.exit, r.Err())
+			}
+			if j.Spawn == nil {
+				t.Fatal("no spawn section in a repository")
+			}
+			if got := j.Spawn.Isolation == IsolationSandbox; got != c.isolated || j.Spawn.Works != (c.exit == 0) {
+				t.Errorf("spawn %+v", *j.Spawn)
+			}
+			if c.exit == 4 {
+				if failure.KindOf(r.Err()) != failure.Blocked || !strings.Contains(j.Spawn.IsolationReason, c.setting) {
+					t.Errorf("err %v (kind %v), isolation reason %q", r.Err(), failure.KindOf(r.Err()), j.Spawn.IsolationReason)
+				}
+				// The overlay cannot be tried without the namespace: it names
+				// the same blocker.
+				if _, s, v := j.check(t, CheckOverlay); s != c.setting || v != c.value {
+					t.Errorf("overlay names %s = %s", s, v)
+				}
+			}
+			if _, err := os.Stat(r.Store); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("doctor created the store %s", r.Store)
+			}
+			entries, _ := os.ReadDir(parent)
+			if len(entries) != 0 {
+				t.Errorf("doctor left %d entries in the store parent", len(entries))
+			}
+		})
+	}
+}
+
+// TestRealMachine diagnoses this machine: user namespaces and the overlay
+// work, and auto picks copy on ext4 and reflink on XFS with reflink=1.
+func TestRealMachine(t *testing.T) {
+	skipIfBlocked(t)
+	h := platform.Real()
+	if v := h.KernelRelease(); strings.HasPrefix(v, "5.") || strings.HasPrefix(v, "4.") {
+		t.Skipf("Linux %s: the overlay needs 5.11 or later, and this test expects it to work", v)
+	}
+	stores := []struct {
+		fs, backend string
+		parent      func(t *testing.T) string
+	}{
+		{platform.FSExt4, "copy", func(t *testing.T) string {
+			dir := t.TempDir()
+			if fs, _ := platform.FilesystemType(dir); fs != platform.FSExt4 {
+				t.Skipf("the temp dir is on %s, not ext4", fs)
+			}
+			return dir
+		}},
+		{platform.FSXFS, "reflink", xfsParent},
+	}
+	for _, s := range stores {
+		t.Run(s.fs, func(t *testing.T) {
+			parent := s.parent(t)
+			r := Run(inRepo(h, filepath.Join(parent, "ferry"), "auto", "auto"))
+			j := viaJSON(t, r)
+			if st, set, val := j.check(t, CheckUserns); st != "ok" {
+				t.Errorf("userns: %s (%s = %s)", st, set, val)
+			}
+			if st, set, val := j.check(t, CheckOverlay); st != "ok" {
+				t.Errorf("overlay: %s (%s = %s)", st, set, val)
+			}
+			if st, _, _ := j.check(t, CheckFilesystem); st != "ok" || r.Check(CheckFilesystem).Detail != s.fs {
+				t.Errorf("filesystem: %s %q", st, r.Check(CheckFilesystem).Detail)
+			}
+			wantReflink := "ok"
+			if s.backend == "copy" {
+				wantReflink = "warning"
+			}
+			if st, _, _ := j.check(t, CheckReflink); st != wantReflink {
+				t.Errorf("reflink: %s, want %s", st, wantReflink)
+			}
+			if j.Spawn == nil || j.Spawn.Backend != s.backend || j.Spawn.Isolation != IsolationSandbox || !j.Spawn.Works ||
+				!strings.HasPrefix(j.Spawn.BackendReason, "auto: ") || !strings.Contains(j.Spawn.BackendReason, s.fs) {
+				t.Errorf("spawn %+v", j.Spawn)
+			}
+			if j.ExitCode != 0 || r.Err() != nil {
+				t.Errorf("exit %d: %v", j.ExitCode, r.Err())
+			}
+			t.Logf("uid %d, store on %s: backend %s (%s)", h.Uid, s.fs, j.Spawn.Backend, j.Spawn.BackendReason)
+		})
+	}
+}
+
+func xfsParent(t *testing.T) string {
+	root := os.Getenv("FERRY_TEST_XFS")
+	if root == "" && unpriv.IsChild() && unix.Access("/mnt/ferry-xfs", unix.W_OK) == nil {
+		root = "/mnt/ferry-xfs"
+	}
+	if root == "" {
+		t.Skip("FERRY_TEST_XFS is not set (.ci/run mounts XFS with reflink=1 and sets it)")
+	}
+	dir, err := os.MkdirTemp(root, "ferry-doctor-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// TestRealMachineUnprivileged diagnoses this machine again as an ordinary
+// user when the tests run as root.
+func TestRealMachineUnprivileged(t *testing.T) {
+	unpriv.Rerun(t, "^(TestRealMachine|TestPreparedRoots)$")
+}
+
+// TestWhatSpawnWouldDo covers the settings that make spawn refuse.
+func TestWhatSpawnWouldDo(t *testing.T) {
+	skipIfBlocked(t)
+	h := platform.Real()
+	ext4 := t.TempDir()
+	if fs, _ := platform.FilesystemType(ext4); fs == platform.FSBtrfs || fs == platform.FSXFS {
+		t.Skipf("the temp dir is on %s, which may clone", fs)
+	}
+	cases := []struct {
+		name, backend, mode string
+		exit                int
+		spawnBackend        string
+		reflinkStatus       Status
+		isolation           string
+	}{
+		{"copy set", "copy", "auto", 0, "copy", Warning, IsolationSandbox},
+		{"reflink set where the store cannot clone", "reflink", "auto", 4, "", Blocked, IsolationSandbox},
+		{"overlay set: not available yet", "overlay", "on", 6, "", Warning, IsolationSandbox},
+		{"sandbox off: no relocation plan yet", "auto", "off", 6, "copy", Warning, IsolationRefused},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Run(inRepo(h, filepath.Join(ext4, c.name), c.backend, c.mode))
+			if r.ExitCode != c.exit || r.Spawn.Backend != c.spawnBackend || r.Spawn.Isolation != c.isolation ||
+				r.Check(CheckReflink).Status != c.reflinkStatus || r.Spawn.Works != (c.exit == 0) {
+				t.Errorf("exit %d, spawn %+v, reflink %s; want exit %d, backend %q, isolation %s, reflink %s",
+					r.ExitCode, *r.Spawn, r.Check(CheckReflink).Status, c.exit, c.spawnBackend, c.isolation, c.reflinkStatus)
+			}
+		})
+	}
+	t.Run("overlay set and unavailable", func(t *testing.T) {
+		old := preparedHost(t, h.Uid, map[string]string{osreleaseFile: "5.4.0\n"})
+		r := Run(inRepo(old, filepath.Join(ext4, "old"), "overlay", "auto"))
+		if c := r.Check(CheckOverlay); c.Status != Blocked || c.Blocker == nil || c.Blocker.Setting != platform.SettingKernelRelease {
+			t.Errorf("overlay check %+v", c)
+		}
+	})
+}
+
+func TestOutsideRepository(t *testing.T) {
+	skipIfBlocked(t)
+	notRepo := failure.New(failure.Prereq, "run Ferry inside a git worktree", "not inside a git repository: /srv")
+	r := Run(Options{Host: platform.Real(), NotRepo: notRepo})
+	j := viaJSON(t, r)
+	if j.Repository != "" || j.Spawn != nil || j.Store != "" ||
+		!strings.Contains(j.Note, "not inside a git repository: /srv") || !strings.Contains(j.Note, "host checks only") {
+		t.Errorf("report %+v", j)
+	}
+	var names []string
+	for _, c := range j.Checks {
+		names = append(names, c.Name)
+	}
+	if strings.Join(names, " ") != "userns overlay" || j.ExitCode != 0 {
+		t.Errorf("checks %v, exit %d", names, j.ExitCode)
+	}
+
+	blocked := preparedHost(t, 1000, map[string]string{cloneFile: "0\n"})
+	r = Run(Options{Host: blocked, NotRepo: notRepo})
+	if r.ExitCode != 4 || failure.KindOf(r.Err()) != failure.Blocked {
+		t.Errorf("blocked host outside a repository: exit %d, %v", r.ExitCode, r.Err())
+	}
+}
+
+func TestBrokenConfiguration(t *testing.T) {
+	skipIfBlocked(t)
+	bad := failure.New(failure.Usage, "fix the key", "ferry.toml:3: unknown key %q", "base.wram")
+	r := Run(Options{Host: platform.Real(), Repo: "/src/project", ConfigErr: bad})
+	c := r.Check(CheckConfig)
+	if c == nil || c.Status != Blocked || c.Detail != `ferry.toml:3: unknown key "base.wram"` || c.Hint != "fix the key" {
+		t.Errorf("config check %+v", c)
+	}
+	if r.ExitCode != 2 || r.Spawn != nil || !strings.Contains(r.Note, "host checks only") {
+		t.Errorf("exit %d, spawn %+v, note %q", r.ExitCode, r.Spawn, r.Note)
+	}
+}
+
+func TestExistingAncestor(t *testing.T) {
+	dir := t.TempDir()
+	if got, err := existingAncestor(filepath.Join(dir, "a", "b", "c")); err != nil || got != dir {
+		t.Errorf("got %q, %v; want %q", got, err, dir)
+	}
+	file := filepath.Join(dir, "f")
+	os.WriteFile(file, nil, 0o644)
+	if _, err := existingAncestor(filepath.Join(file, "x")); err == nil {
+		t.Error("a file on the way gave no error")
+	}
+}

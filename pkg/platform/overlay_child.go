@@ -1,0 +1,85 @@
+package platform
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// overlayChildArg marks this binary re-executed by OverlayBlocker as the
+// probe's child, in a new user and mount namespace.
+const overlayChildArg = "__ferry_overlay_probe_child__"
+
+// init runs the overlay probe's child when this process is one, and exits.
+// It is a package init rather than a function for main to call because the
+// probe re-executes whatever binary calls it: every binary that can call
+// OverlayBlocker links this package, so none can forget to serve the child.
+// The marker is argv[1] and the report pipe must be fd 3, so an ordinary
+// start of a binary never takes this path.
+func init() {
+	if len(os.Args) != 3 || os.Args[1] != overlayChildArg {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(3, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		os.Exit(2)
+	}
+	os.Exit(overlayChild(os.Args[2]))
+}
+
+// overlayChild mounts the throwaway overlay laid out by makeOverlayProbe in
+// probe and uses it the way a build would. The first failing step goes to
+// the parent over fd 3, with its errno; success is an exit without a report.
+// The namespace, and the mount with it, ends with this process.
+func overlayChild(probe string) int {
+	report := os.NewFile(3, "report")
+	fail := func(step string, err error) int {
+		rep := overlayReport{Step: step, Msg: err.Error()}
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			rep.Errno = int(errno)
+		}
+		data, _ := json.Marshal(rep)
+		report.Write(data)
+		return 1
+	}
+	p := func(rel string) string { return filepath.Join(probe, filepath.FromSlash(rel)) }
+	if _, err := os.Stat(p("lower/gone")); err != nil {
+		return fail(stepReadProbe, err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fail(stepPrivate, err)
+	}
+	opts := "lowerdir=" + p("lower") + ",upperdir=" + p("upper") + ",workdir=" + p("work") + ",userxattr"
+	if err := unix.Mount("overlay", p("merged"), "overlay", 0, opts); err != nil {
+		return fail(stepMount, err)
+	}
+	if err := os.WriteFile(p("merged/new"), []byte("ferry\n"), 0o644); err != nil {
+		return fail(stepWrite, err)
+	}
+	if _, err := os.Stat(p("upper/new")); err != nil {
+		return fail(stepUpper, err)
+	}
+	// A whiteout: a 0/0 character device in the upper dir.
+	if err := os.Remove(p("merged/gone")); err != nil {
+		return fail(stepWhiteout, err)
+	}
+	// An opaque directory: the user.overlay.opaque xattr in the upper dir.
+	if err := os.RemoveAll(p("merged/dir")); err != nil {
+		return fail(stepOpaque, err)
+	}
+	if err := os.Mkdir(p("merged/dir"), 0o755); err != nil {
+		return fail(stepOpaque, err)
+	}
+	if _, err := os.Stat(p("merged/dir/file")); !errors.Is(err, os.ErrNotExist) {
+		if err == nil {
+			err = errors.New("the lower directory's file shows through the replaced directory")
+		}
+		return fail(stepOpaque, err)
+	}
+	unix.Unmount(p("merged"), unix.MNT_DETACH)
+	return 0
+}
