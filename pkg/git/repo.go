@@ -167,7 +167,8 @@ func (r *Repo) ResolveCommit(rev string) (string, error) {
 		// --verify --quiet exits 1 for a well-formed question with no answer;
 		// 128 means git itself failed (a corrupt repository, say).
 		if exitCode(err) == 1 {
-			return "", failure.Wrap(failure.Usage, err, hint, "revision %q names no commit", rev)
+			// git said nothing (--quiet): its exit status is no news to a user.
+			return "", failure.New(failure.Usage, hint, "revision %q names no commit", rev)
 		}
 		return "", wrapf(err, "resolve revision %q", rev)
 	}
