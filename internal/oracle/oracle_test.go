@@ -41,6 +41,7 @@ func TestMain(m *testing.M) {
 	if pkg.dir != "" {
 		os.RemoveAll(pkg.dir)
 	}
+	testenv.Cleanup()
 	os.Exit(code)
 }
 

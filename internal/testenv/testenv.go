@@ -90,3 +90,28 @@ func moduleRoot() (string, error) {
 	}
 	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }
+
+var (
+	cleanupMu sync.Mutex
+	cleanups  []string
+)
+
+// RemoveAtExit registers a directory for Cleanup to remove.
+func RemoveAtExit(dir string) {
+	cleanupMu.Lock()
+	cleanups = append(cleanups, dir)
+	cleanupMu.Unlock()
+}
+
+// Cleanup removes the binaries Binaries built and every directory given to
+// RemoveAtExit. TestMain calls it after m.Run.
+func Cleanup() {
+	cleanupMu.Lock()
+	defer cleanupMu.Unlock()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	for _, d := range cleanups {
+		os.RemoveAll(d)
+	}
+}

@@ -20,7 +20,9 @@ import (
 
 func TestMain(m *testing.M) {
 	sandbox.Init()
-	os.Exit(m.Run())
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
 }
 
 // world is a fixture repository with a built base, shared by the tests of
@@ -64,6 +66,7 @@ func shared(t *testing.T) *world {
 			sharedErr = err
 			return
 		}
+		testenv.RemoveAtExit(dir)
 		fixture.RequireTools(t)
 		w := &world{bin: testenv.Binaries(t), home: filepath.Join(dir, "home"), wts: filepath.Join(dir, "worktrees")}
 		if w.repo, err = fixture.Generate(filepath.Join(dir, "repo"), fixture.Options{}); err != nil {

@@ -37,7 +37,9 @@ func TestMain(m *testing.M) {
 	// environment running the tests must not leak in.
 	os.Unsetenv("FERRY_NATS_URL")
 	os.Unsetenv(pipeline.EnvReplicas)
-	os.Exit(m.Run())
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
 }
 
 // wait bounds every wait for something the pipeline does; a loaded CI
