@@ -152,11 +152,7 @@ type envCmd struct {
 
 func envAgent(args []string, io IO) int {
 	var c envCmd
-	_, code, done := parse("ferry env", "Print the environment that makes cargo build as agent NAME (eval it in a shell inside the agent's worktree).", &c, args, io)
-	if done {
-		return code
-	}
-	err := func() error {
+	return command("ferry env", "Print the environment that makes cargo build as agent NAME (eval it in a shell inside the agent's worktree).", &c, args, io, &c.JSON, func() error {
 		fc, err := Load(".")
 		if err != nil {
 			return err
@@ -180,8 +176,7 @@ func envAgent(args []string, io IO) int {
 			fmt.Fprintf(io.Stdout, "export %s=%s\n", k, shellQuote(vars[k]))
 		}
 		return nil
-	}()
-	return Report(io, "ferry", err, c.JSON)
+	})
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -198,11 +193,7 @@ type listEntry struct {
 
 func listAgents(args []string, io IO) int {
 	var c listCmd
-	_, code, done := parse("ferry list", "List agents: base, backend, state, private disk use, and whether processes run for them.", &c, args, io)
-	if done {
-		return code
-	}
-	err := func() error {
+	return command("ferry list", "List agents: base, backend, state, private disk use, and whether processes run for them.", &c, args, io, &c.JSON, func() error {
 		fc, err := Load(".")
 		if err != nil {
 			return err
@@ -237,8 +228,7 @@ func listAgents(args []string, io IO) int {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.State, short(e.Base), e.Backend, humanBytes(e.PrivateBytes), busy, e.Worktree)
 		}
 		return tw.Flush()
-	}()
-	return Report(io, "ferry", err, c.JSON)
+	})
 }
 
 type rmCmd struct {
@@ -249,11 +239,7 @@ type rmCmd struct {
 
 func rmAgent(args []string, io IO) int {
 	var c rmCmd
-	_, code, done := parse("ferry rm", "Remove an agent: its worktree, its fork and (when unchanged) its branch.", &c, args, io)
-	if done {
-		return code
-	}
-	err := func() error {
+	return command("ferry rm", "Remove an agent: its worktree, its fork and (when unchanged) its branch.", &c, args, io, &c.JSON, func() error {
 		fc, err := Load(".")
 		if err != nil {
 			return err
@@ -275,8 +261,7 @@ func rmAgent(args []string, io IO) int {
 			fmt.Fprintf(io.Stdout, "kept unreachable commits under %s\n", rm.OrphanRef)
 		}
 		return nil
-	}()
-	return Report(io, "ferry", err, c.JSON)
+	})
 }
 
 type gcCmd struct {
@@ -288,11 +273,7 @@ type gcCmd struct {
 // GC is the ferry-gc command.
 func GC(args []string, io IO) int {
 	var c gcCmd
-	_, code, done := parse("ferry-gc", "Delete bases that are neither current nor referenced by an agent, and roll back spawns that died.", &c, args, io)
-	if done {
-		return code
-	}
-	err := func() error {
+	return command("ferry-gc", "Delete bases that are neither current nor referenced by an agent, and roll back spawns that died.", &c, args, io, &c.JSON, func() error {
 		if c.Follow {
 			return followGC(io)
 		}
@@ -325,8 +306,7 @@ func GC(args []string, io IO) int {
 		}
 		fmt.Fprintf(io.Stdout, "kept %d base(s) in use\n", len(res.Kept))
 		return nil
-	}()
-	return Report(io, "ferry-gc", err, c.JSON)
+	})
 }
 
 func short(id string) string {

@@ -41,11 +41,7 @@ type watchCLI struct {
 // Watch is the ferry-watch command.
 func Watch(args []string, io IO) int {
 	var c watchCLI
-	_, code, done := parse("ferry-watch", "Poll a ref and publish commit.seen for each new commit; hosts the embedded bus unless [bus] url or FERRY_NATS_URL names another.", &c, args, io)
-	if done {
-		return code
-	}
-	err := func() error {
+	return command("ferry-watch", "Poll a ref and publish commit.seen for each new commit; hosts the embedded bus unless [bus] url or FERRY_NATS_URL names another.", &c, args, io, &c.JSON, func() error {
 		if c.Interval <= 0 {
 			return failure.New(failure.Usage, "pass a positive number of seconds, e.g. --interval 2", "bad --interval %v", c.Interval)
 		}
@@ -58,8 +54,7 @@ func Watch(args []string, io IO) int {
 		return pipeline.RunWatcher(ctx, pipeline.WatcherOptions{
 			Env: fc.env(io), Rev: c.Rev, Interval: time.Duration(c.Interval * float64(time.Second)), GC: c.GC,
 		})
-	}()
-	return Report(io, "ferry-watch", err, c.JSON)
+	})
 }
 
 func followBuilder(io IO) error {
@@ -202,11 +197,7 @@ type eventsCLI struct {
 // eventLog prints the repository's events from the bus.
 func eventLog(args []string, io IO) int {
 	var c eventsCLI
-	_, code, done := parse("ferry events", "Print this repository's event log from the bus.", &c, args, io)
-	if done {
-		return code
-	}
-	err := func() error {
+	return command("ferry events", "Print this repository's event log from the bus.", &c, args, io, &c.JSON, func() error {
 		fc, err := Load(".")
 		if err != nil {
 			return err
@@ -279,8 +270,7 @@ func eventLog(args []string, io IO) int {
 		}
 		wg.Wait()
 		return nil
-	}()
-	return Report(io, "ferry", err, c.JSON)
+	})
 }
 
 func printEvent(io IO, ev events.Event, asJSON bool) {

@@ -126,3 +126,13 @@ func Load(dir string) (*Context, error) {
 	}
 	return &Context{Repo: repo, Settings: settings, Store: s}, nil
 }
+
+// command parses args into grammar and runs run, reporting its error under
+// name; asJSON points at the command's --json flag (nil: none).
+func command(name, desc string, grammar any, args []string, io IO, asJSON *bool, run func() error) int {
+	_, code, done := parse(name, desc, grammar, args, io)
+	if done {
+		return code
+	}
+	return Report(io, name, run(), asJSON != nil && *asJSON)
+}
