@@ -34,13 +34,16 @@ func RunBuilder(ctx context.Context, o BuilderOptions) error {
 		return err
 	}
 	defer conn.Close()
-	cons, err := conn.Consumer(ctx, bus.ConsumerOptions{
+	cons, err := consumer(ctx, e, conn, bus.ConsumerOptions{
 		Durable: bus.DurableName("ferry-base", e.Store.Key, consumerHost(e)),
 		Kinds:   []events.Kind{events.KindCommitSeen},
 		RepoKey: e.Store.Key,
 		AckWait: o.AckWait,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	e.logf("ferry-base: following commits of %s", e.Store.Key)

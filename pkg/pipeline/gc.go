@@ -23,12 +23,15 @@ func RunGC(ctx context.Context, e Env) error {
 	if err := collect(ctx, e, conn); err != nil {
 		return err
 	}
-	cons, err := conn.Consumer(ctx, bus.ConsumerOptions{
+	cons, err := consumer(ctx, e, conn, bus.ConsumerOptions{
 		Durable: bus.DurableName("ferry-gc", e.Store.Key, consumerHost(e)),
 		Kinds:   []events.Kind{events.KindBaseReady, events.KindAgentRemoved},
 		RepoKey: e.Store.Key,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	for {

@@ -12,11 +12,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/bus"
@@ -101,4 +105,33 @@ func consumerHost(e Env) string {
 	h, _ := os.Hostname()
 	sum := sha256.Sum256([]byte(e.Store.Parent))
 	return h + "-" + hex.EncodeToString(sum[:4])
+}
+
+// consumer creates a durable consumer, retrying while the bus cannot answer
+// yet (a cluster still electing its leaders answers nothing for a while),
+// until ctx ends. A long-running stage waits for the bus rather than exit.
+func consumer(ctx context.Context, e Env, conn *bus.Conn, o bus.ConsumerOptions) (*bus.Consumer, error) {
+	wait := 100 * time.Millisecond
+	for {
+		cons, err := conn.Consumer(ctx, o)
+		if err == nil || ctx.Err() != nil || !unanswered(err) {
+			return cons, err
+		}
+		e.logf("%s: waiting for the bus: %v", o.Durable, err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		if wait < 5*time.Second {
+			wait *= 2
+		}
+	}
+}
+
+// unanswered reports an error that means "nobody answered in time", as
+// opposed to an answer that refuses.
+func unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
