@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -114,4 +115,22 @@ func Cleanup() {
 	for _, d := range cleanups {
 		os.RemoveAll(d)
 	}
+}
+
+// Buffer is a bytes.Buffer safe for a child process's output read while it runs.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -326,7 +326,7 @@ func TestClippyFailureOnlyWarnsWhenGenerated(t *testing.T) {
 func TestKilledBuildIsRebuilt(t *testing.T) {
 	e := setup(t, "cargo build --workspace")
 	c := e.command("--json")
-	var stderr lockedBuffer
+	var stderr testenv.Buffer
 	c.Stderr = &stderr
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -389,23 +389,6 @@ func processesUsing(dir string) []string {
 		}
 	}
 	return found
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 var _ = errors.Is

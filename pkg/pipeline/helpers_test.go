@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -139,7 +138,7 @@ func (w *world) commit() string {
 }
 
 // env is an in-process Env for w's repository and store parent.
-func (w *world) env(log *syncBuffer) pipeline.Env {
+func (w *world) env(log *testenv.Buffer) pipeline.Env {
 	w.t.Helper()
 	cenv := testenv.NewEnv(w.t.TempDir(), w.repo.Dir)
 	cenv.Set("FERRY_HOME", w.home)
@@ -234,29 +233,11 @@ func poll(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// syncBuffer collects a process's or a stage's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a Ferry binary running as a child process.
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testenv.Buffer
 	done chan struct{}
 	err  error // Wait's result, once done is closed
 }
@@ -289,7 +270,7 @@ func (w *world) start(vars []string, args ...string) *proc {
 func startProc(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	bin := testenv.Binaries(t)
-	p := &proc{name: strings.Join(args, " "), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: strings.Join(args, " "), out: &testenv.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(bin, args[0]), args[1:]...)
 	p.cmd.Dir, p.cmd.Env = dir, env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -537,7 +518,7 @@ type stage struct {
 
 // runStage runs fn until stop is called or the test ends; log is printed
 // when the test failed. stop fails the test if fn returned early.
-func runStage(t *testing.T, log *syncBuffer, fn func(context.Context) error) *stage {
+func runStage(t *testing.T, log *testenv.Buffer, fn func(context.Context) error) *stage {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &stage{cancel: cancel, done: make(chan struct{})}
 	go func() {

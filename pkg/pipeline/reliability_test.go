@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/events/eventstest"
+	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/bus/bustest"
@@ -255,7 +256,7 @@ func TestBuilderRejectsBadMessages(t *testing.T) {
 	w.open()
 	h := bustest.StartIn(t, w.home)
 	cfg := h.ClientConfig("pipeline-test")
-	log := &syncBuffer{}
+	log := &testenv.Buffer{}
 	e := w.env(log)
 	e.Bus = &cfg
 	conn := bustest.Dial(t, h, "pipeline-test")
@@ -363,7 +364,7 @@ func consumerInfo(t *testing.T, c *bus.Conn, durable string) *jetstream.Consumer
 func TestRefMovesDuringBuild(t *testing.T) {
 	w := newWorld(t)
 	w.open()
-	log := &syncBuffer{}
+	log := &testenv.Buffer{}
 	e := w.env(log)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
