@@ -147,19 +147,36 @@ func TestClusterTwoBuilders(t *testing.T) {
 	probe := dialCluster(t, all)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
+	var last string // what the last look found, for the failure message
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last consumer look-up: %s", last)
+		}
+	})
 	poll(t, "both builders' durable consumers", func() bool {
-		s, err := probe.JS.Stream(ctx, bus.StreamCommits)
+		// A short bound per look: on a loaded machine one slow answer from
+		// the cluster must not use up the whole wait.
+		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer lcancel()
+		s, err := probe.JS.Stream(lctx, bus.StreamCommits)
 		if err != nil {
+			last = "stream: " + err.Error()
 			return false
 		}
-		n := 0
-		for ci := range s.ListConsumers(ctx).Info() {
+		lister := s.ListConsumers(lctx)
+		var names []string
+		for ci := range lister.Info() {
 			if ci.Config.Durable != "" {
-				n++
+				names = append(names, ci.Config.Durable)
 			}
 		}
-		return n >= 2
+		last = fmt.Sprintf("durables %v", names)
+		if err := lister.Err(); err != nil {
+			last += ", list: " + err.Error()
+		}
+		return len(names) >= 2
 	})
+
 	t.Logf("%v: consumers", time.Since(start).Round(time.Millisecond))
 	if cs := consumers(t, probe, bus.StreamCommits); len(cs) != 2 {
 		t.Fatalf("%d durable consumers of the commits stream, want one per build host (2)", len(cs))
