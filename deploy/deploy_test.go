@@ -144,7 +144,7 @@ func TestNATSClusterLoopback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node JetStream cluster")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
 	var clusterPorts []int
@@ -265,12 +265,16 @@ func TestNATSClusterLoopback(t *testing.T) {
 	}
 	publish("after")
 
-	cons, err := conn.Consumer(ctx, bus.ConsumerOptions{
-		Durable: "deploy-test", Kinds: []events.Kind{events.KindAgentRemoved}, RepoKey: repo, DeliverAll: true,
+	// The stopped node may have led the meta group: creating a consumer waits
+	// for a new election, so it is retried like every other cluster request.
+	var cons *bus.Consumer
+	retry(t, ctx, "create the consumer", func(ctx context.Context) error {
+		c, err := conn.Consumer(ctx, bus.ConsumerOptions{
+			Durable: "deploy-test", Kinds: []events.Kind{events.KindAgentRemoved}, RepoKey: repo, DeliverAll: true,
+		})
+		cons = c
+		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []string
 	for len(got) < 2 {
 		nctx, ncancel := context.WithTimeout(ctx, 20*time.Second)
@@ -322,7 +326,7 @@ func freePort(t *testing.T) int {
 // the cluster has a leader gets no answer and waits for its whole context.
 func retry(t *testing.T, ctx context.Context, what string, f func(ctx context.Context) error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := f(actx)

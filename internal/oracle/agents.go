@@ -171,12 +171,18 @@ func (f *Ferry) Base(ctx context.Context, warm ...string) error {
 func (f *Ferry) BaseSrc() string    { return f.baseSrc }
 func (f *Ferry) BaseTarget() string { return f.baseTarget }
 
-// Spawn creates agent name at revision from with `ferry spawn --json`.
+// Spawn creates agent name at revision from with `ferry spawn --json`, with
+// the backend Ferry chooses.
 func (f *Ferry) Spawn(ctx context.Context, name, from string) (Agent, error) {
+	return f.SpawnWith(ctx, name, from, "auto")
+}
+
+// SpawnWith creates agent name at revision from with the fork backend given.
+func (f *Ferry) SpawnWith(ctx context.Context, name, from, backend string) (Agent, error) {
 	if f.store == "" {
 		return nil, errors.New("oracle: Spawn before Base")
 	}
-	out, err := f.ferry(ctx, "spawn", name, "--from", from, "--json")
+	out, err := f.ferry(ctx, "spawn", name, "--from", from, "--backend", backend, "--json")
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +202,8 @@ func (f *Ferry) Spawn(ctx context.Context, name, from string) (Agent, error) {
 	return &ferryAgent{
 		name:     name,
 		worktree: rec.Worktree,
-		target:   filepath.Join(f.store, "agents", name, "target"),
+		target:   filepath.Join(f.store, "mnt", "target"),
+		ferry:    filepath.Join(f.Bin, "ferry"),
 		shim:     filepath.Join(shimDir, "cargo"),
 		env:      env,
 	}, nil
@@ -210,11 +217,12 @@ func (f *Ferry) Remove(ctx context.Context, name string) error {
 
 // ferryAgent is an agent made by `ferry spawn`, built through the cargo shim
 // (<store parent>/bin/cargo first on PATH) with its worktree as working
-// directory; its binary is read from its target dir in the store.
+// directory; its binary is run in its sandbox with `ferry run`, where its
+// target is (an overlay agent's target exists only there).
 type ferryAgent struct {
 	name, worktree string
-	target         string // host path of the agent's target dir
-	shim           string
+	target         string // the canonical target path, inside the sandbox
+	ferry, shim    string
 	env            []string
 }
 
@@ -224,7 +232,8 @@ func (a *ferryAgent) Build(ctx context.Context, dir string) (string, error) {
 	return buildAndTest(ctx, a.worktree, dir, a.env, a.shim)
 }
 func (a *ferryAgent) Run(ctx context.Context) (string, error) {
-	return runApp(ctx, a.target, a.worktree)
+	out, err := command(ctx, a.worktree, a.env, a.ferry, "run", a.name, "--", filepath.Join(a.target, "debug", fixture.BinName))
+	return strings.TrimRight(out, "\n"), err
 }
 
 // sharedTargetAgent is a plain `git worktree add` worktree built with plain

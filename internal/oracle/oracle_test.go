@@ -233,7 +233,13 @@ func TestFerryAgentsBuildTheirOwnCode(t *testing.T) {
 		if i%2 == 1 {
 			from = diverged
 		}
-		if agents[i], err = f.Spawn(ctx, fmt.Sprintf("agent-%d", i), from); err != nil {
+		// Agents 0 and 1 (one at each commit) take the backend Ferry
+		// chooses here (overlay on ext4, reflink on XFS); 2 and 3 copy.
+		backend := "auto"
+		if (i/2)%2 == 1 {
+			backend = "copy"
+		}
+		if agents[i], err = f.SpawnWith(ctx, fmt.Sprintf("agent-%d", i), from, backend); err != nil {
 			fatalf("ferry spawn --from %s: %v", from, err)
 		}
 		bases[i] = f.BaseSrc()

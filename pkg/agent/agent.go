@@ -22,7 +22,9 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -146,12 +148,47 @@ func CheckName(name string) error {
 }
 
 // Busy reports whether processes run for the agent: every process run for an
-// agent holds busy.lock shared.
+// agent holds busy.lock shared, and every process using an overlay agent's
+// mount holds mount.lock or, in a nested namespace, still has the overlay
+// mounted (Users names them).
 func Busy(s *store.Store, name string) (bool, error) {
-	if _, err := os.Stat(BusyPath(s, name)); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(BusyPath(s, name)); err == nil {
+		held, err := lock.Held(BusyPath(s, name))
+		if held || err != nil {
+			return held, err
+		}
+	}
+	r, err := Read(s, name)
+	if err != nil || r.Backend != fork.NameOverlay {
 		return false, nil
 	}
-	return lock.Held(BusyPath(s, name))
+	return len(Users(s, r)) > 0, nil
+}
+
+// Users returns the processes that use agent r: those holding busy.lock and,
+// for an overlay agent, those holding mount.lock or seeing its overlay.
+// Best effort (it can only see processes this one may inspect); for naming
+// processes in refusals and listings.
+func Users(s *store.Store, r *Record) []int {
+	pids := LockHolders(BusyPath(s, r.Name))
+	if r.Backend == fork.NameOverlay {
+		dir := Dir(s, r.Name)
+		if d, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = d
+		}
+		p := fork.Paths{AgentDir: dir}
+		pids = append(pids, OverlayUsers(MountLockPath(s, r.Name), sandbox.Overlay{Upper: p.Upper(), Work: p.Work()})...)
+	}
+	seen := map[int]bool{os.Getpid(): true}
+	var out []int
+	for _, pid := range pids {
+		if !seen[pid] {
+			seen[pid] = true
+			out = append(out, pid)
+		}
+	}
+	sort.Ints(out)
+	return out
 }
 
 // HoldBusy takes busy.lock shared for a process run for the agent. The

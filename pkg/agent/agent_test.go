@@ -189,12 +189,14 @@ func TestFirstBuildIsFreshAndEditsRebuild(t *testing.T) {
 	if strings.Contains(stderr, "Compiling") {
 		t.Fatalf("first build in a new agent compiled something:\n%s", stderr)
 	}
-	bin := filepath.Join(w.storeDir(t), "agents", "fresh", "target", "debug", fixture.BinName)
+	// The binary is run in the agent's sandbox, where its target is, whatever
+	// the backend (an overlay's exists only there).
+	bin := filepath.Join(w.storeDir(t), "mnt", "target", "debug", fixture.BinName)
 	check := func() {
 		t.Helper()
-		out, err := exec.Command(bin).Output()
+		out, stderr, err := w.ferry(a.Worktree, nil, "run", "--", bin)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("ferry run %s: %v\n%s", bin, err, stderr)
 		}
 		want, err := fixture.ExpectedMarker(a.Worktree)
 		if err != nil {
@@ -285,9 +287,9 @@ func TestNestedWorkspaceHasItsOwnTarget(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("nested workspace build: %s", stderr)
 	}
-	p := filepath.Join(w.storeDir(t), "agents", "nestedws", "target", "ferry-ws", fixture.ToolsDir, "debug", fixture.ToolsBinName)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("nested workspace binary not in its own target dir: %v", err)
+	p := filepath.Join(w.storeDir(t), "mnt", "target", "ferry-ws", fixture.ToolsDir, "debug", fixture.ToolsBinName)
+	if _, stderr, err := w.ferry(a.Worktree, nil, "run", "--", "test", "-f", p); err != nil {
+		t.Fatalf("nested workspace binary not in its own target dir %s: %v\n%s", p, err, stderr)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -47,6 +48,11 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 		return nil, err
 	}
 	agentLock, err := lock.TryTake(LockPath(s, name))
+	if err == lock.ErrBusy && r.State == Ready {
+		// A process is entering the agent's overlay.
+		return nil, failure.New(failure.Refused, "stop the agent's shells and builds and try again",
+			"a process is entering agent %q", name)
+	}
 	if err == lock.ErrBusy {
 		return nil, failure.New(failure.Refused, "wait for the spawn to finish", "agent %q is being created", name)
 	}
@@ -73,6 +79,19 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 		return nil, err
 	}
 	defer busy.Release()
+	if r.Backend == fork.NameOverlay {
+		// Holding mount.lock exclusively keeps new mounts out; a process
+		// in a nested namespace may still see the overlay without it.
+		ml, err := lock.TryTake(MountLockPath(s, name))
+		if err != nil && err != lock.ErrBusy {
+			return nil, err
+		}
+		defer ml.Release()
+		if pids := Users(s, r); err == lock.ErrBusy || len(pids) > 0 {
+			return nil, failure.New(failure.Refused, "stop them (exit the agent's shells and builds, and namespaces made inside them) and try again",
+				"processes still use agent %q's overlay%s", name, pidList(pids))
+		}
+	}
 
 	all, err := All(s)
 	if err != nil {
@@ -152,9 +171,15 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 			rm.BranchCommits, _ = strconv.Atoi(strings.TrimSpace(out))
 		}
 	}
+	// The record goes first, under the locks: a process entering the agent
+	// from now on finds no agent, never a fork half removed. A crash before
+	// the tree is gone leaves a directory without a record, which gc removes.
+	if err := os.Remove(recordPath(s, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	busy.Release()
 	agentLock.Release()
-	if err := os.RemoveAll(Dir(s, name)); err != nil {
+	if err := fork.RemoveTree(Dir(s, name)); err != nil {
 		return nil, err
 	}
 	return rm, nil

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/cargoenv"
-	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -40,30 +39,17 @@ type RunOptions struct {
 }
 
 // Run runs a command in agent r's sandbox, holding busy.lock shared for its
-// whole process tree, and returns its exit status (128+signal if killed).
+// whole process tree (and, for an overlay agent, mount.lock), and returns
+// its exit status (128+signal if killed).
 func Run(s *store.Store, r *Record, o RunOptions) (int, error) {
-	if r.State != Ready {
-		return 0, notReady(r)
-	}
 	dir := o.Dir
 	if dir == "" {
 		dir = r.Worktree
 	}
-	busy, err := HoldBusy(s, r.Name)
+	x, err := Command(s, r, dir, o.Argv, Environ(s, r, o.Env))
 	if err != nil {
 		return 0, err
 	}
-	defer busy.Release()
-	cmd, err := sandbox.Command(sandbox.Plan{
-		Binds: []sandbox.Bind{{Source: r.Worktree, Target: s.MntSrc()}, {Source: Target(s, r.Name), Target: s.MntTarget()}},
-		Dir:   dir,
-		Argv:  o.Argv,
-		Env:   Environ(s, r, o.Env),
-	})
-	if err != nil {
-		return 0, err
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.ExtraFiles = append(cmd.ExtraFiles, busy.File())
-	return cmd.RunAsChild()
+	x.Cmd.Stdin, x.Cmd.Stdout, x.Cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	return x.Run()
 }

@@ -131,7 +131,7 @@ func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lo
 		return nil, nil, err
 	} else if _, err := os.Stat(Dir(s, o.Name)); err == nil {
 		// A directory without a record: spawn died before writing it.
-		if err := os.RemoveAll(Dir(s, o.Name)); err != nil {
+		if err := fork.RemoveTree(Dir(s, o.Name)); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -160,7 +160,7 @@ func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lo
 	}
 	if err := write(s, r); err != nil {
 		l.Release()
-		os.RemoveAll(Dir(s, o.Name))
+		fork.RemoveTree(Dir(s, o.Name))
 		return nil, nil, err
 	}
 	return r, l, nil
@@ -367,7 +367,7 @@ func rollback(repo *git.Repo, s *store.Store, r *Record) error {
 		}
 	}
 	if len(errs) == 0 {
-		if err := os.RemoveAll(Dir(s, r.Name)); err != nil {
+		if err := fork.RemoveTree(Dir(s, r.Name)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -301,8 +301,14 @@ func GC(args []string, io IO) int {
 		for _, n := range res.Agents {
 			fmt.Fprintf(io.Stdout, "%s unfinished agent %s\n", verb, n)
 		}
+		for _, n := range res.Leftovers {
+			fmt.Fprintf(io.Stdout, "%s the leftover dir of removed agent %s\n", verb, n)
+		}
 		for _, id := range res.SkippedLocked {
 			fmt.Fprintf(io.Stdout, "skipped base %s: being built\n", id)
+		}
+		for _, id := range res.SkippedInUse {
+			fmt.Fprintf(io.Stdout, "skipped base %s: still mounted under a removed overlay agent's process\n", id)
 		}
 		fmt.Fprintf(io.Stdout, "kept %d base(s) in use\n", len(res.Kept))
 		return nil

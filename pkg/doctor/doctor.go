@@ -208,7 +208,8 @@ func (r *Report) inRepo(o Options, userns Check) {
 		r.err = fmt.Errorf("store %s: %w", o.StoreDir, err)
 		return
 	}
-	r.Checks = append(r.Checks, checkOverlay(o.Host, dir, s.Backend))
+	overlay := checkOverlay(o.Host, dir, s.Backend)
+	r.Checks = append(r.Checks, overlay)
 	fs := checkFilesystem(dir)
 	r.Checks = append(r.Checks, fs)
 	reflink := checkReflink(dir, fs.Detail, s.Backend)
@@ -234,21 +235,51 @@ func (r *Report) inRepo(o Options, userns Check) {
 			filepath.Join(o.StoreDir, "mnt", "src"), filepath.Join(o.StoreDir, "mnt", "target"))
 	}
 
-	backend, err := fork.Select(s.Backend, dir)
+	// The backend follows fork.Select's rule, decided from the checks
+	// above so a prepared host is judged as it would be.
 	switch {
-	case err != nil:
+	case s.Backend == fork.NameAuto && reflink.Status == OK:
+		sp.Backend = fork.NameReflink
+		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) clones files, so forks share the base's blocks", fs.Detail)
+	case s.Backend == fork.NameAuto && overlay.Status == OK && sp.Isolation == IsolationSandbox:
+		sp.Backend = fork.NameOverlay
+		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) cannot clone files, and an unprivileged overlay mounts there, "+
+			"so each agent's target is an overlay on the base's: spawn makes two empty directories, and the agent's processes share one namespace", fs.Detail)
+	case s.Backend == fork.NameAuto:
+		sp.Backend = fork.NameCopy
+		why := "the namespace sandbox it is mounted in is unavailable"
+		if overlay.Status != OK {
+			why = "the overlay is blocked (" + overlay.Detail + ")"
+		}
+		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) cannot clone files and %s, so each fork copies the base's target", fs.Detail, why)
+	case s.Backend == fork.NameReflink && reflink.Status != OK, s.Backend == fork.NameOverlay && overlay.Status != OK:
+		c := reflink
+		if s.Backend == fork.NameOverlay {
+			c = overlay
+		}
+		err := failure.New(failure.Blocked, "see the "+c.Name+" check, or use backend auto to let Ferry choose",
+			"fork backend %s is not available in %s: %s", s.Backend, dir, c.Detail)
+		if c.Blocker != nil {
+			err = failure.Wrap(failure.Blocked, c.Blocker, c.Blocker.Remedy, "fork backend %s is not available in %s", s.Backend, dir)
+		}
 		sp.BackendReason = err.Error()
 		if r.err == nil {
 			r.err = err
 		}
-	case s.Backend == fork.NameAuto && backend.Name() == fork.NameReflink:
-		sp.Backend = backend.Name()
-		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) clones files, so forks share the base's blocks", fs.Detail)
-	case s.Backend == fork.NameAuto:
-		sp.Backend = backend.Name()
-		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) cannot clone files, and the overlay backend is not available yet, so each fork copies the base's target", fs.Detail)
+	case s.Backend == fork.NameOverlay && sp.Isolation != IsolationSandbox:
+		sp.BackendReason = "an overlay agent needs the namespace sandbox, which is unavailable"
+		if r.err == nil {
+			r.err = failure.New(failure.Blocked, "use backend copy, or fix the userns check", "%s", sp.BackendReason)
+		}
 	default:
-		sp.Backend = backend.Name()
+		if _, err := fork.ByName(s.Backend); err != nil {
+			sp.BackendReason = err.Error()
+			if r.err == nil {
+				r.err = err
+			}
+			break
+		}
+		sp.Backend = s.Backend
 		sp.BackendReason = fmt.Sprintf("backend %q is set (FERRY_BACKEND or [agent] backend)", s.Backend)
 	}
 }
@@ -296,9 +327,9 @@ func sandboxError(userns Check, mode string) error {
 		"the namespace sandbox is unavailable (sandbox mode %q)", mode)
 }
 
-// checkOverlay tries an overlay with its upper in dir. Spawn does not use
-// an overlay yet, so a blocker is a warning, unless the backend is set to
-// overlay.
+// checkOverlay tries an overlay with its upper in dir. Without it auto
+// falls back to copy, so a blocker is a warning, unless the backend is set
+// to overlay.
 func checkOverlay(h platform.Host, dir, backend string) Check {
 	c := Check{Name: CheckOverlay, Path: dir}
 	b, err := h.OverlayBlocker(dir)
@@ -311,7 +342,7 @@ func checkOverlay(h platform.Host, dir, backend string) Check {
 		c.Detail = "an overlay with userxattr mounts in a user namespace, its upper on " + fs
 	default:
 		c.Status, c.Blocker = Warning, b
-		c.Detail = blockedBy(b) + " (spawn does not use an overlay yet)"
+		c.Detail = blockedBy(b)
 	}
 	if c.Status != OK && backend == fork.NameOverlay {
 		c.Status = Blocked

@@ -222,7 +222,7 @@ func TestPreparedRoots(t *testing.T) {
 }
 
 // TestRealMachine diagnoses this machine: user namespaces and the overlay
-// work, and auto picks copy on ext4 and reflink on XFS with reflink=1.
+// work, and auto picks overlay on ext4 and reflink on XFS with reflink=1.
 func TestRealMachine(t *testing.T) {
 	skipIfBlocked(t)
 	h := platform.Real()
@@ -233,7 +233,7 @@ func TestRealMachine(t *testing.T) {
 		fs, backend string
 		parent      func(t *testing.T) string
 	}{
-		{platform.FSExt4, "copy", func(t *testing.T) string {
+		{platform.FSExt4, "overlay", func(t *testing.T) string {
 			dir := t.TempDir()
 			if fs, _ := platform.FilesystemType(dir); fs != platform.FSExt4 {
 				t.Skipf("the temp dir is on %s, not ext4", fs)
@@ -257,7 +257,7 @@ func TestRealMachine(t *testing.T) {
 				t.Errorf("filesystem: %s %q", st, r.Check(CheckFilesystem).Detail)
 			}
 			wantReflink := "ok"
-			if s.backend == "copy" {
+			if s.backend != "reflink" {
 				wantReflink = "warning"
 			}
 			if st, _, _ := j.check(t, CheckReflink); st != wantReflink {
@@ -314,7 +314,8 @@ func TestWhatSpawnWouldDo(t *testing.T) {
 	}{
 		{"copy set", "copy", "auto", 0, "copy", Warning, IsolationSandbox},
 		{"reflink set where the store cannot clone", "reflink", "auto", 4, "", Blocked, IsolationSandbox},
-		{"overlay set: not available yet", "overlay", "on", 6, "", Warning, IsolationSandbox},
+		{"overlay set", "overlay", "on", 0, "overlay", Warning, IsolationSandbox},
+		{"auto: overlay where clones do not work", "auto", "auto", 0, "overlay", Warning, IsolationSandbox},
 		{"sandbox off: no relocation plan yet", "auto", "off", 6, "copy", Warning, IsolationRefused},
 	}
 	for _, c := range cases {

@@ -2,14 +2,19 @@
 //
 // A base is immutable (seed invariant 2) and each agent owns its build state
 // (invariant 3), so an agent's Cargo must never write through to the base.
-// Every backend therefore makes new inodes: reflink clones each file with
-// FICLONE (copy-on-write, cost grows with the number of files, not their
-// bytes), copy duplicates the bytes with copy_file_range. There is no
-// hardlink backend and never will be: Cargo rewrites fingerprint files with
-// File::create, which truncates the existing inode, so a hardlinked fork
-// would let an agent's rebuild modify the base.
+// Every backend therefore gives the agent new inodes for what it writes:
+// reflink clones each file with FICLONE (copy-on-write, cost grows with the
+// number of files, not their bytes), copy duplicates the bytes with
+// copy_file_range, and overlay mounts the base read-only under the agent's
+// own upper dir, where the kernel copies a file up when it is first written
+// (cost flat at fork time). There is no hardlink backend and never will be:
+// Cargo rewrites fingerprint files with File::create, which truncates the
+// existing inode, so a hardlinked fork would let an agent's rebuild modify
+// the base.
 //
-// Every backend promises the same, and one conformance suite checks each:
+// Every backend promises the same, and one conformance suite checks each,
+// reading the fork where the sandbox would mount it (the target dir, or the
+// overlay mounted in a user and mount namespace):
 //
 //   - The fork is the base's tree: regular files with the same bytes and
 //     permission bits, directories, and symlinks as links (same text, never
@@ -19,19 +24,51 @@
 //     Cargo compares mtimes to decide freshness, so a fork whose times moved
 //     would rebuild (or, worse, look fresh when it is not). A directory's
 //     times are set after its children are made.
+//   - Writes in the fork (truncating, appending, chmod, touch, removing,
+//     creating) never change the base, and the fork keeps them.
 //   - A fork is finished or absent. It is built in a temporary sibling of the
 //     target (AgentDir/.target.tmp-*) and renamed into place last; on error
-//     the temporary dir is removed. An existing target is an error, never
-//     merged into.
+//     the temporary dir is removed. An existing target is an error
+//     (failure.Refused, fs.ErrExist), never merged into; so is a missing base
+//     or agent dir (fs.ErrNotExist), and a failed fork leaves the agent dir
+//     as it was.
 //   - A base target holding anything but files, directories and symlinks
 //     (a socket, a fifo, a device) is refused with the path named: Cargo
 //     never makes one, so something else wrote into the base.
 //   - The walk streams one directory at a time and never holds file
 //     contents, so memory does not grow with the size of the target.
+//   - PrivateBytes is what the fork does not share with the base.
 //
-// Backends are chosen by trying the operation in the store (CanReflink),
-// never by kernel version or filesystem name, and an explicit backend that
-// is unavailable is an error, never a silent fallback.
+// The overlay backend keeps these promises as seen through its mount, with
+// these differences, which the suite checks as such:
+//
+//   - Fork makes AgentDir/upper (with the base target's mode and times, as
+//     the root of the view) and AgentDir/work, both empty, and no
+//     AgentDir/target: the tree exists only where the overlay is mounted.
+//     Stats counts the one root dir. Fork refuses when upper/, work/ or
+//     target/ exists, and refuses (failure.Refused) a base or agent dir whose
+//     path holds , : or \, which overlayfs's mount options cannot express.
+//   - Until written, a file in the view is the base's own inode, read
+//     through the lower layer (overlayfs reports its inode number on the
+//     overlay's device), so hard links inside the base are seen as links,
+//     as the base has them; mtimes are the base's to the nanosecond, and a
+//     copy-up keeps them (a chmod leaves the base's mtime). Writing through
+//     one path of a hard-linked file copies up only that path: the link
+//     breaks and the other path still shows the base's file. Cargo never
+//     writes an uplifted artifact in place (it links it anew), so builds do
+//     not see this.
+//   - Writes through the view go to upper/ (a removal as a whiteout, a 0/0
+//     character device) and never to the base, and outlast the mount.
+//   - Nothing is walked, so a special file in the base is not refused at
+//     fork time; it shows in the view as the base has it, and changing or
+//     removing it through the view changes upper/ only, never the base.
+//   - PrivateBytes is upper/'s usage: near zero after the fork, growing by
+//     what is written through the view.
+//
+// Backends are chosen by trying the operation in the store (CanReflink,
+// the platform's overlay probe), never by kernel version or filesystem
+// name, and an explicit backend that is unavailable is an error, never a
+// silent fallback.
 package fork
 
 import (
@@ -61,14 +98,24 @@ type Stats struct {
 	Duration time.Duration
 }
 
-// TargetSpec says what to mount on the canonical target path in the sandbox.
+// TargetSpec says what to mount on the canonical target path in the sandbox:
+// a host dir to bind-mount (reflink, copy) or an overlay's layers.
 type TargetSpec struct {
-	Dir string // host dir to bind-mount (reflink, copy); the overlay backend will add its layers
+	Dir     string
+	Overlay *OverlaySpec
+}
+
+// OverlaySpec is an overlay backend's layers.
+type OverlaySpec struct {
+	Lower string // the base's target, read-only
+	Upper string
+	Work  string
 }
 
 // Backend makes and measures forks of a base's target dir.
 type Backend interface {
-	// Name is the name an agent records at spawn: "reflink" or "copy".
+	// Name is the name an agent records at spawn: "reflink", "overlay" or
+	// "copy".
 	Name() string
 	// Fork makes p.Target() a fork of p.BaseTarget.
 	Fork(p Paths) (Stats, error)
@@ -88,8 +135,7 @@ const (
 )
 
 const (
-	hintNames   = "use one of auto, reflink, copy"
-	hintOverlay = "use auto (reflink where the store can clone files, else copy) or copy"
+	hintNames   = "use one of auto, reflink, overlay, copy"
 	hintReflink = "put the store on a filesystem that clones files (XFS made with mkfs.xfs -m reflink=1, or btrfs), " +
 		"or use backend copy, or auto to let Ferry choose"
 	hintHardlink = "Ferry never forks with hardlinks: Cargo rewrites fingerprint files with File::create, " +
@@ -99,10 +145,11 @@ const (
 
 // Select returns the backend for name for a store at storeDir.
 //
-// "auto" is reflink when a clone works in storeDir, else copy. An explicit
-// "reflink" where a clone does not work is a failure.Blocked error naming the
-// filesystem. "overlay" is not available yet (failure.Refused); "hardlink"
-// and unknown names are failure.Usage.
+// "auto" is reflink when a clone works in storeDir, else overlay when an
+// unprivileged overlay mounts with its upper there (which needs the
+// namespace sandbox), else copy. An explicit "reflink" or "overlay" that
+// does not work here is a failure.Blocked error naming what blocks it;
+// "hardlink" and unknown names are failure.Usage.
 func Select(name, storeDir string) (Backend, error) {
 	switch name {
 	case NameAuto:
@@ -110,10 +157,17 @@ func Select(name, storeDir string) (Backend, error) {
 		if err == nil {
 			return Reflink(), nil
 		}
-		if errors.Is(err, errNoClone) {
+		if !errors.Is(err, errNoClone) {
+			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
+		}
+		b, blocker, err := selectOverlay(storeDir)
+		if err != nil {
+			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
+		}
+		if blocker != nil {
 			return Copy(), nil
 		}
-		return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
+		return b, nil
 	case NameReflink:
 		err := probeClone(storeDir)
 		if err == nil {
@@ -124,6 +178,16 @@ func Select(name, storeDir string) (Backend, error) {
 				"fork backend reflink is not available in %s (%s)", storeDir, fsName(storeDir))
 		}
 		return nil, fmt.Errorf("fork backend reflink: %w", err)
+	case NameOverlay:
+		b, blocker, err := selectOverlay(storeDir)
+		if err != nil {
+			return nil, fmt.Errorf("fork backend overlay: %w", err)
+		}
+		if blocker != nil {
+			return nil, failure.Wrap(failure.Blocked, blocker.AsError(), blocker.Remedy,
+				"fork backend overlay is not available in %s", storeDir)
+		}
+		return b, nil
 	}
 	return ByName(name)
 }
@@ -136,7 +200,7 @@ func ByName(name string) (Backend, error) {
 	case NameCopy:
 		return Copy(), nil
 	case NameOverlay:
-		return nil, failure.New(failure.Refused, hintOverlay, "fork backend overlay is not available yet")
+		return Overlay(), nil
 	case "hardlink", "hardlinks", "link":
 		return nil, failure.New(failure.Usage, hintHardlink, "%q is not a fork backend", name)
 	case NameAuto:

@@ -1,7 +1,6 @@
 package fork
 
 import (
-	"bytes"
 	"errors"
 	"io/fs"
 	"math/rand/v2"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/platform"
 )
 
 // ciXFS is where .ci/run mounts the XFS filesystem with reflink=1.
@@ -44,7 +44,7 @@ func testDir(t *testing.T, parent string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := removeTree(dir); err != nil {
+		if err := RemoveTree(dir); err != nil {
 			t.Errorf("clean up %s: %v", dir, err)
 		}
 	})
@@ -55,8 +55,13 @@ func testDir(t *testing.T, parent string) string {
 // can reach (the temp dir, and XFS with reflink=1 when there is one), each
 // with a fresh store dir. A combination whose operation does not work here
 // is skipped with the reason.
+//
+// The overlay backend's fork is visible only where its overlay is mounted,
+// which takes a user and mount namespace: its subtests run again in this
+// binary re-executed in one (runInOverlayNS), and may be skipped only for a
+// blocker the platform's overlay probe names.
 func forEachBackend(t *testing.T, fn func(t *testing.T, b Backend, storeDir string)) {
-	for _, b := range []Backend{Copy(), Reflink()} {
+	for _, b := range []Backend{Copy(), Reflink(), Overlay()} {
 		for _, place := range []string{"tmp", "xfs"} {
 			t.Run(b.Name()+"-"+place, func(t *testing.T) {
 				parent := os.TempDir()
@@ -66,6 +71,11 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b Backend, storeDir stri
 						t.Skip(why)
 					}
 					parent = d
+				}
+				if b.Name() == NameOverlay && !inOverlayNS() {
+					needOverlay(t, parent)
+					runInOverlayNS(t)
+					return
 				}
 				store := testDir(t, parent)
 				if b.Name() == NameReflink {
@@ -290,10 +300,15 @@ func sameTree(t *testing.T, base, fork map[string]node) {
 	}
 }
 
-// noLeftovers fails t if a temporary fork dir remains in dir.
+// noLeftovers fails t if a temporary fork dir remains in dir: the tree
+// backends' .target.tmp-*, the overlay's .overlay.tmp-*.
 func noLeftovers(t *testing.T, dir string) {
 	t.Helper()
-	names, _ := filepath.Glob(filepath.Join(dir, ".target.tmp-*"))
+	var names []string
+	for _, pattern := range []string{".target.tmp-*", ".overlay.tmp-*"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pattern))
+		names = append(names, m...)
+	}
 	if len(names) > 0 {
 		t.Errorf("temporary fork dirs left behind: %v", names)
 	}
@@ -308,9 +323,23 @@ func testTree(t *testing.T, b Backend, store string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, fork := snapshot(t, p.BaseTarget), snapshot(t, p.Target())
-	sameTree(t, base, fork)
 	noLeftovers(t, p.AgentDir)
+	overlay := b.Name() == NameOverlay
+	spec := b.TargetSpec(p)
+	if overlay {
+		want := OverlaySpec{Lower: p.BaseTarget, Upper: p.Upper(), Work: p.Work()}
+		if spec.Dir != "" || spec.Overlay == nil || *spec.Overlay != want {
+			t.Errorf("TargetSpec() = %+v (overlay %+v), want only the overlay %+v", spec, spec.Overlay, want)
+		}
+		// The fork is two empty layer dirs; its tree exists only mounted.
+		agentDirHolds(t, p, "upper", "work")
+	} else if spec.Dir != p.Target() || spec.Overlay != nil {
+		t.Errorf("TargetSpec() = %+v, want only Dir %s", spec, p.Target())
+	}
+
+	v := view(t, b, p)
+	base, fork := snapshot(t, p.BaseTarget), snapshot(t, v)
+	sameTree(t, base, fork)
 
 	// The base is untouched: not even its ctimes moved.
 	for rel, n := range before {
@@ -318,18 +347,46 @@ func testTree(t *testing.T, b Backend, store string) {
 			t.Errorf("%s: the base changed during the fork", rel)
 		}
 	}
-	// New inodes everywhere; links inside the base are links inside the fork.
-	for rel, f := range fork {
-		if f.id == base[rel].id {
-			t.Errorf("%s: the fork shares the base's inode", rel)
+	const link, linked = "debug/demo", "debug/deps/demo-0f1e2d3c4b5a6978"
+	if overlay {
+		// Nothing is copied: until the agent writes a file, the view shows
+		// the base's own (the lower layer's) file, whose inode number
+		// overlayfs reports on its own device, and upper/ holds nothing
+		// but its root, even after the whole tree was read.
+		for rel, f := range fork {
+			bn := base[rel]
+			if f.mode&unix.S_IFMT != unix.S_IFDIR && f.id.ino != bn.id.ino {
+				t.Errorf("%s: inode %d in the view, %d in the base: not read through the lower layer", rel, f.id.ino, bn.id.ino)
+			}
+			if f.id.dev == bn.id.dev {
+				t.Errorf("%s: on the base's device in the view: not read through the overlay", rel)
+			}
+		}
+		if up := snapshot(t, p.Upper()); len(up) != 1 {
+			t.Errorf("upper/ holds %d entries after the fork was read, want only its root", len(up)-1)
+		}
+		// So hard links inside the base are seen as the base has them.
+		if l, f := fork[link], fork[linked]; l.id != f.id || l.nlinks != 2 {
+			t.Errorf("%s: inode %v (%d links) in the view, %s %v: want the base's one file with 2 links", link, l.id, l.nlinks, linked, f.id)
+		}
+	} else {
+		// New inodes everywhere; links inside the base are links inside the fork.
+		for rel, f := range fork {
+			if f.id == base[rel].id {
+				t.Errorf("%s: the fork shares the base's inode", rel)
+			}
+		}
+		if fork[link].id != fork[linked].id {
+			t.Errorf("%s: not a hard link of %s inside the fork", link, linked)
 		}
 	}
-	if fork["debug/demo"].id != fork["debug/deps/demo-0f1e2d3c4b5a6978"].id {
-		t.Errorf("debug/demo: not a hard link of debug/deps/demo-0f1e2d3c4b5a6978 inside the fork")
-	}
 
+	// The tree backends count what they made; the overlay makes its root.
 	want := Stats{Dirs: 1}
 	for _, e := range entries {
+		if overlay {
+			break
+		}
 		switch e.kind {
 		case 'd':
 			want.Dirs++
@@ -348,9 +405,6 @@ func testTree(t *testing.T, b Backend, store string) {
 	if st.Duration <= 0 {
 		t.Errorf("stats: duration %v", st.Duration)
 	}
-	if got := b.TargetSpec(p).Dir; got != p.Target() {
-		t.Errorf("TargetSpec().Dir = %s, want %s", got, p.Target())
-	}
 }
 
 func testWritesStayInFork(t *testing.T, b Backend, store string) {
@@ -359,7 +413,8 @@ func testWritesStayInFork(t *testing.T, b Backend, store string) {
 	if _, err := b.Fork(p); err != nil {
 		t.Fatal(err)
 	}
-	in := func(rel string) string { return filepath.Join(p.Target(), rel) }
+	v := view(t, b, p)
+	in := func(rel string) string { return filepath.Join(v, rel) }
 	fp := "debug/.fingerprint/demo-0f1e2d3c4b5a6978/"
 
 	// Cargo rewrites a fingerprint with File::create: truncate in place.
@@ -423,45 +478,131 @@ func testWritesStayInFork(t *testing.T, b Backend, store string) {
 			t.Errorf("%s: a write in the fork changed the base", rel)
 		}
 	}
-	if got, _ := os.ReadFile(in("debug/deps/demo-0f1e2d3c4b5a6978")); !bytes.HasPrefix(got, []byte("XXXX")) {
-		t.Errorf("the fork's hard links are not one file: deps binary starts %q", got[:8])
+
+	// The fork has the writes, and keeps them: an agent entering its
+	// sandbox again (for overlay, a new mount of the same layers) sees them.
+	check := func(round int, v string) {
+		t.Helper()
+		fork := snapshot(t, v)
+		for rel, want := range map[string]string{
+			fp + "lib-demo":                               "fedcba9876543210",
+			fp + "dep-lib-demo":                           before[fp+"dep-lib-demo"].data + "more",
+			"debug/deps/libdemo-0f1e2d3c4b5a6978.rlib":    "new rlib",
+			"debug/incremental/demo-3k2j/query-cache.bin": "",
+			"debug/deps/new.rmeta":                        "",
+		} {
+			if n, ok := fork[rel]; !ok || n.data != want {
+				t.Errorf("mount %d: %s: %q in the fork (present %v), want %q", round, rel, trunc(n.data), ok, trunc(want))
+			}
+		}
+		if _, ok := fork["CACHEDIR.TAG"]; ok {
+			t.Errorf("mount %d: CACHEDIR.TAG: removed in the fork but still there", round)
+		}
+		if n := fork[fp+"invoked.timestamp"]; n.mtime != unix.NsecToTimespec(now.UnixNano()) {
+			t.Errorf("mount %d: %s: mtime %s in the fork, set to %s", round, fp+"invoked.timestamp", fmtTime(n.mtime), now.UTC().Format(time.RFC3339Nano))
+		}
+		// A chmod (for overlay, a copy-up of the metadata) keeps the mtime
+		// Cargo compares.
+		const chmodded = "debug/deps/demo-0f1e2d3c4b5a6978.d"
+		if n := fork[chmodded]; n.mode&0o7777 != 0o600 || n.mtime != before[chmodded].mtime {
+			t.Errorf("mount %d: %s: mode %o, mtime %s in the fork after chmod 600; want 600 and the base's %s",
+				round, chmodded, n.mode&0o7777, fmtTime(n.mtime), fmtTime(before[chmodded].mtime))
+		}
+
+		const link, linked = "debug/demo", "debug/deps/demo-0f1e2d3c4b5a6978"
+		if got := fork[link].data; !strings.HasPrefix(got, "XXXX") {
+			t.Errorf("mount %d: %s starts %q after writing XXXX through it", round, link, trunc(got))
+		}
+		if b.Name() != NameOverlay {
+			if got := fork[linked].data; !strings.HasPrefix(got, "XXXX") {
+				t.Errorf("mount %d: the fork's hard links are not one file: %s starts %q", round, linked, trunc(got))
+			}
+			return
+		}
+		// overlayfs copies up the one path written: the link breaks, and
+		// the other path still shows the base's file (Cargo replaces an
+		// uplifted artifact by linking anew, never writes it in place).
+		if got := fork[linked].data; got != before[linked].data {
+			t.Errorf("mount %d: %s is %q after a write through its hard link %s; overlayfs should have copied up only %s",
+				round, linked, trunc(got), link, link)
+		}
 	}
+	check(1, v)
+	check(2, remount(t, b, p, v))
+
+	if b.Name() == NameOverlay {
+		// Every write went to upper/, a removal as a whiteout.
+		up := snapshot(t, p.Upper())
+		for _, rel := range []string{fp + "lib-demo", fp + "dep-lib-demo", "debug/deps/libdemo-0f1e2d3c4b5a6978.rlib",
+			"debug/demo", "debug/incremental/demo-3k2j/query-cache.bin", fp + "invoked.timestamp",
+			"debug/deps/demo-0f1e2d3c4b5a6978.d", "debug/deps/new.rmeta"} {
+			if _, ok := up[rel]; !ok {
+				t.Errorf("%s: written through the view but not in upper/", rel)
+			}
+		}
+		if !isWhiteout(filepath.Join(p.Upper(), "CACHEDIR.TAG")) {
+			t.Errorf("CACHEDIR.TAG: removed through the view, but upper/ has no whiteout for it")
+		}
+		if _, ok := up["debug/deps/demo-0f1e2d3c4b5a6978"]; ok {
+			t.Errorf("debug/deps/demo-0f1e2d3c4b5a6978: never written, yet copied up")
+		}
+	}
+}
+
+// trunc shortens data for a failure message.
+func trunc(data string) string {
+	if len(data) > 24 {
+		return data[:24] + "..."
+	}
+	return data
 }
 
 func testExistingTarget(t *testing.T, b Backend, store string) {
 	p := newFork(t, store, cargoTarget())
-	for _, mk := range []struct {
-		name string
-		fn   func(string) error
-	}{
-		{"empty dir", func(p string) error { return os.Mkdir(p, 0o755) }},
-		{"dir", func(p string) error {
-			if err := os.Mkdir(p, 0o755); err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(p, "keep"), []byte("mine"), 0o644)
-		}},
-		{"file", func(p string) error { return os.WriteFile(p, []byte("mine"), 0o644) }},
-		{"dangling symlink", func(p string) error { return os.Symlink("nowhere", p) }},
-	} {
-		t.Run(mk.name, func(t *testing.T) {
-			if err := mk.fn(p.Target()); err != nil {
-				t.Fatal(err)
-			}
-			before := snapshot(t, p.Target())
-			_, err := b.Fork(p)
-			if err == nil {
-				t.Fatal("Fork over an existing target succeeded")
-			}
-			if !errors.Is(err, fs.ErrExist) || failure.KindOf(err) != failure.Refused || failure.HintOf(err) == "" {
-				t.Errorf("error %q: want a Refused fs.ErrExist with a hint", err)
-			}
-			if after := snapshot(t, p.Target()); len(after) != len(before) {
-				t.Errorf("the existing target changed: %d entries, %d before", len(after), len(before))
-			}
-			noLeftovers(t, p.AgentDir)
-			if err := removeTree(p.Target()); err != nil {
-				t.Fatal(err)
+	// Whatever a fork would make is never merged into: the target, and for
+	// overlay its layer dirs too.
+	occupied := []string{p.Target()}
+	if b.Name() == NameOverlay {
+		occupied = append(occupied, p.Upper(), p.Work())
+	}
+	for _, path := range occupied {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			for _, mk := range []struct {
+				name string
+				fn   func(string) error
+			}{
+				{"empty dir", func(p string) error { return os.Mkdir(p, 0o755) }},
+				{"dir", func(p string) error {
+					if err := os.Mkdir(p, 0o755); err != nil {
+						return err
+					}
+					return os.WriteFile(filepath.Join(p, "keep"), []byte("mine"), 0o644)
+				}},
+				{"file", func(p string) error { return os.WriteFile(p, []byte("mine"), 0o644) }},
+				{"dangling symlink", func(p string) error { return os.Symlink("nowhere", p) }},
+			} {
+				t.Run(mk.name, func(t *testing.T) {
+					if err := mk.fn(path); err != nil {
+						t.Fatal(err)
+					}
+					before := snapshot(t, path)
+					_, err := b.Fork(p)
+					if err == nil {
+						t.Fatalf("Fork over an existing %s succeeded", path)
+					}
+					if !errors.Is(err, fs.ErrExist) || failure.KindOf(err) != failure.Refused || failure.HintOf(err) == "" ||
+						!strings.Contains(err.Error(), path) {
+						t.Errorf("error %q: want a Refused fs.ErrExist naming %s, with a hint", err, path)
+					}
+					if after := snapshot(t, path); len(after) != len(before) {
+						t.Errorf("the existing %s changed: %d entries, %d before", path, len(after), len(before))
+					}
+					noLeftovers(t, p.AgentDir)
+					agentDirHolds(t, p, filepath.Base(path))
+					if err := RemoveTree(path); err != nil {
+						t.Fatal(err)
+					}
+				})
 			}
 		})
 	}
@@ -470,10 +611,11 @@ func testExistingTarget(t *testing.T, b Backend, store string) {
 func testSpecialFiles(t *testing.T, b Backend, store string) {
 	for _, special := range []struct {
 		kind string
+		mode uint32
 		make func(path string) error
 	}{
-		{"fifo", func(p string) error { return unix.Mkfifo(p, 0o644) }},
-		{"socket", func(p string) error {
+		{"fifo", unix.S_IFIFO, func(p string) error { return unix.Mkfifo(p, 0o644) }},
+		{"socket", unix.S_IFSOCK, func(p string) error {
 			l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
 			if err != nil {
 				return err
@@ -493,6 +635,10 @@ func testSpecialFiles(t *testing.T, b Backend, store string) {
 			if err := special.make(bad); err != nil {
 				t.Skipf("cannot make a %s here: %v", special.kind, err)
 			}
+			if b.Name() == NameOverlay {
+				overlaySpecialFile(t, b, p, "zz", special.mode)
+				return
+			}
 			_, err := b.Fork(p)
 			if err == nil {
 				t.Fatalf("Fork of a base with a %s succeeded", special.kind)
@@ -511,13 +657,59 @@ func testSpecialFiles(t *testing.T, b Backend, store string) {
 	}
 }
 
+// overlaySpecialFile checks the overlay backend's fork of a base holding the
+// special file rel of type mode. Fork walks nothing, so it cannot refuse
+// one; the view shows it as the base has it, and changing or removing it
+// through the view changes only the fork, never the base.
+func overlaySpecialFile(t *testing.T, b Backend, p Paths, rel string, mode uint32) {
+	t.Helper()
+	if _, err := b.Fork(p); err != nil {
+		t.Fatalf("overlay Fork of a base with a special file: %v", err)
+	}
+	v := view(t, b, p)
+	var base, seen unix.Stat_t
+	if err := unix.Lstat(filepath.Join(p.BaseTarget, rel), &base); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Lstat(filepath.Join(v, rel), &seen); err != nil {
+		t.Fatalf("%s in the view: %v", rel, err)
+	}
+	if seen.Mode != base.Mode || seen.Mode&unix.S_IFMT != mode {
+		t.Errorf("%s: mode %o in the view, %o in the base, want type %o", rel, seen.Mode, base.Mode, mode)
+	}
+
+	if err := os.Chmod(filepath.Join(v, rel), 0o600); err != nil {
+		t.Fatalf("chmod %s through the view: %v", rel, err)
+	}
+	var up, after unix.Stat_t
+	if err := unix.Lstat(filepath.Join(p.Upper(), rel), &up); err != nil || up.Mode != mode|0o600 {
+		t.Errorf("%s: after chmod 600 through the view, upper/ has mode %o (%v), want %o", rel, up.Mode, err, mode|0o600)
+	}
+	if err := unix.Lstat(filepath.Join(p.BaseTarget, rel), &after); err != nil || after.Mode != base.Mode || after.Ctim != base.Ctim {
+		t.Errorf("%s: chmod through the view changed the base: mode %o, was %o (%v)", rel, after.Mode, base.Mode, err)
+	}
+
+	if err := os.Remove(filepath.Join(v, rel)); err != nil {
+		t.Fatalf("remove %s through the view: %v", rel, err)
+	}
+	if _, err := os.Lstat(filepath.Join(v, rel)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s: still in the view after its removal: %v", rel, err)
+	}
+	if err := unix.Lstat(filepath.Join(p.BaseTarget, rel), &after); err != nil || after.Mode != base.Mode {
+		t.Errorf("%s: removal through the view reached the base: %v", rel, err)
+	}
+	if !isWhiteout(filepath.Join(p.Upper(), rel)) {
+		t.Errorf("%s: removed through the view, but upper/ has no whiteout for it", rel)
+	}
+}
+
 func testEmptyBase(t *testing.T, b Backend, store string) {
 	p := newFork(t, store, nil)
 	st, err := b.Fork(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameTree(t, snapshot(t, p.BaseTarget), snapshot(t, p.Target()))
+	sameTree(t, snapshot(t, p.BaseTarget), snapshot(t, view(t, b, p)))
 	if st.Dirs != 1 || st.Files != 0 || st.Bytes != 0 {
 		t.Errorf("stats %+v for an empty base", st)
 	}
@@ -531,16 +723,18 @@ func testMissingBase(t *testing.T, b Backend, store string) {
 	if _, err := b.Fork(p); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Fork of a missing base: %v, want fs.ErrNotExist", err)
 	}
+	// Nothing is left: no target, no layer dirs, no temporary dir.
 	noLeftovers(t, p.AgentDir)
-	if _, err := os.Lstat(p.Target()); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("target exists after a failed fork: %v", err)
-	}
+	agentDirHolds(t, p)
 
-	// A missing agent dir is an error too: Fork makes only the target.
+	// A missing agent dir is an error too: Fork makes only the fork.
 	p = newFork(t, store, cargoTarget())
 	p.AgentDir = filepath.Join(store, "no-agent")
 	if _, err := b.Fork(p); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Fork into a missing agent dir: %v, want fs.ErrNotExist", err)
+	}
+	if _, err := os.Lstat(p.AgentDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the agent dir exists after a failed fork: %v", err)
 	}
 }
 
@@ -552,11 +746,14 @@ func testPrivateBytes(t *testing.T, b Backend, store string) {
 	if _, err := b.Fork(p); err != nil {
 		t.Fatal(err)
 	}
+	v := view(t, b, p)
+	// Reading the whole fork costs a copy nothing, an overlay nothing.
+	snapshot(t, v)
 	fresh, err := b.PrivateBytes(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rlib := filepath.Join(p.Target(), "debug/deps/libdemo-0f1e2d3c4b5a6978.rlib")
+	rlib := filepath.Join(v, "debug/deps/libdemo-0f1e2d3c4b5a6978.rlib")
 	data := make([]byte, mib)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range data {
@@ -571,9 +768,11 @@ func testPrivateBytes(t *testing.T, b Backend, store string) {
 	}
 	t.Logf("%s: private bytes %d after the fork, %d after rewriting 1 MiB", b.Name(), fresh, rewritten)
 	switch b.Name() {
-	case NameReflink:
+	case NameReflink, NameOverlay:
+		// Shared extents (reflink), or nothing but the empty upper/
+		// (overlay), until the agent writes.
 		if fresh > 256<<10 {
-			t.Errorf("a fresh reflink fork has %d private bytes, want near 0", fresh)
+			t.Errorf("a fresh %s fork has %d private bytes, want near 0", b.Name(), fresh)
 		}
 		if grew := rewritten - fresh; grew < mib || grew > 2*mib {
 			t.Errorf("rewriting 1 MiB grew private bytes by %d", grew)
@@ -587,11 +786,20 @@ func testPrivateBytes(t *testing.T, b Backend, store string) {
 		if rewritten < mib {
 			t.Errorf("after rewriting 1 MiB, %d private bytes", rewritten)
 		}
+	default:
+		t.Fatalf("no expectation for backend %s", b.Name())
 	}
 }
 
 func TestSelect(t *testing.T) {
 	tmp := testDir(t, os.TempDir())
+	blocker, err := platform.Real().OverlayBlocker(tmp)
+	if err != nil {
+		t.Fatalf("overlay probe in %s: %v", tmp, err)
+	}
+	if blocker != nil {
+		t.Logf("overlay is blocked in %s (%s): %v", tmp, fsName(tmp), blocker)
+	}
 	if ok, err := CanReflink(tmp); err != nil {
 		t.Fatal(err)
 	} else if ok {
@@ -600,9 +808,14 @@ func TestSelect(t *testing.T) {
 			t.Errorf("Select(auto) on %s = %v, %v; want reflink", fsName(tmp), b, err)
 		}
 	} else {
+		// No clones: overlay where it mounts, else copy.
+		want := NameOverlay
+		if blocker != nil {
+			want = NameCopy
+		}
 		b, err := Select(NameAuto, tmp)
-		if err != nil || b.Name() != NameCopy {
-			t.Errorf("Select(auto) on %s = %v, %v; want copy", fsName(tmp), b, err)
+		if err != nil || b.Name() != want {
+			t.Errorf("Select(auto) on %s = %v, %v; want %s", fsName(tmp), b, err, want)
 		}
 		_, err = Select(NameReflink, tmp)
 		if failure.KindOf(err) != failure.Blocked || !strings.Contains(err.Error(), fsName(tmp)) ||
@@ -611,6 +824,14 @@ func TestSelect(t *testing.T) {
 				fsName(tmp), err, failure.HintOf(err))
 		}
 	}
+	b, err := Select(NameOverlay, tmp)
+	switch {
+	case blocker == nil && (err != nil || b.Name() != NameOverlay):
+		t.Errorf("Select(overlay) on %s = %v, %v; want overlay", fsName(tmp), b, err)
+	case blocker != nil && (failure.KindOf(err) != failure.Blocked || failure.HintOf(err) != blocker.Remedy):
+		t.Errorf("Select(overlay) on %s: %v (hint %q); want Blocked with the remedy %q",
+			fsName(tmp), err, failure.HintOf(err), blocker.Remedy)
+	}
 	if b, err := Select(NameCopy, tmp); err != nil || b.Name() != NameCopy {
 		t.Errorf("Select(copy) = %v, %v", b, err)
 	}
@@ -618,11 +839,20 @@ func TestSelect(t *testing.T) {
 	if xfs, why := xfsRoot(); xfs == "" {
 		t.Log("skipping auto on XFS: " + why)
 	} else {
+		// Reflink first, where the store clones files.
 		dir := testDir(t, xfs)
 		for _, name := range []string{NameAuto, NameReflink} {
 			if b, err := Select(name, dir); err != nil || b.Name() != NameReflink {
 				t.Errorf("Select(%s) on %s (%s) = %v, %v; want reflink", name, dir, fsName(dir), b, err)
 			}
+		}
+		// An explicit overlay is overlay there too, where it mounts.
+		if blocker, err := platform.Real().OverlayBlocker(dir); err != nil {
+			t.Errorf("overlay probe in %s: %v", dir, err)
+		} else if blocker != nil {
+			t.Logf("overlay is blocked in %s (%s): %v", dir, fsName(dir), blocker)
+		} else if b, err := Select(NameOverlay, dir); err != nil || b.Name() != NameOverlay {
+			t.Errorf("Select(overlay) on %s (%s) = %v, %v; want overlay", dir, fsName(dir), b, err)
 		}
 	}
 
@@ -632,8 +862,7 @@ func TestSelect(t *testing.T) {
 		hint string
 	}{
 		{"hardlink", failure.Usage, "File::create"},
-		{"overlay", failure.Refused, "copy"},
-		{"clonefile", failure.Usage, "auto"},
+		{"clonefile", failure.Usage, "overlay"},
 		{"", failure.Usage, "auto"},
 	} {
 		_, err := Select(c.name, tmp)
@@ -643,19 +872,21 @@ func TestSelect(t *testing.T) {
 		}
 	}
 
-	// A store the probe cannot use is an error, not a silent copy.
-	if b, err := Select(NameAuto, filepath.Join(tmp, "missing")); err == nil {
-		t.Errorf("Select(auto) in a missing dir = %v, want an error", b.Name())
+	// A store the probes cannot use is an error, not a silent copy.
+	for _, name := range []string{NameAuto, NameOverlay} {
+		if b, err := Select(name, filepath.Join(tmp, "missing")); err == nil {
+			t.Errorf("Select(%s) in a missing dir = %v, want an error", name, b.Name())
+		}
 	}
 }
 
 func TestByName(t *testing.T) {
-	for _, name := range []string{NameReflink, NameCopy} {
+	for _, name := range []string{NameReflink, NameCopy, NameOverlay} {
 		if b, err := ByName(name); err != nil || b.Name() != name {
 			t.Errorf("ByName(%s) = %v, %v", name, b, err)
 		}
 	}
-	for _, name := range []string{NameAuto, NameOverlay, "hardlink", "bogus"} {
+	for _, name := range []string{NameAuto, "hardlink", "bogus"} {
 		if b, err := ByName(name); err == nil {
 			t.Errorf("ByName(%s) = %v, want an error", name, b.Name())
 		}
@@ -684,5 +915,5 @@ func TestCanReflink(t *testing.T) {
 }
 
 func TestUnprivileged(t *testing.T) {
-	unpriv.Rerun(t, "^Test(Conformance|Select|ByName|CanReflink)$")
+	unpriv.Rerun(t, "^Test(Conformance|Select|SelectOverlayBlocked|ByName|CanReflink|OverlayInexpressiblePath)$")
 }

@@ -60,7 +60,7 @@ func forkTree(p Paths, fill fillFunc) (st Stats, err error) {
 		if err != nil {
 			// The error that matters is the one that stopped the fork; a
 			// failed cleanup leaves a .target.tmp-* that nothing reads.
-			_ = removeTree(tmp)
+			_ = RemoveTree(tmp)
 		}
 	}()
 	t := &tree{fill: fill, links: map[fileID]string{}}
@@ -232,10 +232,10 @@ func errSpecial(path string, mode uint32) error {
 		"%s is a %s, which a fork cannot reproduce", path, kind)
 }
 
-// removeTree removes dir and everything below it. A fork's directories take
-// their modes from the base, so some may be read-only; make them writable
-// and try again before giving up.
-func removeTree(dir string) error {
+// RemoveTree removes dir and everything below it. A fork's directories take
+// their modes from the base, so some may be read-only, and overlayfs leaves
+// work/work with mode 0; make them writable and try again before giving up.
+func RemoveTree(dir string) error {
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}

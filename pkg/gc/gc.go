@@ -4,7 +4,11 @@
 // (including agents still being created). Everything else in bases/ is
 // garbage: older bases and partial ones a crashed build left. A base whose
 // lock is held (a build in progress) is skipped, never waited for. Agents
-// whose spawn died (state "creating", lock free) are rolled back. gc never
+// whose spawn died (state "creating", lock free) are rolled back, and agent
+// dirs left without a record by an interrupted rm are removed. A base whose
+// target is still the lower layer of a mounted overlay (a process of a
+// removed overlay agent, in a namespace nested inside its sandbox) is kept,
+// and so is such an agent dir. gc never
 // runs `git worktree prune`, which would also drop the user's own worktrees
 // whose directories are temporarily missing: it unregisters only the base
 // checkouts it deletes.
@@ -16,11 +20,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -30,13 +37,16 @@ type Result struct {
 	Bases         []string `json:"bases"`          // deleted
 	Kept          []string `json:"kept"`           // current or referenced
 	SkippedLocked []string `json:"skipped_locked"` // being built
+	SkippedInUse  []string `json:"skipped_in_use"` // still an overlay's lower layer
 	Agents        []string `json:"agents"`         // unfinished spawns rolled back
+	Leftovers     []string `json:"leftovers"`      // agent dirs without a record, removed
 }
 
 // Run collects the store. It takes the store lock, then try-locks agents and
 // bases (the lock order of package lock).
 func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
-	res := &Result{DryRun: dry, Bases: []string{}, Kept: []string{}, SkippedLocked: []string{}, Agents: []string{}}
+	res := &Result{DryRun: dry, Bases: []string{}, Kept: []string{}, SkippedLocked: []string{},
+		SkippedInUse: []string{}, Agents: []string{}, Leftovers: []string{}}
 	if _, err := os.Stat(s.Dir); errors.Is(err, fs.ErrNotExist) {
 		return res, nil
 	}
@@ -76,6 +86,10 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 	if cur != "" {
 		roots[cur] = true
 	}
+	live := sandbox.LiveOverlays()
+	if err := removeLeftovers(s, agents, live, dry, res); err != nil {
+		return nil, err
+	}
 
 	ents, err := os.ReadDir(s.BasesDir())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -91,6 +105,10 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 	for _, id := range ids {
 		if roots[id] {
 			res.Kept = append(res.Kept, id)
+			continue
+		}
+		if mountedLower(live, filepath.Join(s.BaseDir(id), "target")) {
+			res.SkippedInUse = append(res.SkippedInUse, id)
 			continue
 		}
 		bl, err := lock.TryTake(s.BaseLock(id))
@@ -111,6 +129,67 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 		res.Bases = append(res.Bases, id)
 	}
 	return res, nil
+}
+
+// mountedLower reports whether some live overlay has dir as its lower layer.
+func mountedLower(live []sandbox.LiveOverlay, dir string) bool {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+	}
+	for _, o := range live {
+		for _, l := range strings.Split(o.Lower, ":") {
+			if l == dir {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// removeLeftovers removes agent dirs without a record (an rm or a spawn
+// interrupted after removing it), unless a live overlay still writes there.
+// The caller holds the store lock, which spawn takes to create a record.
+func removeLeftovers(s *store.Store, agents []*agent.Record, live []sandbox.LiveOverlay, dry bool, res *Result) error {
+	ents, err := os.ReadDir(s.AgentsDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, a := range agents {
+		known[a.Name] = true
+	}
+	for _, e := range ents {
+		if !e.IsDir() || known[e.Name()] {
+			continue
+		}
+		dir := agent.Dir(s, e.Name())
+		if _, err := os.Stat(filepath.Join(dir, "agent.json")); err == nil {
+			continue // recorded since the list was read
+		}
+		resolved := dir
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			resolved = r
+		}
+		inUse := false
+		for _, o := range live {
+			if store.Within(o.Upper, resolved) || store.Within(o.Work, resolved) {
+				inUse = true
+			}
+		}
+		if inUse {
+			continue
+		}
+		if !dry {
+			if err := fork.RemoveTree(dir); err != nil {
+				return err
+			}
+		}
+		res.Leftovers = append(res.Leftovers, e.Name())
+	}
+	return nil
 }
 
 // deleteBase removes base id: its registered checkout and its directory.

@@ -97,6 +97,19 @@ func Held(path string) (bool, error) {
 	return false, nil
 }
 
+// Downgrade turns an exclusive lock into a shared one, for every process
+// sharing the descriptor. flock converts without a guarantee of atomicity
+// (another process may take the lock in between), so callers hold a lock
+// that serializes the takers while they downgrade.
+func (l *Lock) Downgrade() error {
+	for {
+		err := unix.Flock(int(l.f.Fd()), unix.LOCK_SH)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
 // File returns the locked file, e.g. to pass the descriptor to a child that
 // must keep holding the lock.
 func (l *Lock) File() *os.File { return l.f }

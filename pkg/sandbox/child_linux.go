@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,12 +43,28 @@ func child() int {
 	if err := json.Unmarshal([]byte(os.Getenv(planEnv)), &p); err != nil {
 		return fail("read plan", err)
 	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fail("make / private", err)
-	}
-	for _, b := range p.Binds {
-		if err := unix.Mount(b.Source, b.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fail("bind-mount "+b.Source+" on "+b.Target, err)
+	if p.Joined {
+		report.Write([]byte(joinedMark))
+		// The namespace's descriptors (fds 4 and 5) must not outlive
+		// this exec: they would keep a namespace alive for nothing.
+		unix.CloseOnExec(4)
+		unix.CloseOnExec(5)
+		if err := checkMounts(p); err != nil {
+			return fail("check the joined namespace", err)
+		}
+	} else {
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return fail("make / private", err)
+		}
+		for _, b := range p.Binds {
+			if err := unix.Mount(b.Source, b.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fail("bind-mount "+b.Source+" on "+b.Target, err)
+			}
+		}
+		for _, o := range p.Overlays {
+			if err := unix.Mount("overlay", o.Target, "overlay", 0, o.Options()); err != nil {
+				return fail("mount an overlay on "+o.Target, err)
+			}
 		}
 	}
 	if p.Argv == nil {
@@ -91,4 +108,37 @@ func lookPath(name string, env []string) (string, error) {
 		}
 	}
 	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
+}
+
+// checkMounts confirms that a joined namespace shows the plan's mounts: each
+// bind target is its source, and each overlay target is exactly the plan's
+// overlay (IsOverlay: its upper and its work dir both match).
+func checkMounts(p Plan) error {
+	for _, b := range p.Binds {
+		src, err := os.Stat(b.Source)
+		if err != nil {
+			return err
+		}
+		dst, err := os.Stat(b.Target)
+		if err != nil {
+			return err
+		}
+		if !os.SameFile(src, dst) {
+			return fmt.Errorf("%s is not %s in the joined namespace", b.Target, b.Source)
+		}
+	}
+	if len(p.Overlays) == 0 {
+		return nil
+	}
+	mounts, err := ReadMountinfo("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	for _, o := range p.Overlays {
+		m := TopMount(mounts, o.Target)
+		if m == nil || !m.IsOverlay(o.Upper, o.Work) {
+			return fmt.Errorf("%s is not the overlay on %s in the joined namespace", o.Target, o.Upper)
+		}
+	}
+	return nil
 }

@@ -18,6 +18,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/ferrydev/ferry/pkg/platform"
@@ -33,6 +35,9 @@ import (
 
 // childArg marks a re-executed process as a sandbox child.
 const childArg = "__ferry_sandbox_child__"
+
+// joinedMark is what a joined child writes first on the status pipe.
+const joinedMark = "J"
 
 // planEnv carries the plan to the child; the child never passes it on.
 const planEnv = "FERRY_SANDBOX_PLAN"
@@ -43,12 +48,42 @@ type Bind struct {
 	Target string `json:"target"` // mountpoint; must exist
 }
 
+// Overlay is an overlayfs mounted inside the namespace, after the binds:
+// Lower read-only, writes going to Upper, always with userxattr so it works
+// unprivileged. Overlayfs cannot name a path holding , : or \ in its
+// options; Command refuses one.
+type Overlay struct {
+	Lower  string `json:"lower"`
+	Upper  string `json:"upper"`
+	Work   string `json:"work"`
+	Target string `json:"target"` // mountpoint; must exist
+}
+
+// Options is the overlay's mount option string.
+func (o Overlay) Options() string {
+	return "lowerdir=" + o.Lower + ",upperdir=" + o.Upper + ",workdir=" + o.Work + ",userxattr"
+}
+
+// Namespace is a live user and mount namespace to join instead of creating
+// one: descriptors of its /proc/<pid>/ns/user and ns/mnt, which keep it
+// alive while they are open.
+type Namespace struct {
+	User  *os.File
+	Mount *os.File
+}
+
 // Plan describes one sandboxed command.
 type Plan struct {
-	Binds []Bind   `json:"binds"`
-	Dir   string   `json:"dir"`  // working directory inside the sandbox
-	Argv  []string `json:"argv"` // nil: set up, then exit 0 (a probe)
-	Env   []string `json:"env"`  // the command's whole environment
+	Binds    []Bind    `json:"binds"`
+	Overlays []Overlay `json:"overlays"`
+	// Join runs the command in an existing namespace whose mounts must
+	// already be the plan's: the child checks every bind and overlay
+	// instead of making it, and refuses to run when one differs.
+	Join   *Namespace `json:"-"`
+	Joined bool       `json:"joined"`
+	Dir    string     `json:"dir"`  // working directory inside the sandbox
+	Argv   []string   `json:"argv"` // nil: set up, then exit 0 (a probe)
+	Env    []string   `json:"env"`  // the command's whole environment
 	// KillOnParentDeath puts the command in a new PID namespace whose init
 	// dies with the caller, so a SIGKILLed ferry-base leaves no compiler
 	// behind writing into a directory about to be discarded.
@@ -87,13 +122,28 @@ type status struct {
 // Cmd is a command that runs in a sandbox.
 type Cmd struct {
 	*exec.Cmd
-	statusR *os.File
+	// OnStart, when set, runs once the command is running in the sandbox
+	// and before RunAsChild waits for it; an error kills the command.
+	OnStart func(pid int) error
+
+	leading []*os.File // descriptors placed right after the status pipe
 }
 
 // Command prepares p. Set Stdin, Stdout and Stderr on the result before Start.
 func Command(p Plan) (*Cmd, error) {
 	if len(p.Binds) == 0 && p.Argv == nil && p.Dir == "" {
 		p.Dir = "/"
+	}
+	for _, o := range p.Overlays {
+		for _, d := range []string{o.Lower, o.Upper, o.Work} {
+			if strings.ContainsAny(d, ",:\\") {
+				return nil, &SetupError{Step: "mount an overlay on " + o.Target,
+					Err: fmt.Errorf("overlayfs cannot name %s in its mount options: it holds a comma, colon or backslash", d)}
+			}
+		}
+	}
+	if p.Join != nil {
+		return joinCommand(p)
 	}
 	data, err := json.Marshal(p)
 	if err != nil {
@@ -109,6 +159,12 @@ func Command(p Plan) (*Cmd, error) {
 		GidMappingsEnableSetgroups: false,
 		AmbientCaps:                []uintptr{capSysAdmin},
 	}
+	if len(p.Overlays) > 0 {
+		// Overlayfs works in its work dir (work/work, mode 0) with the
+		// mounter's credentials, which for a uid mapped to itself need
+		// CAP_DAC_OVERRIDE as well (see platform.OverlayBlocker).
+		c.SysProcAttr.AmbientCaps = append(c.SysProcAttr.AmbientCaps, capDacOverride)
+	}
 	if p.KillOnParentDeath {
 		c.SysProcAttr.Cloneflags |= syscall.CLONE_NEWPID
 		c.SysProcAttr.Pdeathsig = syscall.SIGKILL
@@ -116,7 +172,42 @@ func Command(p Plan) (*Cmd, error) {
 	return &Cmd{Cmd: c}, nil
 }
 
-const capSysAdmin = 21
+const (
+	capSysAdmin    = 21
+	capDacOverride = 1
+)
+
+// nsenter is util-linux's nsenter, which joins a namespace from a
+// single-threaded process (a Go process cannot setns into a user
+// namespace). Tests may point it elsewhere.
+var nsenter = "nsenter"
+
+// joinCommand runs the sandbox child in p.Join's namespaces through
+// nsenter: fd 3 is the status pipe (added by Start), fds 4 and 5 the
+// namespaces, and the caller's ExtraFiles follow from fd 6. The child is
+// this binary again, so it can check the namespace's mounts and report a
+// failure over the same pipe as a created sandbox.
+func joinCommand(p Plan) (*Cmd, error) {
+	if p.Join.User == nil || p.Join.Mount == nil {
+		return nil, errors.New("sandbox: join: both the user and the mount namespace are needed")
+	}
+	path, err := exec.LookPath(nsenter)
+	if err != nil {
+		return nil, &SetupError{Step: "join the agent's namespace", Err: fmt.Errorf("util-linux nsenter is needed to join a namespace: %w", err)}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	p.Joined = true
+	data, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	c := exec.Command(path, "--user=/proc/self/fd/4", "--mount=/proc/self/fd/5", "--preserve-credentials", "--", exe, childArg)
+	c.Env = []string{planEnv + "=" + string(data)}
+	return &Cmd{Cmd: c, leading: []*os.File{p.Join.User, p.Join.Mount}}, nil
+}
 
 // Start starts the sandbox and returns once the command has been exec'd in it,
 // or with a *SetupError if the sandbox could not be built.
@@ -125,8 +216,9 @@ func (c *Cmd) Start() error {
 	if err != nil {
 		return err
 	}
-	c.ExtraFiles = []*os.File{w} // fd 3 in the child
-	if c.SysProcAttr.Pdeathsig != 0 {
+	// fd 3 in the child is the status pipe; the caller's files follow.
+	c.ExtraFiles = append(append([]*os.File{w}, c.leading...), c.ExtraFiles...)
+	if c.SysProcAttr != nil && c.SysProcAttr.Pdeathsig != 0 {
 		// The parent-death signal follows the thread that forked; keep this
 		// goroutine's thread from being reused for the fork of another.
 		runtime.LockOSThread()
@@ -143,6 +235,19 @@ func (c *Cmd) Start() error {
 	// command is running.
 	data, _ := io.ReadAll(r)
 	r.Close()
+	if len(c.leading) > 0 {
+		// A joined child first says it runs in the namespace; without
+		// that, nsenter failed (and said why on stderr).
+		rest, ok := bytes.CutPrefix(data, []byte(joinedMark))
+		if !ok {
+			werr := c.Cmd.Wait()
+			if werr == nil {
+				werr = errors.New("nsenter exited without running the command")
+			}
+			return &SetupError{Step: "join the agent's namespace", Err: fmt.Errorf("nsenter: %w", werr)}
+		}
+		data = rest
+	}
 	if len(data) == 0 {
 		return nil
 	}
@@ -192,6 +297,13 @@ func (c *Cmd) RunAsChild() (int, error) {
 	defer signal.Stop(sigs)
 	if err := c.Start(); err != nil {
 		return 0, err
+	}
+	if c.OnStart != nil {
+		if err := c.OnStart(c.Process.Pid); err != nil {
+			c.Process.Kill()
+			c.Wait()
+			return 0, err
+		}
 	}
 	go func() {
 		for s := range sigs {

@@ -26,7 +26,6 @@ import (
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -229,16 +228,13 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	env := cargoEnv(c.Env, a.Name, target, canonical)
 	args := c.canonicalArgs(top, mntSrc)
 
-	busy, err := agent.HoldBusy(s, a.Name)
-	if err != nil {
-		return 0, err
-	}
-	defer busy.Release()
-
-	hostTarget := agent.Target(s, a.Name)
-	if inSandboxOf(mntSrc, mntTarget, a.Worktree, hostTarget) {
-		// Already in this agent's sandbox (ferry run, ferry shell): the busy
-		// lock is inherited by cargo through exec.
+	if agent.InSandbox(s, a) {
+		// Already in this agent's sandbox (ferry run, ferry shell): cargo
+		// inherits busy.lock (and an overlay's mount.lock) through exec.
+		busy, err := agent.HoldBusy(s, a.Name)
+		if err != nil {
+			return 0, err
+		}
 		if err := unix.Chdir(canonical); err != nil {
 			return 0, err
 		}
@@ -247,33 +243,12 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 		}
 		return 0, execve(cargo, args, env)
 	}
-	cmd, err := sandbox.Command(sandbox.Plan{
-		Binds: []sandbox.Bind{{Source: a.Worktree, Target: mntSrc}, {Source: hostTarget, Target: mntTarget}},
-		Dir:   canonical,
-		Argv:  append([]string{cargo}, args...),
-		Env:   env,
-	})
+	x, err := agent.Command(s, a, canonical, append([]string{cargo}, args...), env)
 	if err != nil {
 		return 0, err
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.ExtraFiles = append(cmd.ExtraFiles, busy.File()) // keeps busy.lock held by cargo's whole tree
-	return cmd.RunAsChild()
-}
-
-// inSandboxOf reports whether the canonical mountpoints already show this
-// agent's worktree and target.
-func inSandboxOf(mntSrc, mntTarget, worktree, target string) bool {
-	return same(mntSrc, worktree) && same(mntTarget, target)
-}
-
-func same(a, b string) bool {
-	fa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	fb, err := os.Stat(b)
-	return err == nil && os.SameFile(fa, fb)
+	x.Cmd.Stdin, x.Cmd.Stdout, x.Cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	return x.Run()
 }
 
 // workspace returns the directory, relative to the worktree top, of the

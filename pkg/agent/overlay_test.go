@@ -1,0 +1,239 @@
+package agent_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// session is a long-lived process in an agent's sandbox: `ferry run NAME --
+// sh -c SCRIPT`, whose script prints "ready" once it has done its setup.
+type session struct {
+	cmd  *exec.Cmd
+	out  *bufio.Reader
+	done chan error
+}
+
+func (w *world) startSession(t *testing.T, name, script string) *session {
+	t.Helper()
+	c := exec.Command(filepath.Join(w.bin, "ferry"), "run", name, "--", "sh", "-c", script)
+	c.Dir, c.Env = w.repo.Dir, w.env(nil)
+	c.Stderr = os.Stderr
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &session{cmd: c, out: bufio.NewReader(stdout), done: make(chan error, 1)}
+	t.Cleanup(func() { s.stop() })
+	line := make(chan string, 1)
+	go func() {
+		l, _ := s.out.ReadString('\n')
+		line <- l
+	}()
+	select {
+	case l := <-line:
+		if strings.TrimSpace(l) != "ready" {
+			t.Fatalf("session in %s: got %q before ready", name, l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("session in %s never became ready", name)
+	}
+	go func() {
+		io.Copy(io.Discard, s.out)
+		s.done <- c.Wait()
+	}()
+	return s
+}
+
+func (s *session) stop() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// in runs a command in agent name's sandbox and returns its stdout.
+func (w *world) in(t *testing.T, name string, script string) string {
+	t.Helper()
+	out, stderr, err := w.ferry(w.repo.Dir, nil, "run", name, "--", "sh", "-c", script)
+	if err != nil {
+		t.Fatalf("ferry run %s -- sh -c %q: %v\n%s%s", name, script, err, out, stderr)
+	}
+	return strings.TrimSpace(out)
+}
+
+func (w *world) spawnOverlay(t *testing.T, name string) agentJSON {
+	t.Helper()
+	a := w.spawn(t, name, "--backend", "overlay")
+	var rec struct {
+		Backend string `json:"backend"`
+	}
+	data, err := os.ReadFile(filepath.Join(w.storeDir(t), "agents", name, "agent.json"))
+	if err != nil || json.Unmarshal(data, &rec) != nil || rec.Backend != "overlay" {
+		t.Fatalf("agent %s: backend %q (%v), want overlay", name, rec.Backend, err)
+	}
+	return a
+}
+
+// Two shells of one overlay agent see one overlay: a file written in one is
+// seen by the other, and both run in the same mount namespace. Once the
+// last process exits, the next call mounts afresh, with the upper intact.
+func TestOverlaySessionsShareOneMount(t *testing.T) {
+	w := shared(t)
+	w.spawnOverlay(t, "ov-share")
+	target := filepath.Join(w.storeDir(t), "mnt", "target")
+
+	first := w.startSession(t, "ov-share",
+		"echo from-first > "+target+"/first.txt; echo ready; exec sleep 60")
+	nsFirst := w.in(t, "ov-share", "readlink /proc/self/ns/mnt")
+	// The second call joined: same namespace, and it sees the first's file.
+	if got := w.in(t, "ov-share", "cat "+target+"/first.txt"); got != "from-first" {
+		t.Fatalf("second shell reads %q from the first shell's file", got)
+	}
+	w.in(t, "ov-share", "echo from-second > "+target+"/second.txt")
+	ids := w.in(t, "ov-share", "readlink /proc/self/ns/mnt; readlink /proc/"+strconv.Itoa(first.cmd.Process.Pid)+"/ns/mnt 2>/dev/null || true")
+	if !strings.HasPrefix(ids, nsFirst) {
+		t.Fatalf("calls while a session lives ran in different namespaces: %q then %q", nsFirst, ids)
+	}
+	// Every write went to this agent's upper dir on the host, none to the base.
+	upper := filepath.Join(w.storeDir(t), "agents", "ov-share", "upper")
+	for _, f := range []string{"first.txt", "second.txt"} {
+		if _, err := os.Stat(filepath.Join(upper, f)); err != nil {
+			t.Errorf("%s not in the upper dir: %v", f, err)
+		}
+	}
+	first.stop()
+
+	// The namespace died with its last process; the next call creates a
+	// new one, and the upper still holds both files.
+	deadline := time.Now().Add(10 * time.Second)
+	var nsAfter string
+	for {
+		nsAfter = w.in(t, "ov-share", "readlink /proc/self/ns/mnt; cat "+target+"/first.txt "+target+"/second.txt")
+		if !strings.HasPrefix(nsAfter, nsFirst) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	lines := strings.Split(nsAfter, "\n")
+	if len(lines) != 3 || lines[0] == nsFirst || lines[1] != "from-first" || lines[2] != "from-second" {
+		t.Fatalf("after the last session exited: %q (first namespace %s)", nsAfter, nsFirst)
+	}
+}
+
+// Two overlay agents never share an upper dir, even while both are mounted.
+func TestOverlayAgentsNeverShareAnUpper(t *testing.T) {
+	w := shared(t)
+	w.spawnOverlay(t, "ov-one")
+	w.spawnOverlay(t, "ov-two")
+	target := filepath.Join(w.storeDir(t), "mnt", "target")
+	upperOf := "awk '$5 == \"" + target + "\" {print $NF}' /proc/self/mountinfo | tr , '\\n' | grep '^upperdir='"
+
+	w.startSession(t, "ov-one", "echo one > "+target+"/mine.txt; echo ready; exec sleep 60")
+	w.startSession(t, "ov-two", "echo two > "+target+"/mine.txt; echo ready; exec sleep 60")
+	if a, b := w.in(t, "ov-one", "cat "+target+"/mine.txt"), w.in(t, "ov-two", "cat "+target+"/mine.txt"); a != "one" || b != "two" {
+		t.Fatalf("each agent should read its own file: ov-one %q, ov-two %q", a, b)
+	}
+	u1, u2 := w.in(t, "ov-one", upperOf), w.in(t, "ov-two", upperOf)
+	want1 := "upperdir=" + filepath.Join(w.storeDir(t), "agents", "ov-one", "upper")
+	want2 := "upperdir=" + filepath.Join(w.storeDir(t), "agents", "ov-two", "upper")
+	if r, err := filepath.EvalSymlinks(w.storeDir(t)); err == nil {
+		want1 = "upperdir=" + filepath.Join(r, "agents", "ov-one", "upper")
+		want2 = "upperdir=" + filepath.Join(r, "agents", "ov-two", "upper")
+	}
+	if u1 != want1 || u2 != want2 {
+		t.Fatalf("upper dirs: ov-one %q, ov-two %q; want %q and %q", u1, u2, want1, want2)
+	}
+}
+
+// A process in a namespace nested inside an overlay agent's sandbox, which
+// closed its lock descriptors, still has the overlay mounted: no second
+// mount is made on the same upper while it lives. Enter waits for it, then
+// refuses naming it; list counts it as busy and rm refuses. Once it exits,
+// the agent is entered again with its upper intact.
+func TestOverlayNestedHolderBlocksASecondMount(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("util-linux unshare is not installed")
+	}
+	w := shared(t)
+	w.spawnOverlay(t, "ov-nested")
+	target := filepath.Join(w.storeDir(t), "mnt", "target")
+	w.in(t, "ov-nested", "echo kept > "+target+"/kept.txt")
+
+	ready := filepath.Join(t.TempDir(), "holder.pid")
+	// The holder closes every inherited descriptor above stderr (busy.lock
+	// and mount.lock among them), enters a nested user and mount namespace
+	// (which copies the overlay mount), and outlives its session.
+	script := fmt.Sprintf(`exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+unshare --user --map-current-user --mount sh -c 'echo $$ > %[1]s.tmp; mv %[1]s.tmp %[1]s; exec sleep 120' </dev/null >/dev/null 2>&1 &
+while [ ! -s %[1]s ]; do sleep 0.05; done`, ready)
+	w.in(t, "ov-nested", script)
+	data, err := os.ReadFile(ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, _ := os.FindProcess(pid)
+	t.Cleanup(func() { holder.Kill() })
+
+	start := time.Now()
+	out, stderr, err := w.ferry(w.repo.Dir, nil, "run", "ov-nested", "--", "true")
+	waited := time.Since(start)
+	expectRefusal(t, stderr, err, "still mounted where Ferry cannot join it")
+	if !strings.Contains(stderr, "pid "+strconv.Itoa(pid)) {
+		t.Errorf("the refusal does not name the holder %d:\n%s%s", pid, out, stderr)
+	}
+	if waited < 5*time.Second {
+		t.Errorf("refused after %s, without waiting for the holder to exit", waited)
+	}
+
+	listOut, _, _ := w.ferry(w.repo.Dir, nil, "list", "--json")
+	var list []struct {
+		Name string `json:"name"`
+		Busy bool   `json:"busy"`
+	}
+	if err := json.Unmarshal([]byte(listOut), &list); err != nil {
+		t.Fatalf("list: %v\n%s", err, listOut)
+	}
+	for _, e := range list {
+		if e.Name == "ov-nested" && !e.Busy {
+			t.Errorf("ferry list does not count the nested holder as a user")
+		}
+	}
+	_, stderr, err = w.ferry(w.repo.Dir, nil, "rm", "--force", "ov-nested")
+	expectRefusal(t, stderr, err, "processes still use agent")
+
+	holder.Kill()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, stderr, err = w.ferry(w.repo.Dir, nil, "run", "ov-nested", "--", "cat", target+"/kept.txt")
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil || strings.TrimSpace(out) != "kept" {
+		t.Fatalf("after the holder exited: %v %q\n%s", err, out, stderr)
+	}
+}

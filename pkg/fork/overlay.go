@@ -1,0 +1,152 @@
+package fork
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/platform"
+)
+
+// Overlay forks by copying nothing: the agent's target is an overlayfs with
+// the base target as its read-only lower layer and the agent's own upper/
+// and work/ dirs, mounted inside the agent's namespace (package sandbox,
+// and the join-or-create protocol of package agent). Spawn makes two empty
+// directories, so its cost does not grow with the target; the kernel copies
+// a file up into upper/ when Cargo first writes it, preserving its mtime,
+// and never writes to the lower. The fork exists only inside a namespace
+// that has it mounted: on the host, AgentDir/upper holds only what the agent
+// changed.
+func Overlay() Backend { return overlayBackend{} }
+
+type overlayBackend struct{}
+
+func (overlayBackend) Name() string { return NameOverlay }
+
+// Upper and Work are an overlay agent's layer dirs.
+func (p Paths) Upper() string { return filepath.Join(p.AgentDir, "upper") }
+func (p Paths) Work() string  { return filepath.Join(p.AgentDir, "work") }
+
+// Fork makes upper/ and work/, empty, after checking that the base target
+// is a directory overlayfs can name. Both are made in a temporary sibling
+// and renamed into place last, so a fork is finished or absent.
+func (overlayBackend) Fork(p Paths) (Stats, error) {
+	start := time.Now()
+	fi, err := os.Stat(p.BaseTarget)
+	if err != nil {
+		return Stats{}, fmt.Errorf("fork %s: %w", p.BaseTarget, err)
+	}
+	if !fi.IsDir() {
+		return Stats{}, fmt.Errorf("fork %s: not a directory", p.BaseTarget)
+	}
+	for _, d := range []string{p.BaseTarget, p.AgentDir} {
+		if err := expressible(d); err != nil {
+			return Stats{}, err
+		}
+	}
+	// An existing target counts too: a fork made by another backend is
+	// not the overlay's, and never merged into.
+	for _, d := range []string{p.Upper(), p.Work(), p.Target()} {
+		if err := checkAbsent(d); err != nil {
+			return Stats{}, fmt.Errorf("fork %s into %s: %w", p.BaseTarget, p.AgentDir, err)
+		}
+	}
+	tmp, err := os.MkdirTemp(p.AgentDir, ".overlay.tmp-*")
+	if err != nil {
+		return Stats{}, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			RemoveTree(tmp)
+		}
+	}()
+	for _, d := range []string{"upper", "work"} {
+		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
+			return Stats{}, err
+		}
+	}
+	// The upper dir is the root of the merged view, whose mode and times
+	// are then the upper's: give it the base target's.
+	if err := os.Chmod(filepath.Join(tmp, "upper"), fi.Mode().Perm()); err != nil {
+		return Stats{}, err
+	}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(tmp, "upper"), mtimes(fi), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return Stats{}, err
+	}
+	// work first: an upper without its work dir is unusable, so its
+	// presence marks a finished fork. A plain rename would replace an empty
+	// directory that appeared since the check.
+	if err := renameNoReplace(filepath.Join(tmp, "work"), p.Work()); err != nil {
+		return Stats{}, err
+	}
+	if err := renameNoReplace(filepath.Join(tmp, "upper"), p.Upper()); err != nil {
+		os.Remove(p.Work())
+		return Stats{}, err
+	}
+	ok = true
+	os.Remove(tmp)
+	return Stats{Dirs: 1, Duration: time.Since(start)}, nil
+}
+
+// mtimes returns fi's access and modification times for UtimesNanoAt.
+func mtimes(fi fs.FileInfo) []unix.Timespec {
+	st := fi.Sys().(*syscall.Stat_t)
+	return []unix.Timespec{unix.NsecToTimespec(st.Atim.Nano()), unix.NsecToTimespec(st.Mtim.Nano())}
+}
+
+// TargetSpec is the overlay to mount on the canonical target.
+func (overlayBackend) TargetSpec(p Paths) TargetSpec {
+	return TargetSpec{Overlay: &OverlaySpec{Lower: p.BaseTarget, Upper: p.Upper(), Work: p.Work()}}
+}
+
+// PrivateBytes is the upper dir's usage: everything the agent wrote or
+// copied up. The lower is the base's and shared.
+func (overlayBackend) PrivateBytes(p Paths) (int64, error) {
+	return walkPrivate(p.Upper(), func(_ string, st *unix.Stat_t) (int64, error) {
+		return allocated(st), nil
+	})
+}
+
+// expressible refuses a path overlayfs's mount options cannot carry.
+func expressible(path string) error {
+	if strings.ContainsAny(path, ",:\\") {
+		return failure.New(failure.Refused,
+			"move Ferry's store to a path without , : or \\ (FERRY_HOME or [store] dir in ferry.toml), or use backend copy",
+			"overlay: %s holds a comma, colon or backslash, which overlayfs's mount options cannot express", path)
+	}
+	return nil
+}
+
+// overlayBlocker is platform's probe; a variable so tests can refuse it.
+var overlayBlocker = func(dir string) (*platform.Blocker, error) { return platform.Real().OverlayBlocker(dir) }
+
+// selectOverlay returns the overlay backend if an unprivileged overlay
+// mounts with its upper in storeDir, or the blocker.
+func selectOverlay(storeDir string) (Backend, *platform.Blocker, error) {
+	// Every process after the first joins the agent's namespace through
+	// nsenter (package sandbox), so an overlay agent needs it.
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		return nil, &platform.Blocker{
+			Check: platform.CheckOverlay, Setting: "nsenter", Value: "not found",
+			Problem: "util-linux nsenter, which joins an overlay agent's namespace, is not on PATH.",
+			Remedy:  "Install util-linux (apt-get install util-linux, dnf install util-linux), or use backend copy.",
+		}, nil
+	}
+	b, err := overlayBlocker(storeDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if b != nil {
+		return nil, b, nil
+	}
+	return Overlay(), nil, nil
+}

@@ -1,0 +1,295 @@
+package fork
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/platform"
+)
+
+// overlayNSEnv marks this test binary re-executed in a new user and mount
+// namespace (runInOverlayNS), where the overlay backend's tests mount the
+// fork the way the sandbox does. Its value is the mount namespace of the
+// process that started it, which the child checks it has left before it
+// touches any mount.
+const overlayNSEnv = "FERRY_FORK_OVERLAY_NS"
+
+// inOverlayNS reports whether this process is the re-executed child.
+func inOverlayNS() bool { return os.Getenv(overlayNSEnv) != "" }
+
+func TestMain(m *testing.M) {
+	if from := os.Getenv(overlayNSEnv); from != "" {
+		if err := privateMounts(from); err != nil {
+			fmt.Fprintf(os.Stderr, "fork tests in a mount namespace: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// mountNS names this process's mount namespace, e.g. "mnt:[4026531841]".
+func mountNS() (string, error) { return os.Readlink("/proc/self/ns/mnt") }
+
+// privateMounts makes / recursively private, so the overlays the tests
+// mount stay in this namespace, after checking that this is not the mount
+// namespace from, where that would change the host's mounts.
+func privateMounts(from string) error {
+	self, err := mountNS()
+	if err != nil {
+		return err
+	}
+	if self == from {
+		return fmt.Errorf("%s is set but this process is still in mount namespace %s; not touching its mounts", overlayNSEnv, self)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make / private: %w", err)
+	}
+	return nil
+}
+
+// runInOverlayNS runs the test t is (and its subtests) again in this test
+// binary re-executed in a new user and mount namespace, with the
+// capabilities the sandbox mounts an overlay with (see platform's
+// runOverlayChild), and fails t with the child's output unless the test ran
+// there and passed. As root and as an unprivileged user alike, the uid and
+// gid are mapped to themselves.
+func runInOverlayNS(t *testing.T) {
+	t.Helper()
+	from, err := mountNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var levels []string
+	for _, name := range strings.Split(t.Name(), "/") {
+		levels = append(levels, "^"+regexp.QuoteMeta(name)+"$")
+	}
+	pattern := strings.Join(levels, "/")
+	var out bytes.Buffer
+	cmd := exec.Command(exe, "-test.run="+pattern, "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), overlayNSEnv+"="+from)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	uid, gid := os.Getuid(), os.Getgid()
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		AmbientCaps:                []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_DAC_OVERRIDE},
+		Pdeathsig:                  syscall.SIGKILL,
+	}
+	err = cmd.Run()
+	t.Logf("in a new user and mount namespace (uid %d, -test.run=%s):\n%s", uid, pattern, out.String())
+	if err != nil {
+		t.Fatalf("%s failed in its user and mount namespace: %v", t.Name(), err)
+	}
+	if !bytes.Contains(out.Bytes(), []byte("--- PASS: "+t.Name()+" (")) {
+		t.Fatalf("%s did not pass in its user and mount namespace (skipped, or not run by -test.run=%s)", t.Name(), pattern)
+	}
+}
+
+// needOverlay skips t, with the blocker's explanation, when this host cannot
+// mount an unprivileged overlay with its upper dir in parent. Nothing else
+// may skip an overlay test: where the probe passes, the test must run.
+func needOverlay(t *testing.T, parent string) {
+	t.Helper()
+	b, err := platform.Real().OverlayBlocker(testDir(t, parent))
+	if err != nil {
+		t.Fatalf("overlay probe in %s: %v", parent, err)
+	}
+	if b != nil {
+		t.Skipf("overlay: %v\n%s", b, b.Remedy)
+	}
+}
+
+// view returns where the test reads and writes the fork's tree: the dir the
+// sandbox would bind-mount, or, for the overlay backend, a fresh mountpoint
+// with the fork's overlay mounted on it with the sandbox's options, detached
+// at the end of the test. Mounting needs the namespace runInOverlayNS makes.
+func view(t *testing.T, b Backend, p Paths) string {
+	t.Helper()
+	spec := b.TargetSpec(p)
+	if spec.Overlay == nil {
+		if spec.Dir == "" {
+			t.Fatalf("%s: TargetSpec names neither a dir nor an overlay", b.Name())
+		}
+		return spec.Dir
+	}
+	if !inOverlayNS() {
+		t.Fatalf("%s: mounting the fork needs the test's own mount namespace (runInOverlayNS)", b.Name())
+	}
+	o := spec.Overlay
+	mnt := t.TempDir()
+	opts := "lowerdir=" + o.Lower + ",upperdir=" + o.Upper + ",workdir=" + o.Work + ",userxattr"
+	if err := unix.Mount("overlay", mnt, "overlay", 0, opts); err != nil {
+		t.Fatalf("mount -t overlay -o %s %s: %v", opts, mnt, err)
+	}
+	// Registered after t.TempDir's removal, so it runs before it.
+	t.Cleanup(func() {
+		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
+	return mnt
+}
+
+// remount unmounts the overlay view v (overlayfs refuses a second mount of
+// layers in use) and returns a new view of the same fork, as an agent sees
+// it when it enters its sandbox again. For a backend without an overlay it
+// returns the same dir.
+func remount(t *testing.T, b Backend, p Paths, v string) string {
+	t.Helper()
+	if b.TargetSpec(p).Overlay == nil {
+		return view(t, b, p)
+	}
+	if err := unix.Unmount(v, 0); err != nil {
+		t.Fatalf("unmount %s: %v", v, err)
+	}
+	return view(t, b, p)
+}
+
+// isWhiteout reports whether path is overlayfs's whiteout: a character
+// device 0/0 in the upper dir hiding the lower entry of its name.
+func isWhiteout(path string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
+}
+
+// The overlay's layers are named in mount options, where , separates
+// options and : lower layers; Fork refuses a base or an agent dir whose path
+// holds one rather than make a fork that cannot be mounted, and Select
+// does not offer overlay for such a store.
+func TestOverlayInexpressiblePath(t *testing.T) {
+	for _, c := range []struct{ name, dir string }{
+		{"comma", "store,1"},
+		{"colon", "store:1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bad := filepath.Join(testDir(t, os.TempDir()), c.dir)
+			good := testDir(t, os.TempDir())
+			for _, p := range []Paths{
+				{BaseTarget: filepath.Join(bad, "bases", "b1", "target"), AgentDir: filepath.Join(good, "agents", "a1")},
+				{BaseTarget: filepath.Join(good, "bases", "b1", "target"), AgentDir: filepath.Join(bad, "agents", "a1")},
+			} {
+				if _, err := os.Stat(p.BaseTarget); err != nil {
+					makeTarget(t, p.BaseTarget, cargoTarget())
+				}
+				if err := os.MkdirAll(p.AgentDir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				named := p.BaseTarget
+				if strings.HasPrefix(p.AgentDir, bad) {
+					named = p.AgentDir
+				}
+				_, err := Overlay().Fork(p)
+				if err == nil {
+					t.Fatalf("Fork of %s into %s succeeded", p.BaseTarget, p.AgentDir)
+				}
+				if failure.KindOf(err) != failure.Refused || !strings.Contains(err.Error(), named) ||
+					!strings.Contains(failure.HintOf(err), "copy") {
+					t.Errorf("Fork of %s into %s: %q (kind %v, hint %q); want Refused naming %s, with a hint naming another backend",
+						p.BaseTarget, p.AgentDir, err, failure.KindOf(err), failure.HintOf(err), named)
+				}
+				agentDirHolds(t, p)
+			}
+
+			b, err := Select(NameOverlay, bad)
+			if err == nil || failure.KindOf(err) != failure.Blocked || failure.HintOf(err) == "" {
+				t.Errorf("Select(overlay) in %s = %v, %v; want Blocked with a hint", bad, b, err)
+			}
+			if ok, err := CanReflink(bad); err != nil {
+				t.Fatal(err)
+			} else if !ok {
+				if b, err := Select(NameAuto, bad); err != nil || b.Name() != NameCopy {
+					t.Errorf("Select(auto) in %s (%s) = %v, %v; want copy", bad, fsName(bad), b, err)
+				}
+			}
+		})
+	}
+}
+
+// agentDirHolds fails t unless p.AgentDir holds exactly names: a failed
+// fork leaves nothing behind, neither a temporary dir nor a layer.
+func agentDirHolds(t *testing.T, p Paths, names ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(p.AgentDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && len(names) == 0 {
+			return
+		}
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, " ") != strings.Join(names, " ") {
+		t.Errorf("the agent dir holds %q, want %q", got, names)
+	}
+}
+
+// With the overlay probe refusing, auto falls back to copy (or keeps
+// reflink, where the store clones, without asking the probe) and an explicit
+// overlay is Blocked with the blocker's remedy; a probe that cannot run is
+// an error, never a silent choice.
+func TestSelectOverlayBlocked(t *testing.T) {
+	tmp := testDir(t, os.TempDir())
+	clones, err := CanReflink(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := overlayBlocker
+	t.Cleanup(func() { overlayBlocker = saved })
+
+	blocker := &platform.Blocker{
+		Check: platform.CheckOverlay, Setting: platform.SettingOverlayModule, Value: "not loaded",
+		Problem: "The kernel does not know the overlay filesystem.", Remedy: "sudo modprobe overlay",
+	}
+	probed := 0
+	overlayBlocker = func(string) (*platform.Blocker, error) { probed++; return blocker, nil }
+	want := NameCopy
+	if clones {
+		want = NameReflink
+	}
+	if b, err := Select(NameAuto, tmp); err != nil || b.Name() != want {
+		t.Errorf("Select(auto) on %s with overlay blocked = %v, %v; want %s", fsName(tmp), b, err, want)
+	}
+	if clones && probed != 0 {
+		t.Errorf("Select(auto) where the store clones asked the overlay probe %d times, want none", probed)
+	} else if !clones && probed != 1 {
+		t.Errorf("Select(auto) where the store does not clone asked the overlay probe %d times, want once", probed)
+	}
+	_, err = Select(NameOverlay, tmp)
+	if failure.KindOf(err) != failure.Blocked || failure.HintOf(err) != blocker.Remedy ||
+		!strings.Contains(err.Error(), tmp) || !errors.Is(err, blocker) {
+		t.Errorf("Select(overlay) with overlay blocked: %v (kind %v, hint %q); want Blocked naming %s, the blocker and its remedy",
+			err, failure.KindOf(err), failure.HintOf(err), tmp)
+	}
+
+	broken := errors.New("probe child lost")
+	overlayBlocker = func(string) (*platform.Blocker, error) { return nil, broken }
+	names := []string{NameOverlay}
+	if !clones {
+		names = append(names, NameAuto)
+	}
+	for _, name := range names {
+		if b, err := Select(name, tmp); !errors.Is(err, broken) {
+			t.Errorf("Select(%s) with the probe failing = %v, %v; want its error", name, b, err)
+		}
+	}
+}
