@@ -72,8 +72,6 @@ type Session struct {
 
 	locks []*lock.Lock
 	ns    *sandbox.Namespace
-	// An overlay session's mount.lock and upper dir.
-	mountLock, upper string
 }
 
 // Session modes.
@@ -164,7 +162,6 @@ func (x *Session) enterOverlay(s *store.Store, r *Record, plan sandbox.Plan) err
 		return failure.Wrap(failure.Refused, err, "list agents with `ferry list`", "agent %q was removed", r.Name)
 	}
 	mountPath := MountLockPath(s, r.Name)
-	x.mountLock, x.upper = mountPath, ov.Upper
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 10*time.Millisecond, time.Second, EnterPatience
 	bo.Reset()
@@ -351,33 +348,15 @@ func (x *Session) releaseAgentLock() {
 // Run runs the session's command as the caller's foreground work and
 // returns its exit status (128+signal if killed). Every lock the session
 // holds is released when it returns.
+//
+// When the command was the overlay's last user, its namespace, and with it
+// the overlay, goes away as it exits; unmounting an overlay syncs the whole
+// filesystem of its upper dir, so what the agent's builds wrote is on disk
+// when the last session returns (the cost the bench reports with unwritten
+// data on that filesystem).
 func (x *Session) Run() (int, error) {
-	code, err := x.Cmd.RunAsChild()
-	x.Close()
-	if x.Mode == EnterCreate || x.Mode == EnterJoin {
-		x.syncIfLast()
-	}
-	return code, err
-}
-
-// syncIfLast flushes the upper dir's filesystem when this session's command
-// was the overlay's last user. Unmounting an overlay syncs nothing (its
-// upper lives on a filesystem that stays mounted), so without it what the
-// agent's builds wrote would wait for writeback while nothing of Ferry's
-// runs any more.
-func (x *Session) syncIfLast() {
-	if x.mountLock == "" {
-		return
-	}
-	l, err := lock.TryTake(x.mountLock)
-	if err != nil {
-		return // still in use: a later session's last exit syncs
-	}
-	defer l.Release()
-	if f, err := os.Open(x.upper); err == nil {
-		unix.Syncfs(int(f.Fd()))
-		f.Close()
-	}
+	defer x.Close()
+	return x.Cmd.RunAsChild()
 }
 
 // Close releases the session's locks and namespace descriptors.

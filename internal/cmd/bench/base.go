@@ -24,9 +24,10 @@ func main() {
 	sandbox.Init()
 	bin := flag.String("bin", "bin", "directory holding Ferry's binaries")
 	n := flag.Int("n", 3, "repetitions of each measurement")
-	only := flag.String("only", "", "run one section: base, agents, pipeline")
+	only := flag.String("only", "", "run one section: base, agents, overlay, pipeline")
 	large := flag.Int("large", 100, "extra crates in the larger generated workspace (0: skip it)")
 	xfs := flag.String("xfs", os.Getenv("FERRY_TEST_XFS"), "a directory on a filesystem with reflink, for the reflink figures")
+	sizes := flag.String("sizes", "1,2,4,8", "base target sizes of the spawn scaling table, as multiples of the fixture's")
 	flag.Parse()
 	var err error
 	if *only == "" || *only == "base" {
@@ -34,6 +35,9 @@ func main() {
 	}
 	if err == nil && (*only == "" || *only == "agents") {
 		err = runAgents(*bin, *n, *large, *xfs)
+	}
+	if err == nil && (*only == "" || *only == "overlay") {
+		err = runOverlay(*bin, *n, *xfs, *sizes)
 	}
 	if err == nil && (*only == "" || *only == "pipeline") {
 		err = runPipeline(*bin, *n)
