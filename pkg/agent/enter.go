@@ -195,7 +195,8 @@ func (x *Session) tryEnter(s *store.Store, r *Record, plan sandbox.Plan, ov sand
 		x.locks = append(x.locks, ml)
 		cmd.ExtraFiles = append(cmd.ExtraFiles, x.locks[0].File(), ml.File())
 		cmd.OnStart = func(pid int) error {
-			if err := recordNamespace(s, r.Name, pid, ov); err != nil {
+			user, mnt := cmd.Namespaces()
+			if err := recordNamespace(s, r.Name, pid, user, mnt, ov); err != nil {
 				return err
 			}
 			if err := ml.Downgrade(); err != nil {
@@ -240,15 +241,10 @@ func (x *Session) tryEnter(s *store.Store, r *Record, plan sandbox.Plan, ov sand
 	return true, nil
 }
 
-// recordNamespace writes ns.json for the namespace pid runs in.
-func recordNamespace(s *store.Store, name string, pid int, ov sandbox.Overlay) error {
-	user, err := sandbox.NamespaceID(pid, "user")
-	if err != nil {
-		return fmt.Errorf("record agent %s's namespace: %w", name, err)
-	}
-	mnt, err := sandbox.NamespaceID(pid, "mnt")
-	if err != nil {
-		return fmt.Errorf("record agent %s's namespace: %w", name, err)
+// recordNamespace writes ns.json for the namespace pid was started in.
+func recordNamespace(s *store.Store, name string, pid int, user, mnt string, ov sandbox.Overlay) error {
+	if user == "" || mnt == "" {
+		return fmt.Errorf("record agent %s's namespace: the sandbox did not name it", name)
 	}
 	return atomicfile.WriteJSON(nsPath(s, name), &NSRecord{
 		Pid: pid, User: user, Mount: mnt, Upper: ov.Upper, Work: ov.Work, Created: time.Now().UTC(),

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,6 +67,16 @@ func child() int {
 				return fail("mount an overlay on "+o.Target, err)
 			}
 		}
+	}
+	if !p.Joined && len(p.Overlays) > 0 {
+		// The parent records the namespace an overlay lives in; reading
+		// /proc/<pid>/ns from there races with a command that exits at once.
+		user, err1 := os.Readlink("/proc/self/ns/user")
+		mnt, err2 := os.Readlink("/proc/self/ns/mnt")
+		if err := errors.Join(err1, err2); err != nil {
+			return fail("read the namespace's identity", err)
+		}
+		report.Write([]byte(nsMark + user + " " + mnt + "\n"))
 	}
 	if p.Argv == nil {
 		return 0

@@ -427,6 +427,45 @@ func TestOnStart(t *testing.T) {
 	}
 }
 
+// A sandbox with an overlay names its namespaces, even when its command
+// exits before the caller looks (agent records them in ns.json); a bind-only
+// sandbox names none.
+func TestNamespacesReported(t *testing.T) {
+	l := newOverlayLayout(t)
+	c, err := Command(l.plan(`readlink /proc/self/ns/user /proc/self/ns/mnt`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	c.Stdout = &out
+	var user, mnt string
+	c.OnStart = func(pid int) error {
+		time.Sleep(200 * time.Millisecond) // the command is long gone
+		user, mnt = c.Namespaces()
+		return nil
+	}
+	if code, err := c.RunAsChild(); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	if want := user + "\n" + mnt + "\n"; out.String() != want || user == "" {
+		t.Fatalf("the command ran in\n%s; the sandbox named %q and %q", out.String(), user, mnt)
+	}
+	if self, _ := os.Readlink("/proc/self/ns/mnt"); mnt == self {
+		t.Fatalf("the reported mount namespace %s is the caller's", mnt)
+	}
+	b := newLayout(t)
+	c, err = Command(b.plan(`true`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if u, m := c.Namespaces(); u != "" || m != "" {
+		t.Fatalf("a bind-only sandbox named %q %q", u, m)
+	}
+}
+
 // A plan that does not match the namespace joined is refused before its
 // command runs.
 func TestJoinRefusesMismatch(t *testing.T) {
@@ -586,5 +625,5 @@ func TestLiveOverlays(t *testing.T) {
 
 // The overlay and join tests pass for an ordinary user too.
 func TestOverlayAsUnprivilegedUser(t *testing.T) {
-	unpriv.Rerun(t, "^Test(ParseMountinfo|ReadMountinfoSelf|OverlaySandbox|OverlayPathRefused|Join|ExtraFilesFollowStatusPipe|OnStart|JoinRefusesMismatch|JoinFailures|LiveOverlays)$")
+	unpriv.Rerun(t, "^Test(ParseMountinfo|ReadMountinfoSelf|OverlaySandbox|OverlayPathRefused|Join|ExtraFilesFollowStatusPipe|OnStart|JoinRefusesMismatch|JoinFailures|LiveOverlays|NamespacesReported)$")
 }

@@ -51,8 +51,13 @@ import (
 // childArg marks a re-executed process as a sandbox child.
 const childArg = "__ferry_sandbox_child__"
 
-// joinedMark is what a joined child writes first on the status pipe.
-const joinedMark = "J"
+// joinedMark is what a joined child writes first on the status pipe;
+// nsMark starts the line in which a child that mounted overlays names its
+// namespaces ("N<user ns> <mount ns>\n").
+const (
+	joinedMark = "J"
+	nsMark     = "N"
+)
 
 // planEnv carries the plan to the child; the child never passes it on.
 const planEnv = "FERRY_SANDBOX_PLAN"
@@ -142,7 +147,14 @@ type Cmd struct {
 	OnStart func(pid int) error
 
 	leading []*os.File // descriptors placed right after the status pipe
+	userNS  string     // as the child reported them (overlays only)
+	mountNS string
 }
+
+// Namespaces returns the ids ("user:[4026532...]", "mnt:[...]") of the
+// namespaces a started command with overlays runs in, as its child reported
+// them before it exec'd the command; empty otherwise.
+func (c *Cmd) Namespaces() (user, mount string) { return c.userNS, c.mountNS }
 
 // Command prepares p. Set Stdin, Stdout and Stderr on the result before Start.
 func Command(p Plan) (*Cmd, error) {
@@ -262,6 +274,11 @@ func (c *Cmd) Start() error {
 			return &SetupError{Step: "join the agent's namespace", Err: fmt.Errorf("nsenter: %w", werr)}
 		}
 		data = rest
+	}
+	if rest, ok := bytes.CutPrefix(data, []byte(nsMark)); ok {
+		line, after, _ := bytes.Cut(rest, []byte("\n"))
+		c.userNS, c.mountNS, _ = strings.Cut(string(line), " ")
+		data = after
 	}
 	if len(data) == 0 {
 		return nil
