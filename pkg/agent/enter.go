@@ -246,7 +246,7 @@ func recordNamespace(s *store.Store, name string, pid int, user, mnt string, ov 
 	if user == "" || mnt == "" {
 		return fmt.Errorf("record agent %s's namespace: the sandbox did not name it", name)
 	}
-	return atomicfile.WriteJSON(nsPath(s, name), &NSRecord{
+	return atomicfile.ReplaceJSON(nsPath(s, name), &NSRecord{
 		Pid: pid, User: user, Mount: mnt, Upper: ov.Upper, Work: ov.Work, Created: time.Now().UTC(),
 	}, 0o644)
 }

@@ -50,6 +50,45 @@ func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
 	return SyncDir(dir)
 }
 
+// ReplaceJSON replaces path with v encoded as indented JSON, atomically for
+// readers (a temporary file renamed over it) but without fsync: for files
+// that describe live state which a crash ends anyway (an overlay agent's
+// ns.json names a namespace no reboot keeps), written on a per-call path
+// where an fsync could wait for the whole filesystem's journal.
+func ReplaceJSON(path string, v any, perm os.FileMode) (err error) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	if err = f.Chmod(perm); err == nil {
+		_, err = f.Write(append(data, '\n'))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
 // WriteJSON atomically replaces path with v encoded as indented JSON.
 func WriteJSON(path string, v any, perm os.FileMode) error {
 	data, err := json.MarshalIndent(v, "", "  ")

@@ -53,3 +53,28 @@ func TestWriteFileFailureKeepsOld(t *testing.T) {
 		t.Fatalf("old file changed: %q", b)
 	}
 }
+
+func TestReplaceJSON(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "ns.json")
+	for _, n := range []int{1, 2} {
+		if err := ReplaceJSON(p, map[string]int{"n": n}, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]int
+		if err := ReadJSON(p, &got); err != nil || got["n"] != n {
+			t.Fatalf("after writing %d: ReadJSON = %v, %v", n, got, err)
+		}
+	}
+	// A failed replacement keeps the old file and leaves no temporary one.
+	q := filepath.Join(dir, "sub")
+	os.Mkdir(q, 0o755)
+	os.WriteFile(filepath.Join(q, "x"), nil, 0o644)
+	if err := ReplaceJSON(q, 1, 0o644); err == nil {
+		t.Fatal("rename over a non-empty directory succeeded")
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 2 {
+		t.Fatalf("directory holds %d entries, want ns.json and sub", len(ents))
+	}
+}

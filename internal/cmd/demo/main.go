@@ -175,7 +175,11 @@ func run(bin, dir string, keep bool) error {
 		}
 		json.Unmarshal(out, &a)
 		worktrees[name] = a.Worktree
-		fmt.Printf("   %-6s %.2fs  %s fork of %d files, %d files + %d dirs stamped\n", name, dt.Seconds(), a.Backend, a.Fork.Files, a.Stamp.Files, a.Stamp.Dirs)
+		fork := fmt.Sprintf("%s fork of %d files", a.Backend, a.Fork.Files)
+		if a.Backend == "overlay" {
+			fork = "overlay on the base's target (nothing copied)"
+		}
+		fmt.Printf("   %-6s %.2fs  %s, %d files + %d dirs stamped\n", name, dt.Seconds(), fork, a.Stamp.Files, a.Stamp.Dirs)
 	}
 
 	step("6. bob edits one file; all three build through the shim (the cargo on their PATH is Ferry's)")
