@@ -14,13 +14,16 @@ import (
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/shim"
 )
 
 func TestMain(m *testing.M) {
 	sandbox.Init()
 	testscript.Main(m, map[string]func(){
-		"ferry":      func() { os.Exit(cli.Front(os.Args[1:], cli.StdIO())) },
-		"ferry-base": func() { os.Exit(cli.Base(os.Args[1:], cli.StdIO())) },
+		"ferry":       func() { os.Exit(cli.Front(os.Args[1:], cli.StdIO())) },
+		"ferry-base":  func() { os.Exit(cli.Base(os.Args[1:], cli.StdIO())) },
+		"ferry-spawn": func() { os.Exit(cli.Spawn(os.Args[1:], cli.StdIO())) },
+		"ferry-shim":  func() { os.Exit(shim.Main(os.Args[1:])) },
 	})
 }
 

@@ -20,7 +20,7 @@ type spawnCmd struct {
 	From    string `help:"Revision the worktree starts at." default:"HEAD" placeholder:"REF"`
 	Path    string `help:"Worktree path (default <worktree parent>/<repo>/<name>)." placeholder:"DIR"`
 	Branch  string `help:"Branch to create (default <branch-prefix><name>)." placeholder:"B"`
-	Backend string `help:"Fork backend: auto, reflink or copy (default from ferry.toml)." enum:",auto,reflink,copy,overlay" default:""`
+	Backend string `help:"Fork backend: auto, reflink, overlay or copy (default from ferry.toml)." default:""`
 	JSON    bool   `name:"json" help:"Print the agent record as JSON."`
 }
 
@@ -35,6 +35,15 @@ func Spawn(args []string, io IO) int {
 }
 
 func (c *spawnCmd) run(io IO) error {
+	// Bad input first, before anything is looked up or made.
+	if err := agent.CheckName(c.Name); err != nil {
+		return err
+	}
+	if c.Backend != "" && c.Backend != fork.NameAuto {
+		if _, err := fork.ByName(c.Backend); err != nil {
+			return err
+		}
+	}
 	fc, err := Load(".")
 	if err != nil {
 		return err
@@ -58,8 +67,12 @@ func (c *spawnCmd) run(io IO) error {
 	if c.JSON {
 		return writeJSON(io.Stdout, r)
 	}
-	fmt.Fprintf(io.Stderr, "ferry-spawn: agent %s on branch %s from base %s (%s fork, %d files; stamped %d files, %d dirs) in %.2fs\n",
-		r.Name, r.Branch, short(r.Base), r.Backend, r.Fork.Files, r.Stamp.Files, r.Stamp.Dirs, r.Timings.Total)
+	fork := fmt.Sprintf("%s fork, %d files", r.Backend, r.Fork.Files)
+	if r.Backend == "overlay" {
+		fork = "overlay on the base's target"
+	}
+	fmt.Fprintf(io.Stderr, "ferry-spawn: agent %s on branch %s from base %s (%s; stamped %d files, %d dirs) in %.2fs\n",
+		r.Name, r.Branch, short(r.Base), fork, r.Stamp.Files, r.Stamp.Dirs, r.Timings.Total)
 	fmt.Fprintf(io.Stderr, "ferry-spawn: build in it with `ferry run %s -- cargo build`, or put %s first on PATH\n", r.Name, agent.ShimDir(fc.Store))
 	fmt.Fprintln(io.Stdout, r.Worktree)
 	return nil
