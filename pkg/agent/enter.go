@@ -3,10 +3,12 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -59,6 +61,7 @@ type NSRecord struct {
 	Mount   string    `json:"mount"` // "mnt:[4026532...]"
 	Upper   string    `json:"upper"`
 	Work    string    `json:"work"`
+	Boot    string    `json:"boot"` // the kernel's boot_id when it was mounted
 	Created time.Time `json:"created"`
 }
 
@@ -142,7 +145,7 @@ func OverlayOf(s *store.Store, r *Record) (sandbox.Overlay, error) {
 				"overlay agent %q has no %s", r.Name, d)
 		}
 	}
-	return sandbox.Overlay{Lower: lower, Upper: p.Upper(), Work: p.Work(), Target: mnt}, nil
+	return sandbox.Overlay{Lower: lower, Upper: p.Upper(), Work: p.Work(), Target: mnt, Volatile: true}, nil
 }
 
 func (x *Session) enterOverlay(s *store.Store, r *Record, plan sandbox.Plan) error {
@@ -185,6 +188,10 @@ func (x *Session) tryEnter(s *store.Store, r *Record, plan sandbox.Plan, ov sand
 		if len(sandbox.OverlayUsers(ov.Upper, ov.Work)) > 0 {
 			ml.Release()
 			return false, nil // mounted by a process that no longer holds the lock
+		}
+		if err := trustUpper(s, r, ov); err != nil {
+			ml.Release()
+			return true, err
 		}
 		cmd, err := sandbox.Command(plan)
 		if err != nil {
@@ -241,13 +248,55 @@ func (x *Session) tryEnter(s *store.Store, r *Record, plan sandbox.Plan, ov sand
 	return true, nil
 }
 
+// Agent overlays are mounted volatile: without it, the last process of an
+// agent's namespace would wait, as it exits, for the kernel to sync the whole
+// filesystem of the upper dir (with other agents' builds writing, hundreds
+// of milliseconds on every cargo call that ends a namespace). The price is
+// that the kernel never flushes the upper for us, so after a crash it may
+// hold torn files with fresh mtimes, which Cargo would trust. The kernel
+// marks a volatile upper (work/work/incompat/volatile) and refuses to mount
+// it again; before mounting, trustUpper clears the mark when ns.json shows
+// the upper was last mounted in this boot (the page cache still holds
+// everything written), and otherwise empties the upper: the agent's target
+// is then the base's again, exactly as spawn left it, and Cargo rebuilds
+// what the worktree changed since.
+
+// bootID names this boot of the kernel.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// trustUpper readies an overlay agent's layers for a new mount; the caller
+// holds the agent lock and mount.lock exclusively, and nothing has the
+// overlay mounted.
+func trustUpper(s *store.Store, r *Record, ov sandbox.Overlay) error {
+	if _, err := os.Lstat(ov.VolatileMarker()); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if rec, err := ReadNS(s, r.Name); err == nil && rec.Boot != "" && rec.Boot == bootID() {
+		// Same boot: the overlay recreates work/work on mount anyway.
+		if err := fork.RemoveTree(filepath.Join(ov.Work, "work")); err != nil {
+			return fmt.Errorf("clear agent %s's volatile mark: %w", r.Name, err)
+		}
+		return nil
+	}
+	if err := fork.ResetOverlay(fork.Paths{BaseTarget: ov.Lower, AgentDir: filepath.Dir(ov.Upper)}); err != nil {
+		return fmt.Errorf("agent %s's overlay was last mounted before a reboot, so its upper may hold unflushed writes: %w", r.Name, err)
+	}
+	return nil
+}
+
 // recordNamespace writes ns.json for the namespace pid was started in.
 func recordNamespace(s *store.Store, name string, pid int, user, mnt string, ov sandbox.Overlay) error {
 	if user == "" || mnt == "" {
 		return fmt.Errorf("record agent %s's namespace: the sandbox did not name it", name)
 	}
 	return atomicfile.ReplaceJSON(nsPath(s, name), &NSRecord{
-		Pid: pid, User: user, Mount: mnt, Upper: ov.Upper, Work: ov.Work, Created: time.Now().UTC(),
+		Pid: pid, User: user, Mount: mnt, Upper: ov.Upper, Work: ov.Work, Boot: bootID(), Created: time.Now().UTC(),
 	}, 0o644)
 }
 
@@ -343,13 +392,9 @@ func (x *Session) releaseAgentLock() {
 
 // Run runs the session's command as the caller's foreground work and
 // returns its exit status (128+signal if killed). Every lock the session
-// holds is released when it returns.
-//
-// When the command was the overlay's last user, its namespace, and with it
-// the overlay, goes away as it exits; unmounting an overlay syncs the whole
-// filesystem of its upper dir, so what the agent's builds wrote is on disk
-// when the last session returns (the cost the bench reports with unwritten
-// data on that filesystem).
+// holds is released when it returns. When the command was the overlay's
+// last user, its namespace, and with it the overlay, goes away as it exits
+// (a volatile overlay: nothing waits for a sync).
 func (x *Session) Run() (int, error) {
 	defer x.Close()
 	return x.Cmd.RunAsChild()

@@ -237,3 +237,48 @@ while [ ! -s %[1]s ]; do sleep 0.05; done`, ready)
 		t.Fatalf("after the holder exited: %v %q\n%s", err, out, stderr)
 	}
 }
+
+// Agent overlays are mounted volatile, so a call that ends the namespace
+// does not wait for the upper filesystem's sync. An upper last mounted in
+// this boot is trusted and remounted as it is; one last mounted before a
+// reboot may hold unflushed writes, so it is emptied, and the agent's target
+// is the base's again: its first build compiles nothing but what the
+// worktree changed (here nothing).
+func TestOverlayUpperFromAnotherBootIsReset(t *testing.T) {
+	w := shared(t)
+	a := w.spawnOverlay(t, "ov-boot")
+	dir := filepath.Join(w.storeDir(t), "agents", "ov-boot")
+	target := filepath.Join(w.storeDir(t), "mnt", "target")
+	w.in(t, "ov-boot", "echo mine > "+target+"/mine.txt")
+	marker := filepath.Join(dir, "work", "work", "incompat", "volatile")
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the overlay was not mounted volatile: %v", err)
+	}
+	// Same boot: remounted with the upper as it was.
+	if got := w.in(t, "ov-boot", "cat "+target+"/mine.txt"); got != "mine" {
+		t.Fatalf("after a remount in the same boot: %q", got)
+	}
+
+	// Pretend the upper was last mounted in another boot.
+	nsFile := filepath.Join(dir, "ns.json")
+	var rec map[string]any
+	data, err := os.ReadFile(nsFile)
+	if err != nil || json.Unmarshal(data, &rec) != nil || rec["boot"] == "" {
+		t.Fatalf("ns.json %s: %v", data, err)
+	}
+	rec["boot"] = "00000000-0000-0000-0000-000000000000"
+	data, _ = json.Marshal(rec)
+	if err := os.WriteFile(nsFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.in(t, "ov-boot", "test -e "+target+"/mine.txt && echo kept || echo reset"); got != "reset" {
+		t.Fatalf("an upper from another boot was %s", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "upper", "mine.txt")); err == nil {
+		t.Fatal("the upper still holds the file on the host")
+	}
+	_, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace", "--all-targets")
+	if code != 0 || strings.Contains(stderr, "Compiling") {
+		t.Fatalf("first build after the reset (exit %d) should compile nothing:\n%s", code, stderr)
+	}
+}

@@ -1,6 +1,7 @@
 package fork
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -149,4 +150,31 @@ func selectOverlay(storeDir string) (Backend, *platform.Blocker, error) {
 		return nil, b, nil
 	}
 	return Overlay(), nil, nil
+}
+
+// ResetOverlay empties an overlay fork's layers, so that its view is the
+// base's target again: the state spawn left it in. New empty layers are made
+// beside the old ones and swapped in with RENAME_EXCHANGE, each swap atomic,
+// so a crash leaves every layer either old or new and a later reset
+// finishes the job. The caller ensures nothing has the overlay mounted.
+func ResetOverlay(p Paths) error {
+	tmp, err := os.MkdirTemp(p.AgentDir, ".reset.tmp-*")
+	if err != nil {
+		return err
+	}
+	defer RemoveTree(tmp)
+	if _, err := Overlay().Fork(Paths{BaseTarget: p.BaseTarget, AgentDir: tmp}); err != nil {
+		return fmt.Errorf("reset the overlay of %s: %w", p.AgentDir, err)
+	}
+	fresh := Paths{AgentDir: tmp}
+	for _, pair := range [][2]string{{fresh.Work(), p.Work()}, {fresh.Upper(), p.Upper()}} {
+		err := unix.Renameat2(unix.AT_FDCWD, pair[0], unix.AT_FDCWD, pair[1], unix.RENAME_EXCHANGE)
+		if errors.Is(err, unix.ENOENT) {
+			err = os.Rename(pair[0], pair[1]) // a layer an earlier reset left missing
+		}
+		if err != nil {
+			return fmt.Errorf("reset the overlay of %s: %w", p.AgentDir, err)
+		}
+	}
+	return nil
 }

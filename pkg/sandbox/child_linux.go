@@ -63,7 +63,12 @@ func child() int {
 			}
 		}
 		for _, o := range p.Overlays {
-			if err := unix.Mount("overlay", o.Target, "overlay", 0, o.Options()); err != nil {
+			err := unix.Mount("overlay", o.Target, "overlay", 0, o.Options())
+			if err == unix.EINVAL && o.Volatile {
+				o.Volatile = false // a kernel before 5.10 does not know it
+				err = unix.Mount("overlay", o.Target, "overlay", 0, o.Options())
+			}
+			if err != nil {
 				return fail("mount an overlay on "+o.Target, err)
 			}
 		}

@@ -41,6 +41,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -77,11 +78,28 @@ type Overlay struct {
 	Upper  string `json:"upper"`
 	Work   string `json:"work"`
 	Target string `json:"target"` // mountpoint; must exist
+	// Volatile mounts without the sync of the upper's whole filesystem
+	// that unmounting (and syncfs) otherwise does. The kernel leaves
+	// work/work/incompat/volatile behind and refuses to mount over it
+	// again: the caller decides whether the upper can be trusted (see
+	// agent's enter) and clears it. A kernel without the option gets the
+	// mount without it.
+	Volatile bool `json:"volatile"`
 }
 
 // Options is the overlay's mount option string.
 func (o Overlay) Options() string {
-	return "lowerdir=" + o.Lower + ",upperdir=" + o.Upper + ",workdir=" + o.Work + ",userxattr"
+	opts := "lowerdir=" + o.Lower + ",upperdir=" + o.Upper + ",workdir=" + o.Work + ",userxattr"
+	if o.Volatile {
+		opts += ",volatile"
+	}
+	return opts
+}
+
+// VolatileMarker is the directory the kernel leaves in an overlay's work
+// dir after a volatile mount.
+func (o Overlay) VolatileMarker() string {
+	return filepath.Join(o.Work, "work", "incompat", "volatile")
 }
 
 // Namespace is a live user and mount namespace to join instead of creating

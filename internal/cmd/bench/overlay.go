@@ -580,7 +580,7 @@ func (w *ws) mountCost(n int) error {
 	diff("  join - copy agent", median(joinB), median(bindB))
 	fmt.Printf("  with %d MiB unwritten on the store's filesystem (Dirty in /proc/meminfo: %.0f MiB; median of %d):\n",
 		dirtyMiB, float64(slices.Sorted(slices.Values(dirtyKiB))[len(dirtyKiB)/2])/1024, n)
-	fmt.Println("  (unmounting an overlay syncs its upper filesystem, so the call that ends the namespace waits for it; spawn's probe mounts volatile and does not)")
+	fmt.Println("  (unmounting a plain overlay syncs its upper's whole filesystem; agent overlays and spawn's probe are mounted volatile, so neither the call that ends a namespace nor spawn should wait)")
 	row("cargo -V: copy agent", median(dirtyBind))
 	row("cargo -V: overlay agent, creates the namespace", median(dirtyCreate))
 	row("cargo -V: overlay agent, joins a live namespace", median(dirtyJoin))
