@@ -16,7 +16,13 @@ import (
 )
 
 // WriteFile atomically replaces path with data, created with perm.
-func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return replace(path, data, perm, true)
+}
+
+// replace writes data to a temporary file beside path and renames it over
+// path; durable makes it fsync the file before and the directory after.
+func replace(path string, data []byte, perm os.FileMode, durable bool) (err error) {
 	dir, name := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -38,14 +44,19 @@ func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
 	if _, err = f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write %s: fsync: %w", path, err)
+	if durable {
+		if err = f.Sync(); err != nil {
+			return fmt.Errorf("write %s: fsync: %w", path, err)
+		}
 	}
 	if err = f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if !durable {
+		return nil
 	}
 	return SyncDir(dir)
 }
@@ -55,38 +66,12 @@ func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
 // that describe live state which a crash ends anyway (an overlay agent's
 // ns.json names a namespace no reboot keeps), written on a per-call path
 // where an fsync could wait for the whole filesystem's journal.
-func ReplaceJSON(path string, v any, perm os.FileMode) (err error) {
+func ReplaceJSON(path string, v any, perm os.FileMode) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	dir, name := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err == nil {
-		_, err = f.Write(append(data, '\n'))
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return replace(path, append(data, '\n'), perm, false)
 }
 
 // WriteJSON atomically replaces path with v encoded as indented JSON.
