@@ -40,11 +40,12 @@ func child() int {
 		report.Write(data)
 		return 127
 	}
-	var p Plan
-	if err := json.Unmarshal([]byte(os.Getenv(planEnv)), &p); err != nil {
+	var cp childPlan
+	if err := json.Unmarshal([]byte(os.Getenv(planEnv)), &cp); err != nil {
 		return fail("read plan", err)
 	}
-	if p.Joined {
+	p := cp.Plan
+	if cp.Joined {
 		report.Write([]byte(joinedMark))
 		// The namespace's descriptors (fds 4 and 5) must not outlive
 		// this exec: they would keep a namespace alive for nothing.
@@ -73,7 +74,7 @@ func child() int {
 			}
 		}
 	}
-	if !p.Joined && len(p.Overlays) > 0 {
+	if !cp.Joined && len(p.Overlays) > 0 {
 		// The parent records the namespace an overlay lives in; reading
 		// /proc/<pid>/ns from there races with a command that exits at once.
 		user, err1 := os.Readlink("/proc/self/ns/user")

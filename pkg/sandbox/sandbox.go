@@ -117,15 +117,21 @@ type Plan struct {
 	// Join runs the command in an existing namespace whose mounts must
 	// already be the plan's: the child checks every bind and overlay
 	// instead of making it, and refuses to run when one differs.
-	Join   *Namespace `json:"-"`
-	Joined bool       `json:"joined"`
-	Dir    string     `json:"dir"`  // working directory inside the sandbox
-	Argv   []string   `json:"argv"` // nil: set up, then exit 0 (a probe)
-	Env    []string   `json:"env"`  // the command's whole environment
+	Join *Namespace `json:"-"`
+	Dir  string     `json:"dir"`  // working directory inside the sandbox
+	Argv []string   `json:"argv"` // nil: set up, then exit 0 (a probe)
+	Env  []string   `json:"env"`  // the command's whole environment
 	// KillOnParentDeath puts the command in a new PID namespace whose init
 	// dies with the caller, so a SIGKILLed ferry-base leaves no compiler
 	// behind writing into a directory about to be discarded.
 	KillOnParentDeath bool `json:"kill_on_parent_death"`
+}
+
+// childPlan is what the child reads: the plan, and whether it runs in a
+// joined namespace (checking the mounts) or a new one (making them).
+type childPlan struct {
+	Plan
+	Joined bool `json:"joined"`
 }
 
 // SetupError is a failure to build the sandbox, before the command ran.
@@ -188,9 +194,12 @@ func Command(p Plan) (*Cmd, error) {
 		}
 	}
 	if p.Join != nil {
+		if p.KillOnParentDeath {
+			return nil, errors.New("sandbox: a joined command cannot get a PID namespace of its own (KillOnParentDeath)")
+		}
 		return joinCommand(p)
 	}
-	data, err := json.Marshal(p)
+	data, err := json.Marshal(childPlan{Plan: p})
 	if err != nil {
 		return nil, err
 	}
@@ -244,8 +253,7 @@ func joinCommand(p Plan) (*Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Joined = true
-	data, err := json.Marshal(p)
+	data, err := json.Marshal(childPlan{Plan: p, Joined: true})
 	if err != nil {
 		return nil, err
 	}
@@ -344,6 +352,7 @@ func (c *Cmd) RunAsChild() (int, error) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	signal.Ignore(syscall.SIGINT)
+	defer signal.Reset(syscall.SIGINT)
 	defer signal.Stop(sigs)
 	if err := c.Start(); err != nil {
 		return 0, err
