@@ -179,6 +179,11 @@ func Users(s *store.Store, r *Record) []int {
 		p := fork.Paths{AgentDir: dir}
 		pids = append(pids, OverlayUsers(MountLockPath(s, r.Name), sandbox.Overlay{Upper: p.Upper(), Work: p.Work()})...)
 	}
+	return otherPids(pids)
+}
+
+// otherPids is pids without repeats and without this process, lowest first.
+func otherPids(pids []int) []int {
 	seen := map[int]bool{os.Getpid(): true}
 	var out []int
 	for _, pid := range pids {

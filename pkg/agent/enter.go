@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -372,16 +371,7 @@ func (x *Session) refuse(r *Record, ov sandbox.Overlay, mountPath string) error 
 // OverlayUsers returns the processes that hold mountPath or have the overlay
 // mounted, lowest pid first.
 func OverlayUsers(mountPath string, ov sandbox.Overlay) []int {
-	seen := map[int]bool{os.Getpid(): true}
-	var out []int
-	for _, pid := range append(LockHolders(mountPath), sandbox.OverlayUsers(ov.Upper, ov.Work)...) {
-		if !seen[pid] {
-			seen[pid] = true
-			out = append(out, pid)
-		}
-	}
-	sort.Ints(out)
-	return out
+	return otherPids(append(LockHolders(mountPath), sandbox.OverlayUsers(ov.Upper, ov.Work)...))
 }
 
 func (x *Session) releaseAgentLock() {

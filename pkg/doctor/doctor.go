@@ -235,18 +235,19 @@ func (r *Report) inRepo(o Options, userns Check) {
 			filepath.Join(o.StoreDir, "mnt", "src"), filepath.Join(o.StoreDir, "mnt", "target"))
 	}
 
-	// The backend follows fork.Select's rule, decided from the checks
-	// above so a prepared host is judged as it would be.
+	// auto follows fork.Auto, the rule Select applies, decided from the
+	// checks above so a prepared host is judged as it would be.
+	auto := fork.Auto(reflink.Status == OK, overlay.Status == OK && sp.Isolation == IsolationSandbox)
 	switch {
-	case s.Backend == fork.NameAuto && reflink.Status == OK:
-		sp.Backend = fork.NameReflink
+	case s.Backend == fork.NameAuto && auto == fork.NameReflink:
+		sp.Backend = auto
 		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) clones files, so forks share the base's blocks", fs.Detail)
-	case s.Backend == fork.NameAuto && overlay.Status == OK && sp.Isolation == IsolationSandbox:
-		sp.Backend = fork.NameOverlay
+	case s.Backend == fork.NameAuto && auto == fork.NameOverlay:
+		sp.Backend = auto
 		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) cannot clone files, and an unprivileged overlay mounts there, "+
 			"so each agent's target is an overlay on the base's: spawn makes two empty directories, and the agent's processes share one namespace", fs.Detail)
 	case s.Backend == fork.NameAuto:
-		sp.Backend = fork.NameCopy
+		sp.Backend = auto
 		why := "the namespace sandbox it is mounted in is unavailable"
 		if overlay.Status != OK {
 			why = "the overlay is blocked (" + overlay.Detail + ")"

@@ -160,14 +160,11 @@ func Select(name, storeDir string) (Backend, error) {
 		if !errors.Is(err, errNoClone) {
 			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
 		}
-		b, blocker, err := selectOverlay(storeDir)
+		_, blocker, err := selectOverlay(storeDir)
 		if err != nil {
 			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
 		}
-		if blocker != nil {
-			return Copy(), nil
-		}
-		return b, nil
+		return ByName(Auto(false, blocker == nil))
 	case NameReflink:
 		err := probeClone(storeDir)
 		if err == nil {
@@ -190,6 +187,19 @@ func Select(name, storeDir string) (Backend, error) {
 		return b, nil
 	}
 	return ByName(name)
+}
+
+// Auto is the backend auto means, given whether the store clones files and
+// whether an unprivileged overlay works there (in the namespace sandbox).
+// Select probes both; ferry doctor applies it to its own checks.
+func Auto(clones, overlay bool) string {
+	switch {
+	case clones:
+		return NameReflink
+	case overlay:
+		return NameOverlay
+	}
+	return NameCopy
 }
 
 // ByName returns the backend an agent recorded at spawn, without probing.

@@ -3,12 +3,10 @@ package fork
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,11 +39,11 @@ func (p Paths) Work() string  { return filepath.Join(p.AgentDir, "work") }
 // and renamed into place last, so a fork is finished or absent.
 func (overlayBackend) Fork(p Paths) (Stats, error) {
 	start := time.Now()
-	fi, err := os.Stat(p.BaseTarget)
-	if err != nil {
-		return Stats{}, fmt.Errorf("fork %s: %w", p.BaseTarget, err)
+	var st unix.Stat_t
+	if err := unix.Stat(p.BaseTarget, &st); err != nil {
+		return Stats{}, fmt.Errorf("fork %s: %w", p.BaseTarget, &os.PathError{Op: "stat", Path: p.BaseTarget, Err: err})
 	}
-	if !fi.IsDir() {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return Stats{}, fmt.Errorf("fork %s: not a directory", p.BaseTarget)
 	}
 	for _, d := range []string{p.BaseTarget, p.AgentDir} {
@@ -77,10 +75,10 @@ func (overlayBackend) Fork(p Paths) (Stats, error) {
 	}
 	// The upper dir is the root of the merged view, whose mode and times
 	// are then the upper's: give it the base target's.
-	if err := os.Chmod(filepath.Join(tmp, "upper"), fi.Mode().Perm()); err != nil {
+	if err := os.Chmod(filepath.Join(tmp, "upper"), os.FileMode(st.Mode&0o777)); err != nil {
 		return Stats{}, err
 	}
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(tmp, "upper"), mtimes(fi), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := setTimes(filepath.Join(tmp, "upper"), &st); err != nil {
 		return Stats{}, err
 	}
 	// work first: an upper without its work dir is unusable, so its
@@ -96,12 +94,6 @@ func (overlayBackend) Fork(p Paths) (Stats, error) {
 	ok = true
 	os.Remove(tmp)
 	return Stats{Dirs: 1, Duration: time.Since(start)}, nil
-}
-
-// mtimes returns fi's access and modification times for UtimesNanoAt.
-func mtimes(fi fs.FileInfo) []unix.Timespec {
-	st := fi.Sys().(*syscall.Stat_t)
-	return []unix.Timespec{unix.NsecToTimespec(st.Atim.Nano()), unix.NsecToTimespec(st.Mtim.Nano())}
 }
 
 // TargetSpec is the overlay to mount on the canonical target.
