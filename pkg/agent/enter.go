@@ -69,7 +69,8 @@ type NSRecord struct {
 type Session struct {
 	Cmd *sandbox.Cmd
 	// Mode is how it enters: "bind" (reflink, copy: a namespace of its
-	// own), "create" or "join" (overlay).
+	// own), "create" or "join" (overlay), or "inside" (the caller is in the
+	// agent's sandbox already).
 	Mode string
 
 	locks []*lock.Lock
@@ -81,6 +82,7 @@ const (
 	EnterBind   = "bind"
 	EnterCreate = "create"
 	EnterJoin   = "join"
+	EnterInside = "inside" // already in the agent's sandbox
 )
 
 // Command prepares argv to run in agent r's sandbox, at dir (a canonical or
@@ -96,7 +98,30 @@ func Command(s *store.Store, r *Record, dir string, argv, env []string) (*Sessio
 		return nil, err
 	}
 	x := &Session{locks: []*lock.Lock{busy}}
-	plan := sandbox.Plan{Dir: dir, Argv: argv, Env: env,
+	if InSandbox(s, r) {
+		// A session of this agent starting another (ferry run from its
+		// shell): the namespace is already the agent's; a new one made
+		// here would see the agent's fork through the sealed store,
+		// read-only.
+		x.Mode = EnterInside
+		x.Cmd, err = sandbox.Inside(sandbox.Plan{Dir: dir, Argv: argv, Env: env})
+		if err != nil {
+			x.Close()
+			return nil, err
+		}
+		x.Cmd.ExtraFiles = append(x.Cmd.ExtraFiles, busy.File())
+		return x, nil
+	}
+	if err := s.CheckWritable(); err != nil {
+		x.Close()
+		return nil, err
+	}
+	root, writable, err := s.Seal()
+	if err != nil {
+		x.Close()
+		return nil, err
+	}
+	plan := sandbox.Plan{Dir: dir, Argv: argv, Env: env, Store: root, Writable: writable,
 		Binds: []sandbox.Bind{{Source: r.Worktree, Target: s.MntSrc()}}}
 	if r.Backend != fork.NameOverlay {
 		plan.Binds = append(plan.Binds, sandbox.Bind{Source: Target(s, r.Name), Target: s.MntTarget()})

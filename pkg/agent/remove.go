@@ -35,6 +35,9 @@ type Removal struct {
 // worktree has uncommitted changes or commits no branch, tag or remote
 // reaches. With force such commits are kept under refs/ferry/orphaned/.
 func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, error) {
+	if err := s.CheckWritable(); err != nil {
+		return nil, err
+	}
 	storeLock, err := lock.Take(s.LockPath())
 	if err != nil {
 		return nil, err

@@ -239,6 +239,11 @@ func chooseBase(s *store.Store, commit string) (*base.Record, error) {
 				"base %s has no %s at %s: stamping cannot be verified", chosen.ID, what, p)
 		}
 	}
+	// A base changed since it was built would spread to every agent forked
+	// from it.
+	if err := base.Verify(chosen); err != nil {
+		return nil, err
+	}
 	return chosen, nil
 }
 

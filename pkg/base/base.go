@@ -28,7 +28,8 @@ import (
 
 // Format versions the base record and the fingerprint inputs. Raising it
 // gives every base a new id, so no base built under older rules is reused.
-const Format = 1
+// Format 2 records the target's seal.
+const Format = 2
 
 // Modes are the build modes that enter the fingerprint.
 type Modes struct {
@@ -79,6 +80,7 @@ type Record struct {
 	Modes       Modes         `json:"modes"`
 	Seed        string        `json:"seed,omitempty"` // the base this one was seeded from; empty for a cold build
 	Stamped     StampCount    `json:"stamped"`
+	TargetSeal  TargetSeal    `json:"target_seal"` // what the target held when base.json was written
 	Timings     Timings       `json:"timings"`
 	Warnings    []string      `json:"warnings"`
 	Incomplete  []string      `json:"incomplete"`

@@ -33,6 +33,9 @@ type Options struct {
 	Store    *store.Store
 	Rev      string    // default HEAD
 	Cold     bool      // never seed from another base (seeding comes later: every build is cold now)
+	// Rebuild discards the base of Rev when it is ready and builds it
+	// again: the fix for a base changed after it was built (see Verify).
+	Rebuild bool
 	Progress io.Writer // progress lines and the warm commands' output; nil discards
 	Env      []string  // environment of the warm commands; nil means os.Environ()
 	// Shim installs the shim (ferry-shim beside the running binary) as
@@ -185,11 +188,21 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	defer l.Release()
 
 	if r, err := Read(o.Store, p.ID); err == nil {
-		if err := setCurrent(o.Store, p.ID); err != nil {
+		if !o.Rebuild {
+			// Never serve a base something changed since it was built.
+			if err := Verify(r); err != nil {
+				return nil, err
+			}
+			if err := setCurrent(o.Store, p.ID); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(out, "ferry-base: base %s is ready; reused\n", p.ID)
+			return &Result{Record: r, Reused: true}, nil
+		}
+		if err := unready(o.Store, r); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(out, "ferry-base: base %s is ready; reused\n", p.ID)
-		return &Result{Record: r, Reused: true}, nil
+		fmt.Fprintf(out, "ferry-base: discarded base %s to build it again\n", p.ID)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
@@ -308,6 +321,9 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 	if err := syncfs(r.Target); err != nil {
 		return nil, err
 	}
+	if r.TargetSeal, err = Seal(r.Target); err != nil {
+		return nil, fmt.Errorf("seal the base's target: %w", err)
+	}
 	r.Created = time.Now().UTC()
 	r.Timings.Finish = since(t)
 	r.Timings.Total = since(start)
@@ -329,7 +345,13 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 // returns its exit status. The error is for failures to run it at all.
 func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string) (int, error) {
 	env := warmEnv(o.env(), r, shimDir)
+	root, writable, err := o.Store.Seal()
+	if err != nil {
+		return 0, err
+	}
 	c, err := sandbox.Command(sandbox.Plan{
+		Store:    root,
+		Writable: writable,
 		Binds: []sandbox.Bind{
 			{Source: r.Src, Target: r.MntSrc},
 			{Source: r.Target, Target: r.MntTarget},
@@ -388,6 +410,22 @@ func warmEnv(env []string, r *Record, shimDir string) []string {
 		"CARGO_BUILD_WARNINGS=warn",
 		"PWD="+r.MntSrc,
 	)
+}
+
+// unready turns ready base r back into a partial one, for --rebuild: its
+// base.json goes, durably, so that a crash from here on leaves a partial
+// base for the next build to discard. A base still mounted as an overlay's
+// lower layer (an overlay agent's processes run) is refused: its files
+// must not change under them.
+func unready(s *store.Store, r *Record) error {
+	if sandbox.MountedLower(r.Target) {
+		return failure.New(failure.Refused, "stop the processes of the overlay agents spawned from it (their shells and builds), then try again",
+			"base %s is in use as the lower layer of a running overlay agent", r.ID)
+	}
+	if err := os.Remove(filepath.Join(r.Dir, "base.json")); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(r.Dir)
 }
 
 // discard removes every trace of a base that is not ready: its registered

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/agent"
@@ -333,6 +334,20 @@ func short(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// humanSeconds rounds a duration for people: "850 µs", "12 ms", "3.4 s".
+func humanSeconds(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 func humanBytes(n int64) string {

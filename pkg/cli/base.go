@@ -18,15 +18,17 @@ import (
 )
 
 type baseCLI struct {
-	Build baseBuildCmd `cmd:"" default:"withargs" help:"Build (or reuse) the immutable warm base of a commit and make it current."`
-	List  baseListCmd  `cmd:"" help:"List the bases of this repository."`
+	Build  baseBuildCmd  `cmd:"" default:"withargs" help:"Build (or reuse) the immutable warm base of a commit and make it current."`
+	List   baseListCmd   `cmd:"" help:"List the bases of this repository."`
+	Verify baseVerifyCmd `cmd:"" help:"Check that ready bases still hold the target they were built with (exit 6 if one does not)."`
 }
 
 type baseBuildCmd struct {
-	Rev    string `help:"Revision to build." default:"HEAD" placeholder:"R"`
-	Cold   bool   `help:"Build from scratch, never seeded from another base."`
-	Follow bool   `help:"Keep building: consume commit.seen events from the bus (see ferry-watch) until stopped."`
-	JSON   bool   `name:"json" help:"Print the base record as JSON."`
+	Rev     string `help:"Revision to build." default:"HEAD" placeholder:"R"`
+	Cold    bool   `help:"Build from scratch, never seeded from another base."`
+	Rebuild bool   `help:"Discard the base of R if it is ready and build it again (the fix for a base changed after it was built)."`
+	Follow  bool   `help:"Keep building: consume commit.seen events from the bus (see ferry-watch) until stopped."`
+	JSON    bool   `name:"json" help:"Print the base record as JSON."`
 }
 
 type baseListCmd struct {
@@ -43,6 +45,11 @@ func Base(args []string, io IO) int {
 	switch ctx.Command() {
 	case "list":
 		return Report(io, "ferry-base", c.List.run(io), c.List.JSON)
+	case "verify":
+		err := c.Verify.run(io)
+		// With --json the results are the answer on stdout, changed bases
+		// included; the refusal then goes to stderr only.
+		return Report(io, "ferry-base", err, c.Verify.JSON && !c.Verify.answered)
 	default:
 		return Report(io, "ferry-base", c.Build.run(io), c.Build.JSON)
 	}
@@ -60,7 +67,7 @@ func (c *baseBuildCmd) run(io IO) error {
 	defer stop()
 	opts := base.Options{
 		Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store,
-		Rev: c.Rev, Cold: c.Cold, Progress: io.Stderr, Shim: true,
+		Rev: c.Rev, Cold: c.Cold, Rebuild: c.Rebuild, Progress: io.Stderr, Shim: true,
 	}
 	env := fc.env(io)
 	var building *base.Plan
@@ -162,4 +169,80 @@ func parse(name, desc string, grammar any, args []string, io IO) (ctx *kong.Cont
 		return nil, Report(io, name, failure.Wrap(failure.Usage, err, "run `"+name+" --help` for usage", "bad arguments"), false), true
 	}
 	return ctx, 0, false
+}
+
+type baseVerifyCmd struct {
+	Rev  string `help:"Verify the ready bases of this revision (default: the current base)." placeholder:"R"`
+	All  bool   `help:"Verify every ready base."`
+	JSON bool   `name:"json" help:"Print one result per base as JSON."`
+
+	answered bool
+}
+
+type verifyResult struct {
+	ID      string  `json:"id"`
+	Commit  string  `json:"commit"`
+	Current bool    `json:"current"`
+	OK      bool    `json:"ok"`
+	Problem string  `json:"problem,omitempty"`
+	Hint    string  `json:"hint,omitempty"`
+	Seconds float64 `json:"seconds"`
+}
+
+func (c *baseVerifyCmd) run(io IO) error {
+	fc, err := Load(".")
+	if err != nil {
+		return err
+	}
+	list, err := base.List(fc.Store)
+	if err != nil {
+		return err
+	}
+	commit := ""
+	if c.Rev != "" {
+		if commit, err = fc.Repo.ResolveCommit(c.Rev); err != nil {
+			return err
+		}
+	}
+	results := []verifyResult{}
+	bad := 0
+	for _, e := range list {
+		if e.Record == nil || (!c.All && commit == "" && !e.Current) || (commit != "" && e.Record.Commit != commit) {
+			continue
+		}
+		t := time.Now()
+		v := verifyResult{ID: e.ID, Commit: e.Record.Commit, Current: e.Current, OK: true}
+		if err := base.Verify(e.Record); err != nil {
+			v.OK, v.Problem, v.Hint = false, messages(err)[len(messages(err))-1], failure.HintOf(err)
+			bad++
+		}
+		v.Seconds = time.Since(t).Seconds()
+		results = append(results, v)
+	}
+	if len(results) == 0 {
+		what := "no current base"
+		if commit != "" {
+			what = "no ready base at " + short(commit)
+		}
+		return failure.New(failure.Usage, "build one with `ferry base`, or list them with `ferry base list`", "%s to verify", what)
+	}
+	if c.JSON {
+		if err := writeJSON(io.Stdout, results); err != nil {
+			return err
+		}
+		c.answered = true
+	} else {
+		for _, v := range results {
+			if v.OK {
+				fmt.Fprintf(io.Stdout, "ok       %s (%s)\n", v.ID, humanSeconds(v.Seconds))
+			} else {
+				fmt.Fprintf(io.Stdout, "CHANGED  %s\n  %s\n  fix: %s\n", v.ID, v.Problem, v.Hint)
+			}
+		}
+	}
+	if bad > 0 {
+		return failure.New(failure.Refused, "rebuild each changed base with `ferry base --rebuild --rev COMMIT`",
+			"%d of %d base(s) changed after they were built", bad, len(results))
+	}
+	return nil
 }

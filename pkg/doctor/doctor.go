@@ -24,11 +24,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Status is the result of a check.
@@ -50,6 +52,7 @@ const (
 	CheckOverlay    = platform.CheckOverlay // an unprivileged overlay with its upper in the store
 	CheckFilesystem = "filesystem"          // the store's filesystem
 	CheckReflink    = platform.CheckReflink // clones in the store
+	CheckBases      = "bases"               // ready bases still hold what they were built with
 )
 
 // Isolation of builds, as Spawn.Isolation says it.
@@ -145,6 +148,8 @@ type Options struct {
 	// StoreDir is the repository's store (<store parent>/<key>); it need
 	// not exist.
 	StoreDir string
+	// Store is that store, for the bases check; nil skips it.
+	Store *store.Store
 	// TempDir is where the sandbox is tried and, outside a repository, the
 	// overlay; "" means os.TempDir().
 	TempDir string
@@ -214,6 +219,17 @@ func (r *Report) inRepo(o Options, userns Check) {
 	r.Checks = append(r.Checks, fs)
 	reflink := checkReflink(dir, fs.Detail, s.Backend)
 	r.Checks = append(r.Checks, reflink)
+	var basesErr error
+	if o.Store != nil {
+		var c Check
+		c, basesErr = checkBases(o.Store)
+		r.Checks = append(r.Checks, c)
+	}
+	defer func() {
+		if r.err == nil && basesErr != nil {
+			r.err = basesErr
+		}
+	}()
 
 	sp := &Spawn{}
 	r.Spawn = sp
@@ -326,6 +342,54 @@ func sandboxError(userns Check, mode string) error {
 	return failure.Wrap(failure.Blocked, cause,
 		hint+"\n(building without the namespace sandbox is refused until Ferry can relocate builds safely)",
 		"the namespace sandbox is unavailable (sandbox mode %q)", mode)
+}
+
+// checkBases verifies every ready base (base.Verify). A changed current
+// base is blocked, since spawn refuses it; another changed base is a
+// warning, since only a spawn --from its commit would meet it.
+func checkBases(s *store.Store) (Check, error) {
+	c := Check{Name: CheckBases, Path: s.BasesDir(), Status: OK}
+	list, err := base.List(s)
+	if err != nil {
+		c.Status, c.Detail = Warning, "could not list the bases: "+err.Error()
+		return c, nil
+	}
+	var changed []string
+	var first error
+	ready := 0
+	for _, e := range list {
+		if e.Record == nil {
+			continue
+		}
+		ready++
+		if err := base.Verify(e.Record); err != nil {
+			changed = append(changed, e.ID)
+			if first == nil || e.Current {
+				first = err
+			}
+			if e.Current {
+				c.Status = Blocked
+			}
+		}
+	}
+	switch {
+	case len(changed) == 0:
+		c.Detail = fmt.Sprintf("%d ready base(s) hold the target they were built with", ready)
+		return c, nil
+	case c.Status != Blocked:
+		c.Status = Warning
+	}
+	why := headline(first)
+	var ce *base.ChangedError
+	if errors.As(first, &ce) {
+		why = ce.Error()
+	}
+	c.Detail = fmt.Sprintf("%d of %d ready base(s) changed after they were built: %s", len(changed), ready, why)
+	c.Hint = failure.HintOf(first)
+	if c.Status == Blocked {
+		return c, first
+	}
+	return c, nil
 }
 
 // checkOverlay tries an overlay with its upper in dir. Without it auto

@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/atomicfile"
@@ -49,6 +48,9 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 		SkippedInUse: []string{}, Agents: []string{}, Leftovers: []string{}}
 	if _, err := os.Stat(s.Dir); errors.Is(err, fs.ErrNotExist) {
 		return res, nil
+	}
+	if err := s.CheckWritable(); err != nil {
+		return nil, err
 	}
 	l, err := lock.Take(s.LockPath())
 	if err != nil {
@@ -107,7 +109,7 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 			res.Kept = append(res.Kept, id)
 			continue
 		}
-		if mountedLower(live, filepath.Join(s.BaseDir(id), "target")) {
+		if sandbox.MountedLowerIn(live, filepath.Join(s.BaseDir(id), "target")) {
 			res.SkippedInUse = append(res.SkippedInUse, id)
 			continue
 		}
@@ -129,21 +131,6 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 		res.Bases = append(res.Bases, id)
 	}
 	return res, nil
-}
-
-// mountedLower reports whether some live overlay has dir as its lower layer.
-func mountedLower(live []sandbox.LiveOverlay, dir string) bool {
-	if r, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = r
-	}
-	for _, o := range live {
-		for _, l := range strings.Split(o.Lower, ":") {
-			if l == dir {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // removeLeftovers removes agent dirs without a record (an rm or a spawn

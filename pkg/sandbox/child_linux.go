@@ -25,8 +25,8 @@ func Init() {
 
 func child() int {
 	report := os.NewFile(3, "status")
-	fail := func(step string, err error) int {
-		st := status{Step: step, Msg: err.Error()}
+	failPath := func(step, path string, err error) int {
+		st := status{Step: step, Msg: err.Error(), Path: path}
 		var errno unix.Errno
 		if e, ok := err.(unix.Errno); ok {
 			errno = e
@@ -40,6 +40,7 @@ func child() int {
 		report.Write(data)
 		return 127
 	}
+	fail := func(step string, err error) int { return failPath(step, "", err) }
 	var cp childPlan
 	if err := json.Unmarshal([]byte(os.Getenv(planEnv)), &cp); err != nil {
 		return fail("read plan", err)
@@ -54,16 +55,36 @@ func child() int {
 		if err := checkMounts(p); err != nil {
 			return fail("check the joined namespace", err)
 		}
+		if err := checkSealed(p.Store); err != nil {
+			return fail("check the joined namespace", err)
+		}
 	} else {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fail("make / private", err)
 		}
+		root, err := openStoreRoot(p.Store)
+		if err != nil {
+			return failPath("open the store", p.Store, err)
+		}
 		for _, b := range p.Binds {
-			if err := unix.Mount(b.Source, b.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			src, err := root.pin(b.Source)
+			if err != nil {
+				return failPath("open "+b.Source, b.Source, err)
+			}
+			dst, err := root.pin(b.Target)
+			if err != nil {
+				return failPath("open "+b.Target, b.Target, err)
+			}
+			if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 				return fail("bind-mount "+b.Source+" on "+b.Target, err)
 			}
 		}
 		for _, o := range p.Overlays {
+			for _, d := range []string{o.Lower, o.Upper, o.Work, o.Target} {
+				if err := root.check(d); err != nil {
+					return failPath("open "+d, d, err)
+				}
+			}
 			err := unix.Mount("overlay", o.Target, "overlay", 0, o.Options())
 			if err == unix.EINVAL && o.Volatile {
 				o.Volatile = false // a kernel before 5.10 does not know it
@@ -71,6 +92,11 @@ func child() int {
 			}
 			if err != nil {
 				return fail("mount an overlay on "+o.Target, err)
+			}
+		}
+		if p.Store != "" {
+			if step, err := seal(p.Store, p.Writable); err != nil {
+				return fail(step, err)
 			}
 		}
 	}

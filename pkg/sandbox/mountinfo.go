@@ -217,3 +217,22 @@ func OverlayUsers(upper, work string) []int {
 	sort.Ints(out)
 	return out
 }
+
+// MountedLowerIn reports whether one of the live overlays has dir as a lower
+// layer (dir is resolved first, as the kernel prints paths).
+func MountedLowerIn(live []LiveOverlay, dir string) bool {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+	}
+	for _, o := range live {
+		for _, l := range strings.Split(o.Lower, ":") {
+			if l == dir {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// MountedLower reports whether a live overlay has dir as a lower layer.
+func MountedLower(dir string) bool { return MountedLowerIn(LiveOverlays(), dir) }

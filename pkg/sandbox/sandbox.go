@@ -46,6 +46,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/platform"
 )
 
@@ -125,6 +126,18 @@ type Plan struct {
 	// dies with the caller, so a SIGKILLed ferry-base leaves no compiler
 	// behind writing into a directory about to be discarded.
 	KillOnParentDeath bool `json:"kill_on_parent_death"`
+	// Store, when set, is the directory Ferry keeps its state in (the store
+	// parent, with symbolic links resolved). It does two things. No
+	// symbolic link below it is followed for a bind's source or target or
+	// an overlay's directories, so a link planted in the store cannot
+	// redirect a mount into another agent's fork. And once the binds and
+	// overlays are made, the whole of it is read-only in the namespace (it
+	// is sealed): an agent cannot write a base, another agent's fork, the
+	// shim or the bus. The canonical mounts stay writable, and so does
+	// every path in Writable (what is not Ferry's, such as worktrees kept
+	// under the store parent). Nothing outside the namespace changes.
+	Store    string   `json:"store,omitempty"`
+	Writable []string `json:"writable,omitempty"`
 }
 
 // childPlan is what the child reads: the plan, and whether it runs in a
@@ -139,6 +152,10 @@ type SetupError struct {
 	Step    string // "create the user namespace", "make / private", "bind-mount X on Y", ...
 	Err     error
 	Blocker *platform.Blocker // the host setting responsible, when one is known
+	// Path is set when the failure is a path in the store that is not what
+	// Ferry made (a symbolic link, a missing or foreign directory), not
+	// something the host blocks: an unsafe state, refused.
+	Path string
 }
 
 func (e *SetupError) Error() string {
@@ -153,7 +170,26 @@ func (e *SetupError) Unwrap() error {
 	if e.Blocker != nil {
 		return e.Blocker.AsError()
 	}
+	if e.Path != "" {
+		return storePathError(e.Path, e.Err)
+	}
 	return e.Err
+}
+
+// storePathError explains a store path the sandbox would not use.
+func storePathError(path string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return failure.Wrap(failure.Refused, err,
+			"Ferry makes no symbolic links in its store and follows none: remove the link (or the agent, with `ferry rm --force NAME`) and try again",
+			"store path %s is, or passes through, a symbolic link", path)
+	case errors.Is(err, syscall.EXDEV):
+		return failure.Wrap(failure.Refused, err, "remove what leads out of the store and try again",
+			"store path %s leads out of the store", path)
+	}
+	return failure.Wrap(failure.Refused, err,
+		"the store holds something Ferry did not make there: remove the agent with `ferry rm --force NAME` (or rebuild the base with `ferry base --rebuild`) and try again",
+		"store path %s cannot be used", path)
 }
 
 // status is what the child reports when setup fails.
@@ -161,6 +197,7 @@ type status struct {
 	Step  string `json:"step"`
 	Errno int    `json:"errno"`
 	Msg   string `json:"msg"`
+	Path  string `json:"path,omitempty"` // a store path that is not what Ferry made
 }
 
 // Cmd is a command that runs in a sandbox.
@@ -173,6 +210,25 @@ type Cmd struct {
 	leading []*os.File // descriptors placed right after the status pipe
 	userNS  string     // as the child reported them (overlays only)
 	mountNS string
+	direct  bool // runs in the caller's namespaces: see Inside
+}
+
+// Inside prepares p's command to run in the caller's own namespaces, for a
+// caller already inside the sandbox p describes (a `ferry run` from an
+// agent's shell): nothing is mounted or checked, and the command sees what
+// the caller sees. Its ExtraFiles start at fd 3.
+func Inside(p Plan) (*Cmd, error) {
+	if len(p.Argv) == 0 {
+		return nil, errors.New("sandbox: nothing to run")
+	}
+	path, err := lookPath(p.Argv[0], p.Env)
+	if err != nil {
+		return nil, err
+	}
+	c := exec.Command(path, p.Argv[1:]...)
+	c.Args[0] = p.Argv[0]
+	c.Env, c.Dir = p.Env, p.Dir
+	return &Cmd{Cmd: c, direct: true}, nil
 }
 
 // Namespaces returns the ids ("user:[4026532...]", "mnt:[...]") of the
@@ -265,6 +321,9 @@ func joinCommand(p Plan) (*Cmd, error) {
 // Start starts the sandbox and returns once the command has been exec'd in it,
 // or with a *SetupError if the sandbox could not be built.
 func (c *Cmd) Start() error {
+	if c.direct {
+		return c.Cmd.Start()
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
@@ -318,11 +377,28 @@ func (c *Cmd) Start() error {
 	if st.Errno != 0 {
 		cause = syscall.Errno(st.Errno)
 	}
-	se := &SetupError{Step: st.Step, Err: cause}
-	if st.Errno != 0 && st.Step != "exec" && st.Step != "chdir" {
+	se := &SetupError{Step: st.Step, Err: cause, Path: st.Path}
+	if st.Path == "" && hostRefusal(st.Step, cause) {
 		se.Blocker = platform.Real().ExplainUsernsFailure(st.Step, cause)
 	}
 	return se
+}
+
+// hostRefusal reports whether a setup step failed the way a host that
+// restricts namespaces or mounts makes it fail (EPERM, EACCES, EINVAL, or
+// ENOSPC for a namespace or mount ceiling), so that the failure is worth
+// explaining by the host's settings. A missing directory, a link or a
+// read-only file system is not the host's policy and is reported as it is.
+func hostRefusal(step string, err error) bool {
+	if step == "exec" || step == "chdir" {
+		return false
+	}
+	for _, e := range []syscall.Errno{syscall.EPERM, syscall.EACCES, syscall.EINVAL, syscall.ENOSPC} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Run starts the command and waits for it.

@@ -81,7 +81,10 @@ func Open(parent, commonDir, worktreeTop string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if within(resolve(parent), resolve(worktreeTop)) || within(resolve(parent), resolve(commonDir)) {
+	// Every path under the store is named through the resolved parent, so
+	// that the sandbox can refuse a symbolic link anywhere below it.
+	parent = resolve(parent)
+	if within(parent, resolve(worktreeTop)) || within(parent, resolve(commonDir)) {
 		return nil, failure.New(failure.Usage,
 			"point the store outside the repository: set FERRY_HOME or [store] dir in ferry.toml to a directory such as ~/.cache/ferry",
 			"store directory %s is inside the repository %s", parent, worktreeTop)
@@ -93,6 +96,9 @@ func Open(parent, commonDir, worktreeTop string) (*Store, error) {
 // Init creates the store's directories and store.json if they are missing,
 // and refuses a store written by a newer Ferry.
 func (s *Store) Init() error {
+	if err := s.CheckWritable(); err != nil {
+		return err
+	}
 	for _, d := range []string{s.MntSrc(), s.MntTarget(), s.BasesDir(), s.AgentsDir(), s.TmpDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return failure.Wrap(failure.Prereq, err, "check that the store parent is writable, or choose another with FERRY_HOME", "create the store")

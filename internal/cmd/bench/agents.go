@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/fork"
 )
@@ -177,6 +179,9 @@ func runAgents(bin string, n, large int, xfs string) error {
 		}
 		fmt.Printf("  %-58s %7.1f MiB\n", "peak RSS of ferry spawn", float64(median(rss))/1024)
 
+		if err := w.baseCheck(5, med(func(r agentRun) time.Duration { return r.spawn })); err != nil {
+			return err
+		}
 		if err := w.forkTable(n, xfs); err != nil {
 			return err
 		}
@@ -247,6 +252,28 @@ func (w *ws) round(i int, shared string) (agentRun, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// baseCheck times the check spawn and ferry base make of a ready base
+// (base.Verify: a listing of the target with sizes and mtimes, hashed)
+// beside a spawn, of which it is a part.
+func (w *ws) baseCheck(n int, spawn time.Duration) error {
+	var rec base.Record
+	if err := atomicfile.ReadJSON(filepath.Join(filepath.Dir(w.base.Target), "base.json"), &rec); err != nil {
+		return err
+	}
+	var ds []time.Duration
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		if err := base.Verify(&rec); err != nil {
+			return err
+		}
+		ds = append(ds, time.Since(t))
+	}
+	d := median(ds)
+	fmt.Printf("  %-58s %8.2f ms  (%d entries; %.0f%% of ferry spawn)\n", "base check: verify the base's target (spawn, ferry base)", ms(d),
+		rec.TargetSeal.Entries, 100*d.Seconds()/spawn.Seconds())
+	return nil
 }
 
 // forkTable times each fork backend beside cp -a of the same target.

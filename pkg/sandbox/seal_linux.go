@@ -1,0 +1,143 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// storeRoot resolves paths below the store without following symbolic
+// links (openat2 with RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS). Ferry makes
+// no links in its store, so one found there was planted, and following it
+// could mount another agent's fork, or a base, where this one's belongs.
+type storeRoot struct {
+	dir string
+	fd  int // -1: no store, every path is used as given
+}
+
+func openStoreRoot(dir string) (*storeRoot, error) {
+	if dir == "" {
+		return &storeRoot{fd: -1}, nil
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return &storeRoot{dir: filepath.Clean(dir), fd: fd}, nil
+}
+
+// below returns p relative to the store, and whether it lies below it.
+func (r *storeRoot) below(p string) (string, bool) {
+	if r.fd < 0 {
+		return "", false
+	}
+	rel, err := filepath.Rel(r.dir, filepath.Clean(p))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return rel, true
+}
+
+// pin returns a path that names p's directory (or file) for mount(2): for a
+// path below the store, /proc/self/fd/N of a descriptor opened without
+// following links, which mount resolves to exactly that inode, so nothing
+// can swap a link in between; any other path as it is.
+func (r *storeRoot) pin(p string) (string, error) {
+	rel, ok := r.below(p)
+	if !ok {
+		return p, nil
+	}
+	if rel == "." {
+		return "/proc/self/fd/" + strconv.Itoa(r.fd), nil
+	}
+	fd, err := unix.Openat2(r.fd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return "", err
+	}
+	return "/proc/self/fd/" + strconv.Itoa(fd), nil
+}
+
+// check confirms that p, when below the store, resolves without a link.
+// Overlayfs takes its directories by path, so for them this is a check
+// just before the mount rather than a pin.
+func (r *storeRoot) check(p string) error {
+	q, err := r.pin(p)
+	if err != nil || q == p {
+		return err
+	}
+	if fd, err := strconv.Atoi(strings.TrimPrefix(q, "/proc/self/fd/")); err == nil && fd != r.fd {
+		unix.Close(fd)
+	}
+	return nil
+}
+
+// seal makes the store read-only in this mount namespace, except its
+// submounts (the canonical checkout and target, mounted before) and the
+// writable paths: each of those is first bound onto itself, so the
+// recursive bind of the store below copies it as a mount of its own, and
+// only the store's top mount is then made read-only.
+func seal(store string, writable []string) (string, error) {
+	for _, w := range writable {
+		if _, err := os.Lstat(w); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := unix.Mount(w, w, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return "keep " + w + " writable", err
+		}
+	}
+	if err := unix.Mount(store, store, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return "bind the store " + store + " onto itself", err
+	}
+	if err := readOnly(store); err != nil {
+		return "make the store " + store + " read-only", err
+	}
+	return "", nil
+}
+
+// readOnly makes the mount at dir read-only, not its submounts. In a user
+// namespace a remount must repeat the flags the mount was locked with
+// (nosuid, nodev, noexec, atime); mount_setattr (Linux 5.12) changes only
+// the one attribute, and the remount is the fallback.
+func readOnly(dir string) error {
+	err := unix.MountSetattr(unix.AT_FDCWD, dir, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+	if err != unix.ENOSYS {
+		return err
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return err
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	for _, f := range []struct{ st, ms uintptr }{
+		{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
+		{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if uintptr(st.Flags)&f.st != 0 {
+			flags |= f.ms
+		}
+	}
+	return unix.Mount("", dir, "", flags, "")
+}
+
+// Sealed reports whether dir is on a read-only mount: inside a sandbox whose
+// plan named it (or a directory above it) as the store.
+func Sealed(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Flags&unix.ST_RDONLY != 0
+}
+
+// checkSealed confirms that a joined namespace has the store sealed.
+func checkSealed(store string) error {
+	if store != "" && !Sealed(store) {
+		return fmt.Errorf("the store %s is writable in the joined namespace", store)
+	}
+	return nil
+}

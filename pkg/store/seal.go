@@ -1,0 +1,75 @@
+package store
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// BusDir is where the process hosting the embedded bus keeps bus.json and
+// the token: <store parent>/bus.
+func BusDir(parent string) string { return filepath.Join(parent, "bus") }
+
+// Sealing. Inside every sandbox (an agent's session and cargo calls, a
+// base's warm commands) the store parent is read-only: an agent cannot
+// overwrite a base's target, another agent's fork, the shim on PATH or the
+// bus files, however it names them. Only the canonical checkout and target
+// (separate mounts) stay writable, and so do the entries of the store
+// parent that are not Ferry's: worktrees kept under $FERRY_HOME/worktrees,
+// or anything else a user put there.
+
+// Seal returns the directory a sandbox of this store seals (the store
+// parent) and the paths below it that stay writable.
+func (s *Store) Seal() (root string, writable []string, err error) {
+	ents, err := os.ReadDir(s.Parent)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s.Parent, nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	for _, e := range ents {
+		if ferrys(s.Parent, e) {
+			continue
+		}
+		writable = append(writable, filepath.Join(s.Parent, e.Name()))
+	}
+	return s.Parent, writable, nil
+}
+
+// ferrys reports whether entry e of the store parent is Ferry's: the shim's
+// bin/, the bus directory, or a repository's store (it holds store.json).
+func ferrys(parent string, e fs.DirEntry) bool {
+	switch e.Name() {
+	case "bin", filepath.Base(BusDir(parent)):
+		return true
+	}
+	if !e.IsDir() {
+		return e.Type()&fs.ModeSymlink != 0 // a link is not followed, so nothing to keep
+	}
+	_, err := os.Lstat(filepath.Join(parent, e.Name(), "store.json"))
+	return err == nil
+}
+
+// CheckWritable refuses to change a store that this process sees sealed:
+// it runs inside an agent's sandbox (or a base's warm build), where the
+// store is read-only by design.
+func (s *Store) CheckWritable() error {
+	if !readOnlyMount(s.Parent) {
+		return nil
+	}
+	return failure.New(failure.Refused,
+		"run Ferry's commands for other agents and bases outside the agent's sandbox (from the shell that started it, not from `ferry shell` or `ferry run`)",
+		"the store %s is read-only here: this process runs inside an agent's sandbox, which may not change bases, agents or the store", s.Parent)
+}
+
+// readOnlyMount reports whether dir is on a read-only mount.
+func readOnlyMount(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Flags&unix.ST_RDONLY != 0
+}
