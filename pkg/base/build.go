@@ -31,11 +31,11 @@ type Options struct {
 	Repo     *git.Repo
 	Settings *config.Settings
 	Store    *store.Store
-	Rev      string    // default HEAD
-	Cold     bool      // never seed from another base (seeding comes later: every build is cold now)
+	Rev      string // default HEAD
+	Cold     bool   // never seed from another base (seeding comes later: every build is cold now)
 	// Rebuild discards the base of Rev when it is ready and builds it
 	// again: the fix for a base changed after it was built (see Verify).
-	Rebuild bool
+	Rebuild  bool
 	Progress io.Writer // progress lines and the warm commands' output; nil discards
 	Env      []string  // environment of the warm commands; nil means os.Environ()
 	// Shim installs the shim (ferry-shim beside the running binary) as
