@@ -231,11 +231,12 @@ func (l *Lock) Downgrade() error {
 
 // Remove deletes the lock file and releases the lock: the way to give up an
 // exclusive lock for good (see the package doc). Nothing the caller does
-// after Remove is protected by the lock any more. It refuses with
-// ErrNotExclusive, keeping the lock, when the lock is held shared. In every
-// other case the lock is released, even when the unlink fails; a file that
-// another process put at the path against the protocol is left alone and
-// reported.
+// after Remove is protected by the lock any more, nor is a process that
+// inherited the descriptor (File): its flock is on a deleted file. Remove
+// refuses with ErrNotExclusive, keeping the lock, when the lock is held
+// shared. In every other case the lock is released, even when the unlink
+// fails; a file another process put at the path against the protocol is
+// left alone and reported.
 func (l *Lock) Remove() error {
 	if l == nil || l.f == nil {
 		return errors.New("remove lock: the lock was released")
