@@ -253,8 +253,8 @@ func TestConcurrentBuildsBuildOnce(t *testing.T) {
 	}
 }
 
-// A failing warm command leaves no ready base, no directory, no registered
-// worktree, and the previous current base in place.
+// A failing warm command leaves no ready base, no directory, no lock file,
+// no registered worktree, and the previous current base in place.
 func TestFailedWarmLeavesNothing(t *testing.T) {
 	e := setup(t, "cargo build -p "+fixture.ChainC)
 	first, err := e.build(t, "")
@@ -275,6 +275,9 @@ func TestFailedWarmLeavesNothing(t *testing.T) {
 	for _, d := range ents {
 		if d.IsDir() && d.Name() != first.Record.ID {
 			t.Fatalf("failed base left directory %s", d.Name())
+		}
+		if !d.IsDir() && d.Name() != filepath.Base(e.store.BaseLock(first.Record.ID)) {
+			t.Fatalf("failed base left %s in bases/", d.Name())
 		}
 	}
 	if got := e.registered(t); len(got) != len(wtBefore) {

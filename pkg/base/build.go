@@ -217,6 +217,8 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		if derr := discard(o, p.ID); derr != nil {
 			err = errors.Join(err, fmt.Errorf("discard the failed base: %w", derr))
+		} else if rerr := l.Remove(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove the failed base's lock file: %w", rerr))
 		}
 		return nil, err
 	}
@@ -429,7 +431,13 @@ func unready(s *store.Store, r *Record) error {
 }
 
 // discard removes every trace of a base that is not ready: its registered
-// worktree and its directory. The caller holds the base lock.
+// worktree and its directory. The caller holds the base lock. After a failed
+// build Build then removes the lock file too, still holding it (package
+// lock's protocol): nothing is left for the base, and a builder waiting on
+// the lock wakes, locks a new file and builds, as it would have anyway. The
+// discard of a partial base before a build keeps it: the build goes on
+// under that lock. A discard that fails keeps it too: a directory is left,
+// and gc deletes both.
 func discard(o Options, id string) error {
 	dir := o.Store.BaseDir(id)
 	if _, err := os.Stat(filepath.Join(dir, "base.json")); err == nil {

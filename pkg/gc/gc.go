@@ -8,18 +8,32 @@
 // dirs left without a record by an interrupted rm are removed. A base whose
 // target is still the lower layer of a mounted overlay (a process of a
 // removed overlay agent, in a namespace nested inside its sandbox) is kept,
-// and so is such an agent dir. gc never
-// runs `git worktree prune`, which would also drop the user's own worktrees
-// whose directories are temporarily missing: it unregisters only the base
-// checkouts it deletes.
+// and so is such an agent dir.
+//
+// Lock files go too, or the store would keep one per base ever built. A
+// deleted base's bases/<id>.lock is removed last, after its directory, while
+// gc still holds it exclusively: package lock's protocol lets exactly that
+// holder delete a lock file, and a builder waiting for the lock then locks
+// a new file and finds no base to reuse. Lock files whose base directory
+// does not exist (left by Ferry before it removed them, by a builder killed
+// before it made the directory, or by a gc killed between the two removals)
+// are swept the same way: try-locked, skipped when held (a build is
+// starting), removed when free. Only regular files named like a base's lock
+// are swept; anything else in bases/ is not Ferry's to delete.
+//
+// gc never runs `git worktree prune`, which would also drop the user's own
+// worktrees whose directories are temporarily missing: it unregisters only
+// the base checkouts it deletes.
 package gc
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/atomicfile"
@@ -39,13 +53,14 @@ type Result struct {
 	SkippedInUse  []string `json:"skipped_in_use"` // still an overlay's lower layer
 	Agents        []string `json:"agents"`         // unfinished spawns rolled back
 	Leftovers     []string `json:"leftovers"`      // agent dirs without a record, removed
+	SweptLocks    []string `json:"swept_locks"`    // ids whose bases/<id>.lock had no base dir, removed
 }
 
 // Run collects the store. It takes the store lock, then try-locks agents and
 // bases (the lock order of package lock).
 func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 	res := &Result{DryRun: dry, Bases: []string{}, Kept: []string{}, SkippedLocked: []string{},
-		SkippedInUse: []string{}, Agents: []string{}, Leftovers: []string{}}
+		SkippedInUse: []string{}, Agents: []string{}, Leftovers: []string{}, SweptLocks: []string{}}
 	if _, err := os.Stat(s.Dir); errors.Is(err, fs.ErrNotExist) {
 		return res, nil
 	}
@@ -121,17 +136,89 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !dry {
-			err = deleteBase(repo, s, id)
+		if dry {
+			bl.Release()
+			res.Bases = append(res.Bases, id)
+			continue
 		}
-		bl.Release()
-		if err != nil {
+		if err := deleteBase(repo, s, id); err != nil {
+			bl.Release()
 			return nil, err
+		}
+		// Last, and while held (see the package doc).
+		if err := bl.Remove(); err != nil {
+			return nil, fmt.Errorf("deleted base %s but not its lock file: %w", id, err)
 		}
 		res.Bases = append(res.Bases, id)
 	}
+	if err := sweepLocks(s, dry, res); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
+
+// sweepLocks removes the lock files of bases whose directory does not
+// exist. The caller holds the store lock; builders do not take it before
+// the base lock, so each file is try-locked and the directory checked again
+// under its lock (a build may have made it since the listing).
+func sweepLocks(s *store.Store, dry bool, res *Result) error {
+	ents, err := os.ReadDir(s.BasesDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || !e.Type().IsRegular() || s.BaseLock(id) != filepath.Join(s.BasesDir(), e.Name()) {
+			continue
+		}
+		stale, err := noBaseDir(s, id)
+		if err != nil {
+			return err
+		}
+		if !stale {
+			continue
+		}
+		swept, err := sweepLock(s, id, dry)
+		if err != nil {
+			return err
+		}
+		if swept {
+			res.SweptLocks = append(res.SweptLocks, id)
+		}
+	}
+	return nil
+}
+
+// sweepLock removes base id's lock file (dry: only reports it) when it is
+// free and, checked again under it, the base has no directory.
+func sweepLock(s *store.Store, id string, dry bool) (bool, error) {
+	l, err := lock.TryTake(s.BaseLock(id))
+	if err == lock.ErrBusy {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	stale, err := noBaseDir(s, id)
+	if err != nil || !stale || dry {
+		l.Release()
+		return stale, err
+	}
+	return true, l.Remove()
+}
+
+// noBaseDir reports whether nothing is at base id's directory path.
+func noBaseDir(s *store.Store, id string) (bool, error) {
+	_, err := os.Lstat(s.BaseDir(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	return false, err
+}
+
 
 // removeLeftovers removes agent dirs without a record (an rm or a spawn
 // interrupted after removing it), unless a live overlay still writes there.

@@ -250,7 +250,7 @@ func (e *env) branchExists(name string) bool {
 // lists are sorted first (gc reports in name order).
 func checkResult(t *testing.T, res *gc.Result, want gc.Result) {
 	t.Helper()
-	for _, l := range []*[]string{&want.Bases, &want.Kept, &want.SkippedLocked, &want.SkippedInUse, &want.Agents, &want.Leftovers} {
+	for _, l := range []*[]string{&want.Bases, &want.Kept, &want.SkippedLocked, &want.SkippedInUse, &want.Agents, &want.Leftovers, &want.SweptLocks} {
 		if *l == nil {
 			*l = []string{}
 		}
@@ -437,6 +437,9 @@ func TestDeletesUnreferencedBases(t *testing.T) {
 		if exists(t, e.s.BaseDir(id)) {
 			t.Errorf("base %s still on disk", id)
 		}
+		if exists(t, e.s.BaseLock(id)) {
+			t.Errorf("base %s's lock file still on disk", id)
+		}
 		if e.registered(t, filepath.Join(e.s.BaseDir(id), "src")) {
 			t.Errorf("base %s's checkout still registered with git", id)
 		}
@@ -542,6 +545,9 @@ func TestSkipsLockedBases(t *testing.T) {
 	for _, id := range []string{byFD, byProc} {
 		if exists(t, e.s.BaseDir(id)) || e.registered(t, filepath.Join(e.s.BaseDir(id), "src")) {
 			t.Errorf("unlocked base %s not deleted", id)
+		}
+		if exists(t, e.s.BaseLock(id)) {
+			t.Errorf("unlocked base %s's lock file not deleted", id)
 		}
 	}
 }
@@ -810,8 +816,120 @@ func TestRollsBackUnfinishedSpawns(t *testing.T) {
 	}
 }
 
+// lockFiles lists the entries of bases/ named *.lock.
+func (e *env) lockFiles(t *testing.T) []string {
+	t.Helper()
+	ents, err := os.ReadDir(e.s.BasesDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range ents {
+		if strings.HasSuffix(d.Name(), ".lock") {
+			out = append(out, d.Name())
+		}
+	}
+	return out
+}
+
+// holdInChild hands a held lock on path to a child process (as Ferry hands
+// locks to the processes it runs) and drops its own descriptor: the child
+// then holds the lock alone, until it is killed.
+func holdInChild(t *testing.T, path string) *exec.Cmd {
+	t.Helper()
+	l, err := lock.Take(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	child := exec.Command("sleep", "60")
+	child.ExtraFiles = []*os.File{l.File()}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if child.ProcessState == nil {
+			child.Process.Kill()
+			child.Wait()
+		}
+	})
+	return child
+}
+
+// A deleted base's lock file goes with it; a lock file whose base has no
+// directory (a builder killed before making it, a gc killed between the
+// two removals) is swept, unless a process holds it (a build starting);
+// a symbolic link named like a lock file is neither followed nor removed;
+// a dry run reports the same and deletes nothing.
+func TestRemovesLockFiles(t *testing.T) {
+	e := newEnv(t)
+	cur := e.makeBase(t, e.c2, "00000000000000cc", false)
+	e.setCurrent(t, cur)
+	old := e.makeBase(t, e.c1, "00000000000000aa", false)
+	partial := e.makeBase(t, e.c2, "00000000000000bb", true)
+
+	// A builder killed with SIGKILL right after taking its lock.
+	killed := base.ID(e.c1, "00000000000000dd")
+	builder := holdInChild(t, e.s.BaseLock(killed))
+	builder.Process.Kill()
+	builder.Wait()
+	// A gc killed after deleting a base's directory, before its lock file.
+	halfDeleted := base.ID(e.c2, "00000000000000ee")
+	l, err := lock.TryTake(e.s.BaseLock(halfDeleted))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	// A builder that holds its lock and has not made its directory yet.
+	starting := base.ID(e.c1, "00000000000000ff")
+	builder = holdInChild(t, e.s.BaseLock(starting))
+	// Not Ferry's: a symbolic link named like a lock, to a file that must
+	// not come to exist.
+	victim := filepath.Join(e.root, "victim")
+	link := e.s.BaseLock(base.ID(e.c2, "0000000000000099"))
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+
+	want := gc.Result{DryRun: true, Bases: []string{old, partial}, Kept: []string{cur},
+		SweptLocks: []string{killed, halfDeleted}}
+	before := tree(t, e.s.Dir)
+	checkResult(t, e.gc(t, true), want)
+	if after := tree(t, e.s.Dir); after != before {
+		t.Fatalf("dry run changed the store:\nbefore\n%s\nafter\n%s", before, after)
+	}
+
+	want.DryRun = false
+	checkResult(t, e.gc(t, false), want)
+	wantLocks := []string{filepath.Base(e.s.BaseLock(cur)), filepath.Base(e.s.BaseLock(starting)), filepath.Base(link)}
+	slices.Sort(wantLocks)
+	if got := e.lockFiles(t); !slices.Equal(got, wantLocks) {
+		t.Fatalf("lock files after gc: %v, want %v", got, wantLocks)
+	}
+	if held, err := lock.Held(e.s.BaseLock(starting)); err != nil || !held {
+		t.Fatalf("the starting builder's lock: held %v, %v", held, err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Fatalf("the symbolic link in bases/: %v, %v", fi, err)
+	}
+	if exists(t, victim) {
+		t.Fatal("gc followed a symbolic link in bases/")
+	}
+
+	// The builder dies before making its directory: the next pass sweeps.
+	builder.Process.Kill()
+	builder.Wait()
+	checkResult(t, e.gc(t, false), gc.Result{Kept: []string{cur}, SweptLocks: []string{starting}})
+	wantLocks = []string{filepath.Base(e.s.BaseLock(cur)), filepath.Base(link)}
+	slices.Sort(wantLocks)
+	if got := e.lockFiles(t); !slices.Equal(got, wantLocks) {
+		t.Fatalf("lock files after the second gc: %v, want %v", got, wantLocks)
+	}
+	checkResult(t, e.gc(t, false), gc.Result{Kept: []string{cur}})
+}
+
 // gc works for an ordinary user too: overlayfs's mode-0 work dirs and
 // read-only fork dirs are then removable only by making them writable.
 func TestGCAsUnprivilegedUser(t *testing.T) {
-	unpriv.Rerun(t, "^Test(DeletesUnreferencedBases|SkipsLockedBases|KeepsBaseUnderLiveOverlay|RemovesLeftoverAgentDirs|RollsBackUnfinishedSpawns)$")
+	unpriv.Rerun(t, "^Test(DeletesUnreferencedBases|SkipsLockedBases|KeepsBaseUnderLiveOverlay|RemovesLeftoverAgentDirs|RollsBackUnfinishedSpawns|RemovesLockFiles)$")
 }

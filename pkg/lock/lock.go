@@ -23,37 +23,111 @@
 // (Downgrade) once the new namespace runs. A process entering an agent takes
 // busy.lock shared before it waits for the agent lock; that cannot deadlock
 // because the agent lock's other holders (spawn, rm) only try busy.lock.
+//
+// # Deleting lock files
+//
+// A lock is the inode linked at its path, not the path. flock locks an
+// inode, so unlinking a lock file that someone holds would split the lock
+// in two: the holder keeps its flock on the unlinked inode, a newcomer
+// creates a new file at the path and locks that, and both believe they hold
+// the lock. Lock files would then have to live for ever (one per base ever
+// built), so instead every taker and every deleter follows one protocol:
+//
+//   - Only a holder of the exclusive lock may delete a lock file (Remove),
+//     and it gives up the lock by deleting it: nothing it does after the
+//     unlink is protected. Deleting a directory that holds lock files counts
+//     as deleting them, so whoever does that holds each of them exclusively
+//     (as rm does with an agent's lock, busy.lock and mount.lock).
+//   - Every taker (Take, TryTake, Shared, TryShared), once flock succeeds,
+//     compares the device and inode of its descriptor (fstat) with those of
+//     the path (lstat). If the path is gone or names another file, the lock
+//     it got is on a deleted file: it closes it and starts again from the
+//     open, which finds (or creates) the file now at the path.
+//
+// Why that is enough: a taker that passes the check held a flock on the
+// file linked at the path at the moment of the check. The file can only be
+// unlinked by an exclusive holder, which the taker's flock excludes until it
+// releases, so the file stays linked, and the taker stays the (exclusive or
+// shared) holder of the path's lock, for as long as it holds the flock. A
+// taker that waited on a file while its holder deleted it wakes up with the
+// flock of a dead inode, fails the check and waits on the new file instead.
+// The comparison cannot be fooled by a reused inode number: the taker's
+// descriptor keeps its inode allocated, so no new file can get its number.
+// A try-lock that finds the old file busy reports ErrBusy, which was true
+// when it looked.
+//
+// # Opening lock files
+//
+// Lock files are opened with O_NOFOLLOW: a symbolic link planted at a lock
+// path (by anyone who can write in the store's directories) is refused with
+// an error naming it, never followed, so taking a lock can neither create
+// nor truncate a file elsewhere (WriteOwner truncates). Inside an agent's
+// sandbox the store is mounted read-only: there, opening for writing fails
+// with EROFS, and an existing lock file is opened read-only instead, since
+// flock does not care how the file was opened. Such a lock cannot
+// WriteOwner, which only exclusive holders on the host do.
 package lock
 
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/failure"
 )
 
 // ErrBusy reports that a try-lock found the lock held.
 var ErrBusy = errors.New("lock is held by another process")
 
+// ErrSymlink reports a symbolic link at a lock path, which is never followed.
+var ErrSymlink = errors.New("is a symbolic link")
+
+// ErrNotExclusive reports Remove called on a lock held shared.
+var ErrNotExclusive = errors.New("the lock is not held exclusively")
+
 // Lock is a held lock.
 type Lock struct {
-	f *os.File
+	f         *os.File
+	path      string
+	exclusive bool
 }
 
+// open opens the lock file at path, creating it and its directory if
+// needed, without following a symbolic link at path.
 func open(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if errors.Is(err, unix.EROFS) {
-		f, err = os.OpenFile(path, os.O_RDONLY, 0) // a sealed store: flock needs no write access
-	}
-	if errors.Is(err, os.ErrNotExist) {
+	const rw = os.O_RDWR | os.O_CREATE | unix.O_NOFOLLOW
+	f, err := os.OpenFile(path, rw, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Only now make the directory: on a read-only store (inside a
+		// sandbox) open fails with EROFS first and never gets here.
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		f, err = os.OpenFile(path, rw, 0o644)
+	}
+	if errors.Is(err, unix.EROFS) {
+		// A read-only store: an existing lock file can still be locked.
+		// If it does not exist, it cannot be made: keep the EROFS error.
+		rf, rerr := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+		switch {
+		case rerr == nil:
+			f, err = rf, nil
+		case !errors.Is(rerr, fs.ErrNotExist):
+			err = rerr
+		}
+	}
+	if errors.Is(err, unix.ELOOP) {
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, failure.Wrap(failure.Refused, ErrSymlink,
+				"Ferry makes lock files as regular files and never follows a link there: find out who made it (nobody else should be able to write in the store), remove it, and try again",
+				"lock %s", path)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
@@ -61,25 +135,56 @@ func open(path string) (*os.File, error) {
 	return f, nil
 }
 
+// flock takes path's lock: open, flock, then check that the locked file is
+// still the one at path (see the package doc), else start again.
 func flock(path string, how int) (*Lock, error) {
-	f, err := open(path)
-	if err != nil {
-		return nil, err
-	}
 	for {
-		err = unix.Flock(int(f.Fd()), how)
-		if err != unix.EINTR {
-			break
+		f, err := open(path)
+		if err != nil {
+			return nil, err
 		}
+		for {
+			err = unix.Flock(int(f.Fd()), how)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		if err != nil {
+			f.Close()
+			if err == unix.EWOULDBLOCK {
+				return nil, ErrBusy
+			}
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		same, err := linked(f, path)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if same {
+			return &Lock{f: f, path: path, exclusive: how&unix.LOCK_EX != 0}, nil
+		}
+		// Its holder deleted the file while we opened or waited: our flock
+		// is on a dead inode.
+		f.Close()
+	}
+}
+
+// linked reports whether f is the file linked at path now (same device and
+// inode; a symbolic link at path is another file).
+func linked(f *os.File, path string) (bool, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	pi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
 	}
 	if err != nil {
-		f.Close()
-		if err == unix.EWOULDBLOCK {
-			return nil, ErrBusy
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return false, err
 	}
-	return &Lock{f: f}, nil
+	return os.SameFile(fi, pi), nil
 }
 
 // Take blocks until it holds path exclusively.
@@ -115,10 +220,45 @@ func Held(path string) (bool, error) {
 func (l *Lock) Downgrade() error {
 	for {
 		err := unix.Flock(int(l.f.Fd()), unix.LOCK_SH)
+		if err == nil {
+			l.exclusive = false
+		}
 		if err != unix.EINTR {
 			return err
 		}
 	}
+}
+
+// Remove deletes the lock file and releases the lock: the way to give up an
+// exclusive lock for good (see the package doc). Nothing the caller does
+// after Remove is protected by the lock any more, nor is a process that
+// inherited the descriptor (File): its flock is on a deleted file. Remove
+// refuses with ErrNotExclusive, keeping the lock, when the lock is held
+// shared. In every other case the lock is released, even when the unlink
+// fails; a file another process put at the path against the protocol is
+// left alone and reported.
+func (l *Lock) Remove() error {
+	if l == nil || l.f == nil {
+		return errors.New("remove lock: the lock was released")
+	}
+	if !l.exclusive {
+		return fmt.Errorf("remove lock %s: %w", l.path, ErrNotExclusive)
+	}
+	defer l.Release()
+	same, err := linked(l.f, l.path)
+	if err != nil {
+		return fmt.Errorf("remove lock %s: %w", l.path, err)
+	}
+	if !same {
+		if _, err := os.Lstat(l.path); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("remove lock %s: the path names another file than the one locked; left alone", l.path)
+	}
+	if err := os.Remove(l.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove lock %s: %w", l.path, err)
+	}
+	return nil
 }
 
 // File returns the locked file, e.g. to pass the descriptor to a child that
