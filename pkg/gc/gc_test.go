@@ -562,9 +562,11 @@ func TestKeepsBaseUnderLiveOverlay(t *testing.T) {
 	inUse := e.makeBase(t, e.c1, "00000000000000aa", false)
 	old := e.makeBase(t, e.c1, "00000000000000bb", false)
 
+	// The store was opened through a link (root/link -> real): Open names
+	// everything through the resolved parent, as the kernel prints it.
 	lower := e.resolvedTarget(t, inUse)
-	if lower == filepath.Join(e.s.BaseDir(inUse), "target") {
-		t.Fatalf("store path %s is not reached through a symlink", e.s.Dir)
+	if lower != filepath.Join(e.s.BaseDir(inUse), "target") || !strings.Contains(lower, "/real/") {
+		t.Fatalf("store %s opened through a link is not named by its resolved path (%s)", e.s.Dir, lower)
 	}
 	h := e.root + "/holder"
 	holder := startHolder(t, sandbox.Overlay{Lower: lower, Upper: h + "/upper", Work: h + "/work", Target: h + "/mnt"})
