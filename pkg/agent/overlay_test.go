@@ -145,7 +145,9 @@ func TestOverlayAgentsNeverShareAnUpper(t *testing.T) {
 	w.spawnOverlay(t, "ov-one")
 	w.spawnOverlay(t, "ov-two")
 	target := filepath.Join(w.storeDir(t), "mnt", "target")
-	upperOf := "awk '$5 == \"" + target + "\" {print $NF}' /proc/self/mountinfo | tr , '\\n' | grep '^upperdir='"
+	// The last mount listed at the target is the one paths reach (the
+	// sealed store's recursive bind repeats the overlay below it).
+	upperOf := "awk '$5 == \"" + target + "\" {print $NF}' /proc/self/mountinfo | tail -n1 | tr , '\\n' | grep '^upperdir='"
 
 	w.startSession(t, "ov-one", "echo one > "+target+"/mine.txt; echo ready; exec sleep 60")
 	w.startSession(t, "ov-two", "echo two > "+target+"/mine.txt; echo ready; exec sleep 60")
