@@ -82,7 +82,7 @@ type OwnerError struct {
 func (e *OwnerError) Reason() string {
 	switch {
 	case e.Uid != e.Caller && (e.Own || e.Uid != 0):
-		return "owned by " + describeUser(e.Uid)
+		return "owned by " + DescribeUser(e.Uid)
 	case e.Own && e.Mode&0o020 != 0 && e.Mode&0o002 != 0:
 		return "writable by group and others"
 	case e.Own && e.Mode&0o020 != 0:
@@ -103,9 +103,9 @@ func (e *OwnerError) Error() string {
 	}
 	if e.Uid != e.Caller && (e.Own || e.Uid != 0) {
 		return fmt.Sprintf("%s is owned by %s (mode %s), and Ferry runs as %s",
-			what, describeUser(e.Uid), modeString(e.Mode), describeUser(e.Caller))
+			what, DescribeUser(e.Uid), modeString(e.Mode), DescribeUser(e.Caller))
 	}
-	return fmt.Sprintf("%s is %s (mode %s, owner %s)", what, e.Reason(), modeString(e.Mode), describeUser(e.Uid))
+	return fmt.Sprintf("%s is %s (mode %s, owner %s)", what, e.Reason(), modeString(e.Mode), DescribeUser(e.Uid))
 }
 
 // hint says how to fix e: make the directory the caller's alone, or choose
@@ -119,13 +119,13 @@ func (e *OwnerError) hint() string {
 	}
 	switch {
 	case e.Link:
-		return fmt.Sprintf("%s can point the symlink anywhere: %s, by its real path", describeUser(e.Uid), elsewhere)
+		return fmt.Sprintf("%s can point the symlink anywhere: %s, by its real path", DescribeUser(e.Uid), elsewhere)
 	case e.Uid != e.Caller && e.Own:
 		return fmt.Sprintf("%s;\nor, if %s should be yours, look at what is in it (anyone could have put a cargo there), then as root: chown -R %s %s && chmod -R go-w %s",
 			elsewhere, e.Dir, you, q, q)
 	case e.Uid != e.Caller && e.Uid != 0:
 		return fmt.Sprintf("%s can replace anything below %s: %s;\nor, if it should not be theirs, as root: chown root %s && chmod go-w %s",
-			describeUser(e.Uid), e.Dir, elsewhere, q, q)
+			DescribeUser(e.Uid), e.Dir, elsewhere, q, q)
 	case e.Own:
 		return fmt.Sprintf("run `chmod go-w %s` and check that nobody else changed what is in it; or %s", q, elsewhere)
 	case e.Uid == 0:
@@ -370,10 +370,10 @@ func MkdirAll(dir string, perm fs.FileMode) error {
 	return nil
 }
 
-// describeUser is "name (uid N)", or "uid N" for a uid /etc/passwd does not
+// DescribeUser is "name (uid N)", or "uid N" for a uid /etc/passwd does not
 // name. The store package reads /etc/passwd itself rather than use os/user,
 // which would link cgo into the shim.
-func describeUser(uid int) string {
+func DescribeUser(uid int) string {
 	if name := userName(uid); name != "" {
 		return fmt.Sprintf("%s (uid %d)", name, uid)
 	}
