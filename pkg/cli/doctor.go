@@ -76,7 +76,7 @@ func doctorOptions(h platform.Host) doctor.Options {
 		o.ConfigErr = err
 		return o
 	}
-	o.Settings, o.StoreDir = settings, s.Dir
+	o.Settings, o.StoreDir, o.CheckOwner = settings, s.Dir, s.CheckOwner
 	return o
 }
 
