@@ -38,7 +38,7 @@ func TestRefusesAStoreOthersCanChange(t *testing.T) {
 	key := store.Key(filepath.Join(repo, ".git"))
 	s := &store.Store{Parent: parent, Dir: filepath.Join(parent, key), Key: key}
 	for _, d := range []string{s.AgentsDir(), s.ShimDir()} {
-		if err := store.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

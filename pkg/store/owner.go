@@ -102,7 +102,7 @@ func (e *OwnerError) Error() string {
 		what = "the symlink " + e.Dir
 	}
 	if e.Uid != e.Caller && (e.Own || e.Uid != 0) {
-		return fmt.Sprintf("%s is owned by %s (mode %s), and Ferry runs as %s",
+		return fmt.Sprintf("%s is owned by %s, mode %s, and Ferry runs as %s",
 			what, DescribeUser(e.Uid), modeString(e.Mode), DescribeUser(e.Caller))
 	}
 	return fmt.Sprintf("%s is %s (mode %s, owner %s)", what, e.Reason(), modeString(e.Mode), DescribeUser(e.Uid))
