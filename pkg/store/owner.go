@@ -28,6 +28,14 @@ package store
 // Root is not exempt: root trusting a directory another user owns is how
 // that user gets root's builds.
 //
+// Inside a user namespace that does not map root (an agent's sandbox, run
+// by an ordinary user, maps only the caller), every directory of root's
+// shows the overflow uid (nobody, 65534), and so does one of any other user
+// the namespace leaves out: from inside they cannot be told apart. There a
+// directory on the way owned by the overflow uid is judged as root's would
+// be (the command that made the sandbox checked the path outside it);
+// Ferry's own directories must still be the caller's.
+//
 // Cost (BenchmarkCheckOwner, on a shared 2-core machine, ext4, warm dentry
 // cache): CheckOwner on a store six directories deep makes ten lstat calls,
 // 26-32 µs in all; a command checks two or three times. The shim, which runs
@@ -45,6 +53,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -76,12 +85,14 @@ type OwnerError struct {
 	Uid    int         // Dir's owner
 	Mode   fs.FileMode // Dir's permission bits, with ModeSticky
 	Caller int         // the effective uid that checked
+
+	owner bool // the owner is what is wrong (else the mode)
 }
 
 // Reason is what is wrong with Dir, in a few words.
 func (e *OwnerError) Reason() string {
 	switch {
-	case e.Uid != e.Caller && (e.Own || e.Uid != 0):
+	case e.owner:
 		return "owned by " + DescribeUser(e.Uid)
 	case e.Own && e.Mode&0o020 != 0 && e.Mode&0o002 != 0:
 		return "writable by group and others"
@@ -101,7 +112,7 @@ func (e *OwnerError) Error() string {
 	if e.Link {
 		what = "the symlink " + e.Dir
 	}
-	if e.Uid != e.Caller && (e.Own || e.Uid != 0) {
+	if e.owner {
 		return fmt.Sprintf("%s is owned by %s, mode %s, and Ferry runs as %s",
 			what, DescribeUser(e.Uid), modeString(e.Mode), DescribeUser(e.Caller))
 	}
@@ -120,10 +131,10 @@ func (e *OwnerError) hint() string {
 	switch {
 	case e.Link:
 		return fmt.Sprintf("%s can point the symlink anywhere: %s, by its real path", DescribeUser(e.Uid), elsewhere)
-	case e.Uid != e.Caller && e.Own:
+	case e.owner && e.Own:
 		return fmt.Sprintf("%s;\nor, if %s should be yours, look at what is in it (anyone could have put a cargo there), then as root: chown -R %s %s && chmod -R go-w %s",
 			elsewhere, e.Dir, you, q, q)
-	case e.Uid != e.Caller && e.Uid != 0:
+	case e.owner:
 		return fmt.Sprintf("%s can replace anything below %s: %s;\nor, if it should not be theirs, as root: chown root %s && chmod go-w %s",
 			DescribeUser(e.Uid), e.Dir, elsewhere, q, q)
 	case e.Own:
@@ -304,21 +315,54 @@ func (c *checker) judge(p string, st *unix.Stat_t, own bool) error {
 		mode |= fs.ModeSticky
 	}
 	link := st.Mode&unix.S_IFMT == unix.S_IFLNK
-	bad := false
+	own = own && !link
+	var ownerBad, modeBad bool
 	switch {
 	case link:
 		// A symlink's mode means nothing; its owner can replace it.
-		bad = uid != c.caller && uid != 0
+		ownerBad = uid != c.caller && uid != 0 && !unmappedOwner(uid)
 	case own:
-		bad = uid != c.caller || mode&0o022 != 0
+		ownerBad, modeBad = uid != c.caller, mode&0o022 != 0
 	default:
-		bad = (uid != c.caller && uid != 0) || (mode&0o022 != 0 && mode&fs.ModeSticky == 0)
+		ownerBad = uid != c.caller && uid != 0 && !unmappedOwner(uid)
+		modeBad = mode&0o022 != 0 && mode&fs.ModeSticky == 0
 	}
-	if !bad {
+	if !ownerBad && !modeBad {
 		return nil
 	}
-	e := &OwnerError{Role: c.role, Path: c.path, Dir: p, Own: own && !link, Link: link, Uid: uid, Mode: mode, Caller: c.caller}
+	e := &OwnerError{Role: c.role, Path: c.path, Dir: p, Own: own, Link: link, Uid: uid, Mode: mode, Caller: c.caller, owner: ownerBad}
 	return e.refusal()
+}
+
+// unmappedOwner reports whether uid is the overflow uid of a user namespace
+// this process runs in that leaves uids unmapped: the owner shown for
+// root's files and for every other uid the namespace does not map. It reads
+// /proc only when asked, which is only for an owner that is neither the
+// caller nor root.
+func unmappedOwner(uid int) bool {
+	userns.once.Do(func() {
+		userns.overflow = -1
+		b, err := os.ReadFile("/proc/sys/kernel/overflowuid")
+		if err != nil {
+			return
+		}
+		overflow, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return
+		}
+		m, err := os.ReadFile("/proc/self/uid_map")
+		// The initial namespace maps every uid to itself, in one line.
+		if err != nil || strings.Join(strings.Fields(string(m)), " ") == "0 0 4294967295" {
+			return
+		}
+		userns.overflow = overflow
+	})
+	return userns.overflow >= 0 && uid == userns.overflow
+}
+
+var userns struct {
+	once     sync.Once
+	overflow int // -1 outside a user namespace that leaves uids unmapped
 }
 
 // split splits a path into its components, without empty ones and ".".

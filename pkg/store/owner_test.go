@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -353,8 +354,55 @@ func TestInstallShimRefusesOpenBin(t *testing.T) {
 	}
 }
 
+// TestOwnerInsideUserNamespace: in a user namespace that maps only the
+// caller, as an agent's sandbox does for an ordinary user, root's
+// directories show the overflow uid; they are still accepted on the way to
+// a store of the caller's, and not as the store itself.
+func TestOwnerInsideUserNamespace(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root's sandbox maps root; the unprivileged re-run covers this")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare (util-linux)")
+	}
+	parent := filepath.Join(safeRoot(t), "home")
+	cmd := exec.Command(unshare, "-U", "--map-user="+strconv.Itoa(os.Getuid()), "--map-group="+strconv.Itoa(os.Getgid()),
+		os.Args[0], "-test.run=^TestOwnerInNamespaceChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "FERRY_OWNER_NS_DIR="+parent)
+	out, err := cmd.CombinedOutput()
+	if err != nil && strings.Contains(string(out), "unshare failed") {
+		t.Skipf("no user namespace here: %s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestOwnerInNamespaceChild") {
+		t.Fatalf("in a user namespace: %v\n%s", err, out)
+	}
+}
+
+// TestOwnerInNamespaceChild is TestOwnerInsideUserNamespace's child.
+func TestOwnerInNamespaceChild(t *testing.T) {
+	parent := os.Getenv("FERRY_OWNER_NS_DIR")
+	if parent == "" {
+		t.Skip("run by TestOwnerInsideUserNamespace")
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/", &st); err != nil || int(st.Uid) == 0 {
+		t.Fatalf("/ shows uid %d (%v): not in a namespace that leaves root unmapped", st.Uid, err)
+	}
+	s := &Store{Parent: parent, Dir: filepath.Join(parent, "k")}
+	if err := s.CheckOwner(); err != nil {
+		t.Fatalf("a store of the caller's, below root's directories: %v", err)
+	}
+	if err := CheckOwned(RoleParent, "/"); err == nil || !strings.Contains(err.Error(), "owned by") {
+		t.Fatalf("/ as the store parent: %v", err)
+	}
+	// Open ways are refused there too.
+	shared := tree(t, 0o777, filepath.Dir(parent), "shared")
+	refusedAt(t, CheckOwned(RoleParent, filepath.Join(shared, "home")), shared)
+}
+
 func TestOwnerUnprivileged(t *testing.T) {
-	unpriv.Rerun(t, "^Test(OwnerAcceptsOwnDirsAndMissingTail|OwnerRefusesGroupWritableParent|OwnerRefusesOpenBinAndBus|OwnerWorldWritableAncestor|OwnerTempDirPasses|OwnerResolvesSymlinks|OwnerRefusesRootsDirectoryForAUser|MkdirAllIgnoresUmask|InitIgnoresUmask|InstallShimRefusesOpenBin)$")
+	unpriv.Rerun(t, "^Test(OwnerAcceptsOwnDirsAndMissingTail|OwnerRefusesGroupWritableParent|OwnerRefusesOpenBinAndBus|OwnerWorldWritableAncestor|OwnerTempDirPasses|OwnerResolvesSymlinks|OwnerRefusesRootsDirectoryForAUser|MkdirAllIgnoresUmask|InitIgnoresUmask|InstallShimRefusesOpenBin|OwnerInsideUserNamespace)$")
 }
 
 // The cost of the checks (see the package notes in owner.go): go test
