@@ -103,7 +103,8 @@ func Emit(ctx context.Context, cfg Config, ev events.Event) (Delivery, error) {
 		return 0, err
 	}
 	c, err := Dial(ctx, cfg)
-	if oe := (*store.OwnerError)(nil); errors.As(err, &oe) {
+	var notOwned *store.OwnerError
+	if errors.As(err, &notOwned) {
 		return 0, err
 	}
 	if err != nil {
