@@ -6,11 +6,13 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/sandbox"
@@ -37,6 +39,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
 			env.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 			env.Setenv("HOME", filepath.Join(env.WorkDir, "userhome"))
+			env.Setenv("TESTUSER", testUser())
 			for _, k := range []string{"RUSTUP_HOME", "CARGO_HOME"} {
 				if v := os.Getenv(k); v != "" {
 					env.Setenv(k, v)
@@ -49,6 +52,11 @@ func TestScripts(t *testing.T) {
 			case "cargo":
 				_, err := exec.LookPath("cargo")
 				return err == nil, nil
+			case "otheruser":
+				// Root, and the unprivileged test user ($TESTUSER) to give
+				// files to: scripts play another user with exec chown.
+				_, err := user.Lookup(testUser())
+				return os.Geteuid() == 0 && err == nil, nil
 			}
 			return false, nil
 		},
@@ -64,4 +72,12 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+// testUser is the unprivileged user CI creates (FERRY_TEST_USER overrides).
+func testUser() string {
+	if u := os.Getenv("FERRY_TEST_USER"); u != "" {
+		return u
+	}
+	return unpriv.DefaultUser
 }

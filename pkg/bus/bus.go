@@ -7,7 +7,11 @@
 // cluster that nobody in Ferry hosts; without one, FERRY_NATS_URL is read
 // here too; otherwise <store parent>/bus/bus.json, written by the process
 // hosting the embedded server (package embedded, run by ferry-watch), gives
-// the URL and <store parent>/bus/token the token.
+// the URL and <store parent>/bus/token the token. Both are read only from a
+// bus directory that nobody but the caller (and root) could have changed,
+// by the rule of store.CheckOwned, and the token only from a file the caller
+// owns that nobody else may read (ReadToken): a bus.json another user wrote
+// would send the caller's events, and the caller's token, to their server.
 //
 // Not losing events: a one-shot command calls Emit, which connects within a
 // short bound (300 ms by default) and publishes with the event's id as
@@ -32,6 +36,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/url"
@@ -39,13 +44,16 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Files in the bus directory, <store parent>/bus.
@@ -73,8 +81,8 @@ const (
 // ErrNoBus reports that no bus is configured or hosted.
 var ErrNoBus = errors.New("no bus is running")
 
-// Dir is the bus directory under the store parent.
-func Dir(parent string) string { return filepath.Join(parent, "bus") }
+// Dir is the bus directory under the store parent (store.BusDir).
+func Dir(parent string) string { return store.BusDir(parent) }
 
 // Info is bus.json: where the embedded bus listens and who hosts it.
 type Info struct {
@@ -153,6 +161,8 @@ type Endpoint struct {
 
 // Discover finds the bus cfg describes, without connecting. With no explicit
 // URL, no FERRY_NATS_URL and no bus.json it returns an error wrapping ErrNoBus.
+// A bus directory or token others could have changed is refused
+// (failure.Refused, wrapping a *store.OwnerError for the directory).
 func Discover(cfg Config) (Endpoint, error) {
 	switch {
 	case cfg.InProcess != nil:
@@ -164,6 +174,9 @@ func Discover(cfg Config) (Endpoint, error) {
 		return Endpoint{URL: u, Token: cfg.Token, Source: "env"}, nil
 	}
 	dir := Dir(cfg.Parent)
+	if err := store.CheckOwned(store.RoleBus, dir); err != nil {
+		return Endpoint{}, err
+	}
 	in, err := ReadInfo(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Endpoint{}, failure.Wrap(failure.Prereq, ErrNoBus,
@@ -181,14 +194,54 @@ func Discover(cfg Config) (Endpoint, error) {
 }
 
 func readToken(dir string) (string, error) {
-	p := filepath.Join(dir, TokenFile)
-	b, err := os.ReadFile(p)
-	if err != nil {
+	tok, err := ReadToken(filepath.Join(dir, TokenFile))
+	if err != nil && failure.KindOf(err) != failure.Refused {
 		return "", failure.Wrap(failure.Prereq, err,
 			"the bus token is readable only by the user who hosts the bus; run Ferry as that user",
 			"read the bus token")
 	}
+	return tok, err
+}
+
+// ReadToken reads the token file at path. It refuses (failure.Refused) a
+// file that is a symlink, is not a regular file, is owned by someone other
+// than the caller or may be read by group or others: anyone holding the
+// token can publish events that make Ferry build and delete, and a token
+// someone else wrote is one they know.
+func ReadToken(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return "", failure.New(failure.Refused, tokenRemedy(path), "the bus token %s is a symlink", path)
+	}
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular() || st == nil:
+		return "", failure.New(failure.Refused, tokenRemedy(path), "the bus token %s is not a regular file", path)
+	case int(st.Uid) != os.Geteuid():
+		return "", failure.New(failure.Refused, tokenRemedy(path),
+			"the bus token %s is owned by %s, and Ferry runs as %s", path, store.DescribeUser(int(st.Uid)), store.DescribeUser(os.Geteuid()))
+	case fi.Mode().Perm()&0o077 != 0:
+		return "", failure.New(failure.Refused,
+			fmt.Sprintf("run `chmod 600 %s` if nobody else could have read it, or delete it and restart ferry-watch to make a new one", path),
+			"the bus token %s is readable by others (mode %04o)", path, fi.Mode().Perm())
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return "", err
+	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+func tokenRemedy(path string) string {
+	return fmt.Sprintf("someone else may know this token: stop the bus, delete %s, and restart ferry-watch (it makes a new one)", path)
 }
 
 // Conn is a connection to the bus with JetStream.
@@ -238,6 +291,9 @@ func DialWait(ctx context.Context, cfg Config, onFlushErr func(error)) (*Conn, e
 	var c *Conn
 	err := backoff.Retry(func() error {
 		ep, err := Discover(cfg)
+		if err != nil && failure.KindOf(err) == failure.Refused {
+			return backoff.Permanent(err) // nor does a bus directory others can change
+		}
 		if err != nil {
 			return err
 		}

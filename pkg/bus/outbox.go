@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // The outbox of a repository is <store parent>/<repo key>/outbox. Each file
@@ -56,7 +57,7 @@ func queue(parent string, h *events.Header, data []byte) error {
 		return fmt.Errorf("queue event %s: no store parent for the outbox", h.ID)
 	}
 	dir := OutboxDir(parent, h.RepoKey)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := store.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("queue event %s: %w", h.ID, err)
 	}
 	if err := atomicfile.WriteFile(filepath.Join(dir, h.ID+".json"), data, 0o644); err != nil {

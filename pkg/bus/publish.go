@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ferrydev/ferry/events"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Delivery says what became of an event handed to Emit or PublishOrQueue.
@@ -93,14 +94,19 @@ func (c *Conn) PublishOrQueue(ctx context.Context, ev events.Event) (Delivery, e
 // forwards any outbox waiting under the store parent, publishes ev and waits
 // for the acknowledgement. When the bus is not running, cannot be reached
 // in time or does not acknowledge, ev goes to the outbox instead and Emit
-// still succeeds (Queued). It fails only for an invalid event or an outbox
-// that cannot be written.
+// still succeeds (Queued). It fails only for an invalid event, an outbox
+// that cannot be written, or a bus directory under a store parent others
+// could change (store.OwnerError), where it queues nothing either.
 func Emit(ctx context.Context, cfg Config, ev events.Event) (Delivery, error) {
 	data, err := events.Encode(ev)
 	if err != nil {
 		return 0, err
 	}
 	c, err := Dial(ctx, cfg)
+	var notOwned *store.OwnerError
+	if errors.As(err, &notOwned) {
+		return 0, err
+	}
 	if err != nil {
 		if err := queue(cfg.Parent, ev.EventHeader(), data); err != nil {
 			return 0, err

@@ -76,7 +76,7 @@ func doctorOptions(h platform.Host) doctor.Options {
 		o.ConfigErr = err
 		return o
 	}
-	o.Settings, o.StoreDir, o.Store = settings, s.Dir, s
+	o.Settings, o.StoreDir, o.Store, o.CheckOwner = settings, s.Dir, s, s.CheckOwner
 	return o
 }
 

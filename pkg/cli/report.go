@@ -107,6 +107,10 @@ type Context struct {
 }
 
 // Load opens the repository containing dir, its ferry.toml and its store.
+// Every command goes through it, so this is where a store someone else
+// could change is refused (store.CheckOwner), before any command reads,
+// writes or publishes anything: the shim on the user's PATH and the bus
+// token live there.
 func Load(dir string) (*Context, error) {
 	repo, err := git.Open(dir)
 	if err != nil {
@@ -122,6 +126,9 @@ func Load(dir string) (*Context, error) {
 	}
 	s, err := store.Open(settings.StoreParent, common, repo.Top)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.CheckOwner(); err != nil {
 		return nil, err
 	}
 	return &Context{Repo: repo, Settings: settings, Store: s}, nil

@@ -49,6 +49,7 @@ const (
 const (
 	CheckUserns     = platform.CheckUserns  // the namespace sandbox
 	CheckConfig     = "config"              // ferry.toml and FERRY_* (only when they are broken)
+	CheckOwner      = "store-owner"         // nobody but the caller (and root) can change the store's path
 	CheckOverlay    = platform.CheckOverlay // an unprivileged overlay with its upper in the store
 	CheckFilesystem = "filesystem"          // the store's filesystem
 	CheckReflink    = platform.CheckReflink // clones in the store
@@ -150,6 +151,11 @@ type Options struct {
 	StoreDir string
 	// Store is that store, for the bases check; nil skips it.
 	Store *store.Store
+	// CheckOwner checks that nobody but the caller (and root) can change
+	// the store's path (store.(*Store).CheckOwner); nil leaves the check
+	// out. When it fails the store is not probed: the probes would write
+	// into directories someone else controls.
+	CheckOwner func() error
 	// TempDir is where the sandbox is tried and, outside a repository, the
 	// overlay; "" means os.TempDir().
 	TempDir string
@@ -205,6 +211,17 @@ func Run(o Options) *Report {
 // inRepo runs the store checks and decides what spawn would do.
 func (r *Report) inRepo(o Options, userns Check) {
 	s := o.Settings
+	if o.CheckOwner != nil {
+		if err := o.CheckOwner(); err != nil {
+			r.Checks = append(r.Checks, Check{Name: CheckOwner, Status: Blocked, Detail: err.Error(), Hint: failure.HintOf(err)})
+			why := "the store is refused (see the " + CheckOwner + " check)"
+			r.Spawn = &Spawn{BackendReason: why, Isolation: IsolationRefused, IsolationReason: why}
+			r.err = err
+			return
+		}
+		r.Checks = append(r.Checks, Check{Name: CheckOwner, Status: OK,
+			Detail: "the store parent, bin/, bus/ and the way to them are yours alone (or root's)"})
+	}
 	dir, err := existingAncestor(o.StoreDir)
 	if err != nil {
 		r.Checks = append(r.Checks, Check{Name: CheckFilesystem, Status: Blocked, Path: o.StoreDir,

@@ -13,6 +13,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/store"
 	"golang.org/x/sys/unix"
 )
 
@@ -383,5 +384,41 @@ func TestExistingAncestor(t *testing.T) {
 	os.WriteFile(file, nil, 0o644)
 	if _, err := existingAncestor(filepath.Join(file, "x")); err == nil {
 		t.Error("a file on the way gave no error")
+	}
+}
+
+// TestStoreOthersCanChange: a store parent others can write is a blocked
+// check with its fix, spawn would be refused (exit 6), and the store is not
+// probed, since the probes would write into it.
+func TestStoreOthersCanChange(t *testing.T) {
+	skipIfBlocked(t)
+	parent := filepath.Join(t.TempDir(), "shared")
+	os.Mkdir(parent, 0o755)
+	os.Chmod(parent, 0o777)
+	o := inRepo(platform.Real(), parent, "auto", "auto")
+	s := &store.Store{Parent: parent, Dir: o.StoreDir}
+	o.CheckOwner = s.CheckOwner
+	r := Run(o)
+	c := r.Check(CheckOwner)
+	if c == nil || c.Status != Blocked || !strings.Contains(c.Detail, parent+" is writable by group and others") ||
+		!strings.Contains(c.Hint, "chmod go-w "+parent) {
+		t.Fatalf("owner check %+v", c)
+	}
+	if r.ExitCode != 6 || failure.KindOf(r.Err()) != failure.Refused || r.Spawn == nil || r.Spawn.Works ||
+		r.Spawn.Isolation != IsolationRefused {
+		t.Fatalf("exit %d, spawn %+v, %v", r.ExitCode, r.Spawn, r.Err())
+	}
+	if r.Check(CheckOverlay) != nil || r.Check(CheckReflink) != nil {
+		t.Fatalf("the refused store was probed: %+v", r.Checks)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+		t.Fatalf("doctor wrote into the refused store parent: %v", ents)
+	}
+
+	// Made the caller's alone, it is an ok check and the probes run.
+	os.Chmod(parent, 0o755)
+	r = Run(o)
+	if c := r.Check(CheckOwner); c == nil || c.Status != OK || r.Check(CheckOverlay) == nil {
+		t.Fatalf("after chmod: %+v", r.Checks)
 	}
 }

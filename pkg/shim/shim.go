@@ -10,7 +10,9 @@
 // nothing of its own but real errors, and passes cargo's exit status through.
 //
 // It runs on every cargo call, so it reads state files and nothing else: no
-// bus, no network, no lock but the shared busy.lock.
+// bus, no network, no lock but the shared busy.lock. Before it reads an
+// agent's records it checks that the store's own directories are still the
+// caller's alone (store.CheckOwnDirs), and refuses (exit 6) otherwise.
 package shim
 
 import (
@@ -154,6 +156,12 @@ func (c *Call) resolve() (*agent.Record, *store.Store, string, error) {
 	s := &store.Store{Parent: parent, Dir: filepath.Join(parent, key), Key: key}
 	if _, err := os.Stat(s.AgentsDir()); err != nil {
 		return nil, nil, "", nil
+	}
+	// The agent's records decide where cargo builds: trust them only from a
+	// store nobody else could change. Three lstats (a few µs); the command
+	// that installed the shim checked the path to the store.
+	if err := s.CheckOwnDirs(); err != nil {
+		return nil, nil, "", err
 	}
 	a, err := agent.FindByWorktree(s, top)
 	if err != nil || a == nil {

@@ -11,10 +11,6 @@ import (
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
-// BusDir is where the process hosting the embedded bus keeps bus.json and
-// the token: <store parent>/bus.
-func BusDir(parent string) string { return filepath.Join(parent, "bus") }
-
 // Sealing. Inside every sandbox (an agent's session and cargo calls, a
 // base's warm commands) the store parent is read-only: an agent cannot
 // overwrite a base's target, another agent's fork, the shim on PATH or the

@@ -14,7 +14,7 @@ func (s *Store) ShimDir() string { return filepath.Join(s.Parent, "bin") }
 // InstallShim makes <store parent>/bin/cargo a link to the ferry-shim
 // binary installed beside the running executable (or named by shimBin).
 // It replaces the link atomically, so a concurrent cargo call never finds
-// it missing.
+// it missing, and refuses a store others could change (CheckOwner).
 func (s *Store) InstallShim(shimBin string) error {
 	if shimBin == "" {
 		self, err := os.Executable()
@@ -30,8 +30,16 @@ func (s *Store) InstallShim(shimBin string) error {
 		return failure.New(failure.Prereq, "install Ferry's binaries together (make build puts them all in ./bin)",
 			"ferry-shim not found at %s", shimBin)
 	}
+	// The link goes into the user's PATH: refuse a bin/ someone else could
+	// change, before writing and again once it exists.
+	if err := s.CheckOwner(); err != nil {
+		return err
+	}
 	dir := s.ShimDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := CheckOwned(RoleShim, dir); err != nil {
 		return err
 	}
 	link := filepath.Join(dir, "cargo")

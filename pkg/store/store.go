@@ -14,6 +14,12 @@
 //	  bases/<commit>-<fp>.lock
 //	  agents/<name>/ ...
 //	  tmp/                          scratch, safe to delete when nothing runs
+//	<parent>/bin/cargo              the shim (InstallShim)
+//	<parent>/bus/                   the embedded bus's bus.json, token and data
+//
+// The store belongs to its user: see owner.go for the check that refuses a
+// store path someone else could change (CheckOwner), and MkdirAll, which
+// creates the store's directories so that the check passes.
 package store
 
 import (
@@ -94,15 +100,24 @@ func Open(parent, commonDir, worktreeTop string) (*Store, error) {
 }
 
 // Init creates the store's directories and store.json if they are missing,
-// and refuses a store written by a newer Ferry.
+// and refuses a store written by a newer Ferry, or one others could change
+// (CheckOwner, before and after creating: a directory someone else made in
+// between is refused too). No directory it creates is writable by group or
+// others, whatever the umask.
 func (s *Store) Init() error {
 	if err := s.CheckWritable(); err != nil {
 		return err
 	}
+	if err := s.CheckOwner(); err != nil {
+		return err
+	}
 	for _, d := range []string{s.MntSrc(), s.MntTarget(), s.BasesDir(), s.AgentsDir(), s.TmpDir()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := MkdirAll(d, 0o755); err != nil {
 			return failure.Wrap(failure.Prereq, err, "check that the store parent is writable, or choose another with FERRY_HOME", "create the store")
 		}
+	}
+	if err := s.CheckOwner(); err != nil {
+		return err
 	}
 	metaPath := filepath.Join(s.Dir, "store.json")
 	var m Meta

@@ -3,8 +3,12 @@
 // that has no NATS deployment.
 //
 // What it promises: the server listens on 127.0.0.1 only, on a random port;
-// clients must present the token from <bus dir>/token (created 0600 on first
-// start, refused if others may read it); messages are fsynced before they
+// the bus directory is created 0700, and one that anybody but the caller
+// (and root) could change, or that lies on such a path, is refused before
+// anything is written to it (store.CheckOwned), since clients trust the
+// bus.json and token found there; clients must present the token from
+// <bus dir>/token (created 0600 on first start, refused if someone else owns
+// it or others may read it: bus.ReadToken); messages are fsynced before they
 // are acknowledged (SyncAlways), since an acknowledged event is one the
 // outbox no longer keeps; the server never installs signal handlers (the
 // host process owns its signals) and logs nowhere unless asked. One host per
@@ -30,7 +34,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +43,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Options configure a host.
@@ -78,8 +82,19 @@ func Start(o Options) (_ *Host, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Check, create, check again: a directory someone else made in between
+	// is refused too.
+	if err := store.CheckOwned(store.RoleBus, dir); err != nil {
+		return nil, err
+	}
+	if err := store.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return nil, failure.Wrap(failure.Prereq, err, "check that the store parent is writable, or choose another with FERRY_HOME", "create the bus directory")
+	}
+	if err := store.MkdirAll(dir, 0o700); err != nil {
+		return nil, failure.Wrap(failure.Prereq, err, "check that the store parent is writable, or choose another with FERRY_HOME", "create the bus directory")
+	}
+	if err := store.CheckOwned(store.RoleBus, dir); err != nil {
+		return nil, err
 	}
 	lockPath := filepath.Join(dir, bus.LockFile)
 	l, err := lock.TryTake(lockPath)
@@ -168,11 +183,11 @@ func Start(o Options) (_ *Host, err error) {
 	return h, nil
 }
 
-// loadToken reads the token file, creating it with a fresh random token if
-// it is missing. A token others could read is refused: anyone holding it
-// can publish events that make Ferry build and delete.
+// loadToken reads the token file (bus.ReadToken, which refuses one others
+// could read or wrote), creating it with a fresh random token if it is
+// missing.
 func loadToken(path string) (string, error) {
-	fi, err := os.Stat(path)
+	_, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		var b [32]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -187,16 +202,10 @@ func loadToken(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", failure.New(failure.Refused,
-			fmt.Sprintf("run `chmod 600 %s` if nobody else could have read it, or delete it to make a new one", path),
-			"the bus token %s is readable by others (mode %04o)", path, fi.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
+	tok, err := bus.ReadToken(path)
 	if err != nil {
 		return "", err
 	}
-	tok := strings.TrimSpace(string(b))
 	if tok == "" {
 		return "", failure.New(failure.Refused, "delete it to make a new one", "the bus token %s is empty", path)
 	}

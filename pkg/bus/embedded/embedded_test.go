@@ -7,14 +7,17 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/bus/bustest"
 	"github.com/ferrydev/ferry/pkg/bus/embedded"
@@ -210,4 +213,71 @@ func TestInProcessClient(t *testing.T) {
 	if _, err := c.JS.AccountInfo(context.Background()); err != nil {
 		t.Fatalf("JetStream through the in-process connection: %v", err)
 	}
+}
+
+func TestBusDirectoryIsPrivateWhateverTheUmask(t *testing.T) {
+	parent := t.TempDir()
+	old := syscall.Umask(0o002)
+	h, err := embedded.Start(embedded.Options{Dir: bus.Dir(filepath.Join(parent, "home"))})
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown()
+	for dir, want := range map[string]os.FileMode{filepath.Join(parent, "home"): 0o755, h.Dir(): 0o700} {
+		if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != want {
+			t.Fatalf("%s: %v, %v; want %04o", dir, fi.Mode(), err, want)
+		}
+	}
+}
+
+func TestStartRefusesABusDirectoryOthersCanChange(t *testing.T) {
+	parent := t.TempDir()
+	dir := bus.Dir(parent)
+	os.Mkdir(dir, 0o755)
+	os.Chmod(dir, 0o777)
+	_, err := embedded.Start(embedded.Options{Dir: dir})
+	if failure.KindOf(err) != failure.Refused || !strings.Contains(err.Error(), dir+" is writable by group and others") ||
+		!strings.Contains(failure.HintOf(err), "chmod go-w") {
+		t.Fatalf("start in a 0777 bus directory: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("a refused start wrote %v", ents)
+	}
+	// Under a store parent that is group-writable: refused the same way.
+	os.Chmod(dir, 0o700)
+	os.Chmod(parent, 0o775)
+	if _, err := embedded.Start(embedded.Options{Dir: dir}); failure.KindOf(err) != failure.Refused {
+		t.Fatalf("start under a 0775 parent: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("a refused start wrote %v", ents)
+	}
+}
+
+func TestStartRefusesATokenOfAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another user")
+	}
+	u, err := user.Lookup("ferrytest")
+	if err != nil {
+		t.Skipf("no user ferrytest: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	dir := bus.Dir(t.TempDir())
+	os.Mkdir(dir, 0o700)
+	tok := filepath.Join(dir, bus.TokenFile)
+	os.WriteFile(tok, []byte("theirs\n"), 0o600)
+	os.Chown(tok, uid, uid)
+	_, err = embedded.Start(embedded.Options{Dir: dir})
+	if failure.KindOf(err) != failure.Refused || !strings.Contains(err.Error(), "owned by ferrytest") {
+		t.Fatalf("start with their token: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, bus.InfoFile)); err == nil {
+		t.Fatal("a refused start wrote bus.json")
+	}
+}
+
+func TestBusDirectoryUnprivileged(t *testing.T) {
+	unpriv.Rerun(t, "^Test(BusDirectoryIsPrivateWhateverTheUmask|StartRefusesABusDirectoryOthersCanChange|TokenReadableByOthersIsRefused|HostFilesAndLoopback)$")
 }
