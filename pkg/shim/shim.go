@@ -61,7 +61,12 @@ func Main(args []string) int {
 
 func report(err error) int {
 	fmt.Fprintf(os.Stderr, "ferry-shim: error: %v\n", err)
-	if h := failure.HintOf(err); h != "" {
+	h := failure.HintOf(err)
+	if full, ok := failure.Space(err); ok {
+		fmt.Fprintf(os.Stderr, "  caused by: %s\n", full)
+		h = full.Hint()
+	}
+	if h != "" {
 		fmt.Fprintf(os.Stderr, "  hint: %s\n", h)
 	}
 	return failure.KindOf(err).ExitCode()
