@@ -43,6 +43,41 @@ func exitCode(err error) int {
 	return 0
 }
 
+// In a repository that does not commit Cargo.lock, spawn places the base's;
+// rm does not count it as the agent's work while it is unchanged, and names
+// it as a dependency change once the agent changed it.
+func TestRmAndThePlacedLockfile(t *testing.T) {
+	w := newWorldIn(t, fixture.Options{NoLockfile: true}, "")
+	a := w.spawn(t, "untouched")
+	if _, err := os.Stat(filepath.Join(a.Worktree, fixture.Lockfile)); err != nil {
+		t.Fatalf("spawn placed no Cargo.lock: %v", err)
+	}
+	w.mustFerry(t, "rm", "untouched")
+	if _, err := os.Stat(a.Worktree); err == nil {
+		t.Fatal("rm left the worktree")
+	}
+
+	b := w.spawn(t, "deps")
+	lock := filepath.Join(b.Worktree, fixture.Lockfile)
+	data, err := os.ReadFile(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lock, append(data, []byte("\n# the agent's edit\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := w.ferry(w.repo.Dir, nil, "rm", "deps")
+	expectRefusal(t, stderr, err, "Cargo.lock differs from the one spawn placed (the agent changed its dependencies)")
+	if !strings.Contains(stderr, "uncommitted changes (Cargo.lock)") {
+		t.Fatalf("the refusal does not list Cargo.lock among the changes:\n%s", stderr)
+	}
+	// Restored byte for byte, it is Ferry's file again.
+	if err := os.WriteFile(lock, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.mustFerry(t, "rm", "deps")
+}
+
 // A spawn whose fork runs out of space says so (exit 8, the filesystem's
 // mount point and free space) and rolls back. When the rollback cannot
 // finish either (git cannot lock packed-refs), the error says so, the

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -374,7 +376,9 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 }
 
 // copyLockfile gives the agent the base's Cargo.lock when the repository
-// does not track one, so it resolves the same versions the base built.
+// does not track one, so it resolves the same versions the base built, and
+// records its digest: the file is Ferry's, not the agent's work, until the
+// agent changes it.
 func copyLockfile(repo *git.Repo, r *Record, b *base.Record) error {
 	if _, err := repo.Run("", "cat-file", "-e", r.StartCommit+":Cargo.lock"); err == nil {
 		return nil
@@ -390,7 +394,17 @@ func copyLockfile(repo *git.Repo, r *Record, b *base.Record) error {
 	if _, err := os.Lstat(dst); err == nil {
 		return nil // a hook made one; keep it
 	}
-	return os.WriteFile(dst, data, 0o644)
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
+		return err
+	}
+	r.PlacedLockfile = digest(data)
+	return nil
+}
+
+// digest names data's content as the record keeps it.
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Rollback removes what an unfinished spawn of r made. The caller holds the
