@@ -1,12 +1,15 @@
 package agent_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/fixture"
@@ -76,6 +79,39 @@ func TestRmAndThePlacedLockfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.mustFerry(t, "rm", "deps")
+}
+
+// A wrapper earlier on PATH than the real cargo that runs the shim again
+// makes a call in an agent fail at once with the shim's error (through the
+// workspace probe of a nested directory, and through the sandbox), not loop.
+func TestShimRecursionInAgent(t *testing.T) {
+	w := shared(t)
+	a := w.spawn(t, "wrapped")
+	wrap := t.TempDir()
+	shim := filepath.Join(w.bin, "ferry-shim")
+	if err := os.WriteFile(filepath.Join(wrap, "cargo"), []byte("#!/bin/sh\nexec "+shim+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{a.Worktree, filepath.Join(a.Worktree, fixture.CrateDir(fixture.ChainC))} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		c := exec.CommandContext(ctx, filepath.Join(w.home, "bin", "cargo"), "build", "-p", fixture.ChainC)
+		c.Dir = dir
+		c.Env = w.env([]string{"PATH=" + filepath.Join(w.home, "bin") + ":" + wrap + ":" + os.Getenv("PATH")})
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		err := c.Run()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if timedOut {
+			t.Fatalf("%s: cargo through a wrapper that runs the shim did not end within a minute", dir)
+		}
+		if exitCode(err) != 3 || !strings.Contains(stderr.String(), "Ferry's shim re-entered itself") ||
+			!strings.Contains(stderr.String(), "PATH entry "+wrap) {
+			t.Fatalf("%s: want exit 3 naming %s, got %v:\n%s", dir, wrap, err, stderr.String())
+		}
+		t.Logf("%s:\n%s", dir, stderr.String())
+	}
+	w.mustFerry(t, "rm", "wrapped")
 }
 
 // A spawn whose fork runs out of space says so (exit 8, the filesystem's
