@@ -335,20 +335,26 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 
 // noSpace returns the error of a warm command that failed because the
 // target's filesystem ran full, or nil. Cargo reports ENOSPC only in its
-// output, and not always: lld writes its output through mmap, so on a full
-// tmpfs it dies of SIGBUS and cargo prints "Bus error". So two signs count:
-// a line of the output saying "No space left on device", and the target's
-// filesystem having run (nearly) full while the command ran. The error
-// carries ENOSPC, the target, and the least free space seen, so the printer
-// names the filesystem and its free space as the failure left it, not as
-// it is after cargo and the discarded base freed some.
+// output, and not always in words: lld writes its output through mmap, so
+// on a full filesystem it dies of SIGBUS ("ld terminated with signal 7
+// [Bus error]"), and it frees what it wrote as it dies, so a statfs after
+// the failure can find room again. Three signs count: a line saying "No
+// space left on device"; the target's filesystem seen (nearly) full while
+// the command ran; and a line reporting SIGBUS while that filesystem was
+// seen with less than busBelow free. The error carries ENOSPC, the target,
+// and the least free space seen, so the printer names the filesystem and
+// its free space as the failure left it, not as it is after cargo and the
+// discarded base freed some.
 func noSpace(r *Record, command string, code int, signs spaceSigns) error {
 	if !signs.full() {
 		return nil
 	}
 	cause := error(syscall.ENOSPC)
-	if signs.said != "" {
-		cause = fmt.Errorf("it said %q: %w", signs.said, syscall.ENOSPC)
+	if said := signs.said; said != "" || signs.bus != "" {
+		if said == "" {
+			said = signs.bus
+		}
+		cause = fmt.Errorf("it said %q: %w", said, syscall.ENOSPC)
 	}
 	err := failure.Wrap(failure.NoSpace, cause, "the previous current base is unchanged",
 		"warm command %q ran out of space (exit status %d)", command, code)
@@ -362,6 +368,7 @@ func noSpace(r *Record, command string, code int, signs spaceSigns) error {
 // filesystem.
 type spaceSigns struct {
 	said    string // the last line of its output reporting ENOSPC
+	bus     string // the last line of its output reporting SIGBUS
 	least   uint64 // the least free space seen on the target's filesystem
 	watched bool   // least was measured
 }
@@ -371,12 +378,21 @@ type spaceSigns struct {
 // filesystem can have left when it refuses a write larger than them.
 const fullBelow = 1 << 20
 
-func (s spaceSigns) full() bool { return s.said != "" || (s.watched && s.least < fullBelow) }
+// busBelow is the free space under which a SIGBUS counts as the filesystem
+// running full: sampling misses the moment lld fills it (measured on a 24
+// MiB tmpfs: 3 MiB seen free while the linker died filling it), so the bound
+// is loose, but a linker dying of SIGBUS with a gigabyte free has another
+// cause.
+const busBelow = 1 << 30
+
+func (s spaceSigns) full() bool {
+	return s.said != "" || (s.watched && (s.least < fullBelow || (s.bus != "" && s.least < busBelow)))
+}
 
 // freeInterval is how often watchFree samples: a statfs costs about a
-// microsecond, and a filesystem filled by a build stays full for longer
-// than this, until the build gives up.
-const freeInterval = 50 * time.Millisecond
+// microsecond. A filesystem a build fills can be full for less than this
+// (a linker frees what it wrote as it dies), which busBelow allows for.
+const freeInterval = 10 * time.Millisecond
 
 // watchFree samples the free space (for an unprivileged writer) of the
 // filesystem holding dir until the returned stop is called, which returns
@@ -446,20 +462,26 @@ func (t *outputTail) Write(p []byte) (int, error) {
 	return t.w.Write(p)
 }
 
-// noSpaceText is strerror(ENOSPC) in the C locale, which Rust programs
-// (cargo, rustc) always use.
-const noSpaceText = "No space left on device"
+// What Rust programs (cargo, rustc, always in the C locale) and the C
+// compiler driver print for ENOSPC and for a linker killed by SIGBUS.
+var (
+	noSpaceTexts = []string{"No space left on device"}
+	busTexts     = []string{"Bus error", "SIGBUS"}
+)
 
-// saysNoSpace returns the last line of the tail reporting ENOSPC, trimmed,
-// or "".
-func (t *outputTail) saysNoSpace() string {
+// lastLine returns the last line of the tail holding one of texts, trimmed
+// (to its last 400 bytes), or "".
+func (t *outputTail) lastLine(texts []string) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tail := t.buf
 	if len(tail) > tailSize {
 		tail = tail[len(tail)-tailSize:]
 	}
-	i := bytes.LastIndex(tail, []byte(noSpaceText))
+	i := -1
+	for _, text := range texts {
+		i = max(i, bytes.LastIndex(tail, []byte(text)))
+	}
 	if i < 0 {
 		return ""
 	}
@@ -522,7 +544,7 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string)
 		if code < 0 {
 			code = 128 + 9
 		}
-		return code, spaceSigns{said: tail.saysNoSpace(), least: least, watched: watched}, nil
+		return code, spaceSigns{said: tail.lastLine(noSpaceTexts), bus: tail.lastLine(busTexts), least: least, watched: watched}, nil
 	}
 	return 0, spaceSigns{}, err
 }
