@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,13 +90,21 @@ func TestShimRecursionInAgent(t *testing.T) {
 	a := w.spawn(t, "wrapped")
 	wrap := t.TempDir()
 	shim := filepath.Join(w.bin, "ferry-shim")
-	if err := os.WriteFile(filepath.Join(wrap, "cargo"), []byte("#!/bin/sh\nexec "+shim+" \"$@\"\n"), 0o755); err != nil {
+	// The wrapper gives up after 200 runs in all, so a shim that loops fails
+	// the test quickly instead of spinning (or, through the probe, forking).
+	count := filepath.Join(t.TempDir(), "runs")
+	body := "#!/bin/sh\n" +
+		`echo >>` + count + `; if [ $(wc -l <` + count + `) -gt 200 ]; then echo "wrapper ran 200 times" >&2; exit 99; fi` +
+		"\nexec " + shim + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(wrap, "cargo"), []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{a.Worktree, filepath.Join(a.Worktree, fixture.CrateDir(fixture.ChainC))} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		c := exec.CommandContext(ctx, filepath.Join(w.home, "bin", "cargo"), "build", "-p", fixture.ChainC)
 		c.Dir = dir
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 		c.Env = w.env([]string{"PATH=" + filepath.Join(w.home, "bin") + ":" + wrap + ":" + os.Getenv("PATH")})
 		var stderr bytes.Buffer
 		c.Stderr = &stderr

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,6 +48,15 @@ func newLayout(t *testing.T) *layout {
 	return l
 }
 
+// loopCap is a wrapper's first line: it counts the wrapper's runs in a
+// file and gives up (exit 99) after 200, so that a shim that loops fails the
+// test quickly instead of spinning or forking until the timeout.
+func loopCap(t *testing.T) string {
+	count := filepath.Join(t.TempDir(), "runs")
+	return `echo >>` + count + `; if [ $(wc -l <` + count + `) -gt 200 ]; then echo "wrapper ran 200 times" >&2; exit 99; fi
+`
+}
+
 // script writes an executable sh script name in a new PATH directory and
 // returns the directory.
 func script(t *testing.T, name, body string) string {
@@ -65,6 +75,9 @@ func cargo(t *testing.T, dir string, path []string, args ...string) (stdout, std
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := exec.CommandContext(ctx, "cargo", args...)
+	// Its own process group, so a timeout ends whatever it started too.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 	c.Dir = dir
 	env := []string{}
 	for _, kv := range os.Environ() {
@@ -111,7 +124,7 @@ func TestShimRefusesToRecurse(t *testing.T) {
 		{"cargo from PATH", `exec cargo "$@"`, "Ferry's shim re-entered itself"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			wrap := script(t, "cargo", c.body)
+			wrap := script(t, "cargo", loopCap(t)+c.body)
 			_, stderr, code, took := cargo(t, l.work, []string{l.bin, wrap}, "--version")
 			if code != 3 || !strings.Contains(stderr, c.want) {
 				t.Fatalf("exit %d, want 3 and %q; stderr:\n%s", code, c.want, tail(stderr))
