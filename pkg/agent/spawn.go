@@ -56,15 +56,15 @@ func Spawn(o SpawnOptions) (*Record, error) {
 	if err := o.Repo.CheckBranchName(branch); err != nil {
 		return nil, err
 	}
-	path := o.Path
+	path, label := o.Path, "--path"
 	if path == "" {
-		path = filepath.Join(o.Settings.WorktreeParent, s.Key, o.Name)
+		path, label = filepath.Join(o.Settings.WorktreeParent, s.Key, o.Name), "worktree path"
 	}
 	path, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPathForm(path); err != nil {
+	if err := checkPathForm(path, label); err != nil {
 		return nil, err
 	}
 	from := o.From
@@ -197,15 +197,17 @@ func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lo
 // checkPathForm refuses, as bad input, a worktree path git cannot create a
 // worktree at whatever the store holds: a dangling symlink (git finds
 // something there and refuses), or one below something that is not a
-// directory. It runs before anything is made.
-func checkPathForm(path string) error {
+// directory. It runs before anything is made; what is the matter with path
+// names it as label (the flag that gave it, or where it came from).
+func checkPathForm(path, label string) error {
 	for p := path; ; p = filepath.Dir(p) {
 		fi, err := os.Lstat(p)
 		if err == nil {
 			if fi.Mode()&fs.ModeSymlink != 0 {
-				if _, err := os.Stat(p); err != nil {
+				target, err := os.Stat(p)
+				if errors.Is(err, fs.ErrNotExist) {
 					dest, _ := os.Readlink(p)
-					what := "--path " + path
+					what := label + " " + path
 					if p != path {
 						what += ": " + p
 					}
@@ -213,17 +215,20 @@ func checkPathForm(path string) error {
 						"pass a --path that does not exist yet (or is an empty directory), or remove the symlink or create what it points to",
 						"%s is a symlink to %s, which does not exist", what, dest)
 				}
-				fi, _ = os.Stat(p)
+				if err != nil {
+					return fmt.Errorf("check %s %s: %w", label, path, err)
+				}
+				fi = target
 			}
 			if p != path && !fi.IsDir() {
 				return failure.New(failure.Usage, "pass a --path whose parent directories exist or can be created",
-					"--path %s: %s is not a directory", path, p)
+					"%s %s: %s is not a directory", label, path, p)
 			}
-			return nil // what exists at path itself is checkPath's to judge
+			return nil // the first thing that exists is fine; checkPath judges path itself
 		}
 		// ENOTDIR: something above is not a directory; the walk finds it.
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-			return fmt.Errorf("check --path %s: %w", path, err)
+			return fmt.Errorf("check %s %s: %w", label, path, err)
 		}
 		if filepath.Dir(p) == p {
 			return nil
