@@ -394,21 +394,27 @@ func (s spaceSigns) full() bool {
 // (a linker frees what it wrote as it dies), which busBelow allows for.
 const freeInterval = 10 * time.Millisecond
 
-// watchFree samples the free space (for an unprivileged writer) of the
-// filesystem holding dir until the returned stop is called, which returns
-// the least seen and whether anything was measured.
+// watchFree samples the free space of the filesystem holding dir until the
+// returned stop is called, which returns the least seen and whether
+// anything was measured. Free is what this process may write: root may use
+// the blocks a filesystem keeps back, so a build as root is not out of
+// space when only those are left.
 func watchFree(dir string) (stop func() (uint64, bool)) {
 	var (
 		mu    sync.Mutex
 		least uint64
 		seen  bool
 	)
+	root := os.Geteuid() == 0
 	sample := func() {
 		var st unix.Statfs_t
 		if unix.Statfs(dir, &st) != nil {
 			return
 		}
 		free := st.Bavail * uint64(st.Bsize)
+		if root {
+			free = st.Bfree * uint64(st.Bsize)
+		}
 		mu.Lock()
 		if !seen || free < least {
 			least, seen = free, true
