@@ -17,19 +17,30 @@ import (
 type Full struct {
 	Path       string // where the failed write went
 	MountPoint string // the mount holding Path; "" when unknown
-	Free       uint64 // bytes an unprivileged writer may still use (f_bavail)
+	Free       uint64 // bytes an unprivileged writer may still use (f_bavail, as df shows)
 	Size       uint64 // the filesystem's size in bytes
 	Measured   bool   // Free and Size are known
+}
+
+// where names the filesystem: its mount point, else a path on it, else "".
+func (f Full) where() string {
+	switch {
+	case f.MountPoint != "":
+		return f.MountPoint
+	case f.Path != "":
+		return "the filesystem holding " + f.Path
+	}
+	return ""
 }
 
 // String is the line the printer shows: "no space left on /mnt: 12 KiB free
 // of 64 MiB".
 func (f Full) String() string {
-	where := f.MountPoint
-	if where == "" {
-		where = "the filesystem holding " + f.Path
-	}
-	if !f.Measured {
+	where := f.where()
+	switch {
+	case where == "":
+		return syscall.ENOSPC.Error() // nothing to add to the errno
+	case !f.Measured:
 		return "no space left on " + where
 	}
 	return fmt.Sprintf("no space left on %s: %s free of %s", where, Bytes(f.Free), Bytes(f.Size))
@@ -37,9 +48,9 @@ func (f Full) String() string {
 
 // Hint says what to do about a full filesystem.
 func (f Full) Hint() string {
-	where := f.MountPoint
+	where := f.where()
 	if where == "" {
-		where = "the filesystem holding " + f.Path
+		where = "the full filesystem"
 	}
 	return "free space on " + where + " (`ferry gc` deletes bases nothing uses, `ferry rm NAME` removes an agent you are done with), then run the command again"
 }
@@ -86,11 +97,11 @@ func NoSpaceSeen(path string, free uint64, err error) error {
 }
 
 // Space returns the full filesystem err ran into, and false when err's chain
-// holds no ENOSPC. The path is the one a NoSpaceAt note gave, else that of
-// the innermost *os.PathError, or the new name of the innermost
-// *os.LinkError, whose cause is ENOSPC; its filesystem is measured now when the note
-// did not measure it. Without any path, Full names no filesystem.
-// Of several NoSpaceAt marks, the outermost counts.
+// holds no ENOSPC. The path is the one the outermost NoSpaceAt (or
+// NoSpaceSeen) mark gave, measured then; else that of the innermost
+// *os.PathError, or the new name of the innermost *os.LinkError, whose
+// cause is ENOSPC, measured now. Without any path, Full names no
+// filesystem.
 func Space(err error) (Full, bool) {
 	if err == nil || !errors.Is(err, syscall.ENOSPC) {
 		return Full{}, false

@@ -56,3 +56,11 @@ func TestUnescapeMount(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// Without a path, the description adds nothing to the errno text.
+func TestSpaceWithoutPath(t *testing.T) {
+	full, ok := Space(fmt.Errorf("copy: %w", syscall.ENOSPC))
+	if !ok || full.String() != "no space left on device" || full.Hint() == "" {
+		t.Fatalf("%+v %v: %q %q", full, ok, full.String(), full.Hint())
+	}
+}
