@@ -28,11 +28,11 @@ import (
 //     cargo (its pid and start time; the start time because the pid alone
 //     repeats across the PID namespaces Ferry's sandboxes create) and a
 //     digest of the cargo, working directory and arguments. A shim that is
-//     that same process, about to make that same call, was reached by an
-//     exec from the cargo it chose without any real cargo in between
-//     (cargo itself, exec-ing an external subcommand or a `cargo run`
-//     target that execs cargo, passes different arguments), so it would do
-//     the same again forever: it stops at once. Its probe of the workspace
+//     that same process, about to make that same call, came straight back
+//     from the cargo it chose: had the real cargo run in between, what it
+//     execs in the same process (an external subcommand, a `cargo run`
+//     target) would call cargo with other arguments. So it would do the
+//     same again forever, and it stops at once. Its probe of the workspace
 //     (cargo locate-project, which runs nothing) is marked the same way
 //     without a process: any shim that probe reaches with the same call is
 //     a loop.
