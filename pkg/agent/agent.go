@@ -52,6 +52,11 @@ type Record struct {
 	// What spawn made, so a rollback removes only that.
 	MadeWorktree bool `json:"made_worktree"`
 	MadeBranch   bool `json:"made_branch"`
+	// PlacedLockfile is the digest ("sha256:<hex>") of the Cargo.lock spawn
+	// copied from the base into a worktree whose commit tracks none; empty
+	// when it placed none (or for a record older than this field). rm does
+	// not count that file as the agent's work while it is unchanged.
+	PlacedLockfile string `json:"placed_lockfile,omitempty"`
 
 	Stamp   StampStats `json:"stamp"`
 	Fork    ForkStats  `json:"fork"`

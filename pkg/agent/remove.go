@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -125,14 +126,29 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 			return nil, err
 		}
 		var changed []string
+		lockChanged := false
 		for _, d := range dirty {
-			if d.X != '!' {
-				changed = append(changed, d.Path)
+			if d.X == '!' {
+				continue
 			}
+			if d.X == '?' && d.Path == lockfile && r.PlacedLockfile != "" {
+				// The Cargo.lock spawn copied from the base: Ferry's file
+				// while it is unchanged, the agent's dependency change once
+				// it is not.
+				if placedLockfileUnchanged(r) {
+					continue
+				}
+				lockChanged = true
+			}
+			changed = append(changed, d.Path)
 		}
 		if len(changed) > 0 && !force {
+			why := ""
+			if lockChanged {
+				why = "; " + lockfile + " differs from the one spawn placed (the agent changed its dependencies)"
+			}
 			return nil, failure.New(failure.Refused, "commit or stash the changes, or pass --force to discard them",
-				"agent %q has uncommitted changes (%s)", name, summarize(changed))
+				"agent %q has uncommitted changes (%s)%s", name, summarize(changed), why)
 		}
 		head := revParseIn(repo, r.Worktree, "HEAD")
 		if head != "" {
@@ -186,6 +202,16 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 		return nil, err
 	}
 	return rm, nil
+}
+
+// lockfile is the root workspace's lockfile, as git status names it.
+const lockfile = "Cargo.lock"
+
+// placedLockfileUnchanged reports whether r's worktree still holds the
+// Cargo.lock spawn placed there, byte for byte.
+func placedLockfileUnchanged(r *Record) bool {
+	data, err := os.ReadFile(filepath.Join(r.Worktree, lockfile))
+	return err == nil && digest(data) == r.PlacedLockfile
 }
 
 func revParse(repo *git.Repo, ref string) string {

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ferrydev/ferry/internal/failpoint"
@@ -39,11 +42,29 @@ type SpawnOptions struct {
 // only what it created.
 func Spawn(o SpawnOptions) (*Record, error) {
 	start := time.Now()
+	// Bad input first, before anything is made: git would otherwise refuse
+	// the branch or the path only after the agent was recorded, in its own
+	// words.
 	if err := CheckName(o.Name); err != nil {
 		return nil, err
 	}
 	s := o.Store
-	if err := s.Init(); err != nil {
+	branch := o.Branch
+	if branch == "" {
+		branch = o.Settings.BranchPrefix + o.Name
+	}
+	if err := o.Repo.CheckBranchName(branch); err != nil {
+		return nil, err
+	}
+	path, label := o.Path, "--path"
+	if path == "" {
+		path, label = filepath.Join(o.Settings.WorktreeParent, s.Key, o.Name), "worktree path"
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPathForm(path, label); err != nil {
 		return nil, err
 	}
 	from := o.From
@@ -54,15 +75,7 @@ func Spawn(o SpawnOptions) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	branch := o.Branch
-	if branch == "" {
-		branch = o.Settings.BranchPrefix + o.Name
-	}
-	path := o.Path
-	if path == "" {
-		path = filepath.Join(o.Settings.WorktreeParent, s.Key, o.Name)
-	}
-	if path, err = filepath.Abs(path); err != nil {
+	if err := s.Init(); err != nil {
 		return nil, err
 	}
 	backendName := o.Backend
@@ -92,18 +105,33 @@ func Spawn(o SpawnOptions) (*Record, error) {
 	if err == nil {
 		err = create(o, r, b, backend)
 	}
+	if err == nil {
+		r.Timings.Total = since(start)
+		r.State = Ready
+		if err = write(s, r); err != nil {
+			r.State = Creating // the record on disk still says so
+		}
+	}
 	if err != nil {
 		if rerr := rollback(o.Repo, s, r); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("roll back agent %s: %w", r.Name, rerr))
+			return nil, incompleteRollback(r.Name, err, rerr)
 		}
 		return nil, err
 	}
-	r.Timings.Total = since(start)
-	r.State = Ready
-	if err := write(s, r); err != nil {
-		return nil, err
-	}
 	return r, nil
+}
+
+// incompleteRollback is the error of a spawn that failed and could not
+// remove all it made (on a full disk, git cannot even lock packed-refs to
+// delete the branch). What is left stays recorded in agent.json, state
+// creating, which the next spawn of the name and gc both roll back.
+func incompleteRollback(name string, err, rerr error) error {
+	hint := fmt.Sprintf("once the cause is fixed, `ferry spawn %s` again or `ferry gc` finishes the rollback", name)
+	if h := failure.HintOf(err); h != "" {
+		hint += "\n" + h
+	}
+	return failure.Wrap(failure.KindOf(err), errors.Join(err, fmt.Errorf("roll back agent %s: %w", name, rerr)), hint,
+		"spawn of agent %q failed, and the rollback is incomplete: `ferry spawn %s` again or `ferry gc` finishes it", name, name)
 }
 
 // reserve runs under the store lock.
@@ -164,6 +192,48 @@ func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lo
 		return nil, nil, err
 	}
 	return r, l, nil
+}
+
+// checkPathForm refuses, as bad input, a worktree path git cannot create a
+// worktree at whatever the store holds: a dangling symlink (git finds
+// something there and refuses), or one below something that is not a
+// directory. It runs before anything is made; what is the matter with path
+// names it as label (the flag that gave it, or where it came from).
+func checkPathForm(path, label string) error {
+	for p := path; ; p = filepath.Dir(p) {
+		fi, err := os.Lstat(p)
+		if err == nil {
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				target, err := os.Stat(p)
+				if errors.Is(err, fs.ErrNotExist) {
+					dest, _ := os.Readlink(p)
+					what := label + " " + path
+					if p != path {
+						what += ": " + p
+					}
+					return failure.New(failure.Usage,
+						"pass a --path that does not exist yet (or is an empty directory), or remove the symlink or create what it points to",
+						"%s is a symlink to %s, which does not exist", what, dest)
+				}
+				if err != nil {
+					return fmt.Errorf("check %s %s: %w", label, path, err)
+				}
+				fi = target
+			}
+			if p != path && !fi.IsDir() {
+				return failure.New(failure.Usage, "pass a --path whose parent directories exist or can be created",
+					"%s %s: %s is not a directory", label, path, p)
+			}
+			return nil // the first thing that exists is fine; checkPath judges path itself
+		}
+		// ENOTDIR: something above is not a directory; the walk finds it.
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("check %s %s: %w", label, path, err)
+		}
+		if filepath.Dir(p) == p {
+			return nil
+		}
+	}
 }
 
 // checkPath refuses a worktree path that is taken, inside the store, or
@@ -306,7 +376,8 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 	t = time.Now()
 	fs, err := backend.Fork(fork.Paths{BaseTarget: b.Target, AgentDir: Dir(s, r.Name)})
 	if err != nil {
-		return err
+		// copy_file_range names no path when the store fills up.
+		return failure.NoSpaceAt(Dir(s, r.Name), err)
 	}
 	r.Fork = ForkStats{Files: fs.Files, Dirs: fs.Dirs, Bytes: fs.Bytes}
 	r.Timings.Fork = since(t)
@@ -315,7 +386,9 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 }
 
 // copyLockfile gives the agent the base's Cargo.lock when the repository
-// does not track one, so it resolves the same versions the base built.
+// does not track one, so it resolves the same versions the base built, and
+// records its digest: the file is Ferry's, not the agent's work, until the
+// agent changes it.
 func copyLockfile(repo *git.Repo, r *Record, b *base.Record) error {
 	if _, err := repo.Run("", "cat-file", "-e", r.StartCommit+":Cargo.lock"); err == nil {
 		return nil
@@ -331,7 +404,17 @@ func copyLockfile(repo *git.Repo, r *Record, b *base.Record) error {
 	if _, err := os.Lstat(dst); err == nil {
 		return nil // a hook made one; keep it
 	}
-	return os.WriteFile(dst, data, 0o644)
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
+		return err
+	}
+	r.PlacedLockfile = digest(data)
+	return nil
+}
+
+// digest names data's content as the record keeps it.
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Rollback removes what an unfinished spawn of r made. The caller holds the
@@ -372,11 +455,36 @@ func rollback(repo *git.Repo, s *store.Store, r *Record) error {
 		}
 	}
 	if len(errs) == 0 {
-		if err := fork.RemoveTree(Dir(s, r.Name)); err != nil {
+		if err := removeDir(s, r.Name); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeDir removes an agent's directory, its record last but for the lock
+// (held by the caller): while anything else is left, agent.json (state
+// creating) tells the next spawn of the name, or gc, to finish the job.
+func removeDir(s *store.Store, name string) error {
+	dir := Dir(s, name)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if p := filepath.Join(dir, e.Name()); p != recordPath(s, name) && p != LockPath(s, name) {
+			if err := fork.RemoveTree(p); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Remove(recordPath(s, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return fork.RemoveTree(dir)
 }
 
 func since(t time.Time) float64 {

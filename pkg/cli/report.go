@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
@@ -36,11 +37,26 @@ func Report(io IO, prog string, err error, asJSON bool) int {
 	}
 	kind := failure.KindOf(err)
 	chain := messages(err)
+	hint := failure.HintOf(err)
+	full, noSpace := failure.Space(err)
+	if noSpace {
+		// Name the full filesystem and its free space in place of the bare
+		// errno text, and say first what frees it; the error's own hint
+		// (what is left to finish, say) follows.
+		if last := len(chain) - 1; last > 0 && chain[last] == syscall.ENOSPC.Error() {
+			chain = chain[:last]
+		}
+		chain = append(chain, full.String())
+		if hint == "" {
+			hint = full.Hint()
+		} else {
+			hint = full.Hint() + "\n" + hint
+		}
+	}
 	fmt.Fprintf(io.Stderr, "%s: error: %s\n", prog, chain[0])
 	for _, c := range chain[1:] {
 		fmt.Fprintf(io.Stderr, "  caused by: %s\n", c)
 	}
-	hint := failure.HintOf(err)
 	if hint != "" {
 		for i, line := range strings.Split(hint, "\n") {
 			if i == 0 {
@@ -51,10 +67,15 @@ func Report(io IO, prog string, err error, asJSON bool) int {
 		}
 	}
 	if asJSON {
-		writeJSON(io.Stdout, map[string]any{"error": map[string]any{
+		e := map[string]any{
 			"kind": kind.String(), "message": chain[0], "causes": chain[1:], "hint": hint,
 			"exit_code": kind.ExitCode(),
-		}})
+		}
+		if noSpace {
+			e["no_space"] = map[string]any{"path": full.Path, "mount_point": full.MountPoint,
+				"free_bytes": full.Free, "size_bytes": full.Size}
+		}
+		writeJSON(io.Stdout, map[string]any{"error": e})
 	}
 	return kind.ExitCode()
 }
@@ -76,9 +97,14 @@ func messages(err error) []string {
 	}
 	var out []string
 	for i, e := range layers {
+		if _, ok := e.(interface{ Unwrap() []error }); ok && i+1 < len(layers) {
+			continue // a joined error's text is its parts', which follow
+		}
 		msg := e.Error()
 		if fe, ok := e.(*failure.Error); ok && fe.Msg != "" {
 			msg = fe.Msg
+		} else if i+1 < len(layers) && msg == layers[i+1].Error() {
+			continue // a layer that adds data, not words
 		} else if i+1 < len(layers) {
 			msg = strings.TrimSuffix(msg, ": "+layers[i+1].Error())
 		}

@@ -5,11 +5,18 @@
 // process exit code) and a Hint (what to do about it). Only the command layer
 // prints: it walks the chain with KindOf and HintOf and writes the error:,
 // caused by: and hint: lines.
+//
+// A full filesystem is the one failure recognised by its cause rather than
+// by a wrapper: ENOSPC can surface from any write (a warm build, a fork, a
+// state file, git), where the code that hit it has no better advice than
+// "free some space", so any chain holding syscall.ENOSPC is kind NoSpace,
+// and the printer names the filesystem and its free space (see Space).
 package failure
 
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Kind is the category of a failure. Each kind has one exit code.
@@ -33,6 +40,9 @@ const (
 	Unimplemented
 	// Interrupted is a run stopped by a signal.
 	Interrupted
+	// NoSpace is a filesystem that ran full (ENOSPC): the warm build, a
+	// fork, a state file or git could not write.
+	NoSpace
 )
 
 // ExitCode returns the documented process exit code for k.
@@ -50,6 +60,8 @@ func (k Kind) ExitCode() int {
 		return 6
 	case Unimplemented:
 		return 7
+	case NoSpace:
+		return 8
 	case Interrupted:
 		return 130
 	}
@@ -71,6 +83,8 @@ func (k Kind) String() string {
 		return "refused"
 	case Unimplemented:
 		return "unimplemented"
+	case NoSpace:
+		return "no-space"
 	case Interrupted:
 		return "interrupted"
 	}
@@ -87,6 +101,7 @@ const ExitCodes = `Exit codes:
   5    a warm build command failed
   6    refused: an unsafe or conflicting state
   7    not implemented yet
+  8    a filesystem is full; the error names it and its free space
   130  interrupted`
 
 // Error is a failure with a category and an optional hint.
@@ -119,8 +134,12 @@ func Wrap(kind Kind, err error, hint, format string, args ...any) *Error {
 	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...), Hint: hint, Err: err}
 }
 
-// KindOf returns the kind of the outermost *Error in err's chain, or Internal.
+// KindOf returns NoSpace when err's chain holds ENOSPC, else the kind of the
+// outermost *Error in err's chain, or Internal.
 func KindOf(err error) Kind {
+	if err != nil && errors.Is(err, syscall.ENOSPC) {
+		return NoSpace
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Kind

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/ferrydev/ferry/pkg/failure"
 )
@@ -56,6 +59,11 @@ type CommandError struct {
 	Args   []string // the arguments after -C dir
 	Stderr string   // git's standard error, surrounding white space trimmed
 	Err    error    // usually an *exec.ExitError
+	// NoSpace is where git said it could not write because the filesystem
+	// is full (the path it quoted, else Dir); "" when it did not say so.
+	NoSpace string
+	// quotedSpace: NoSpace is a path git quoted, not a guess.
+	quotedSpace bool
 }
 
 func (e *CommandError) Error() string {
@@ -76,6 +84,64 @@ func (e *CommandError) Error() string {
 }
 
 func (e *CommandError) Unwrap() error { return e.Err }
+
+// Is makes a git that failed on a full filesystem an ENOSPC, as the same
+// write done by Ferry itself would be: git reports it only in words.
+func (e *CommandError) Is(target error) bool {
+	return target == syscall.ENOSPC && e.NoSpace != ""
+}
+
+// noSpaceText is how git (through strerror, in the C locale every call
+// gets) reports ENOSPC.
+const noSpaceText = "No space left on device"
+
+// quoted is a path git quotes in a message: "unable to create '<path>'".
+var quoted = regexp.MustCompile(`'([^']+)'`)
+
+// noSpacePath returns where git could not write for lack of space, from its
+// standard error, and "" when it was not that. git says "No space left on
+// device" after most failed writes, and then the path quoted last on that
+// line (git quotes paths relative to its working directory, dir) is where,
+// else dir. Some messages give no reason ("couldn't write '<lock>'"): a
+// path quoted anywhere whose filesystem is out of space is the answer then.
+// quotedPath tells a path git named from a guess.
+func noSpacePath(dir, stderr string) (path string, quotedPath bool) {
+	abs := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	lines := strings.Split(stderr, "\n")
+	for _, line := range lines {
+		if !strings.Contains(line, noSpaceText) {
+			continue
+		}
+		if m := quoted.FindAllStringSubmatch(line, -1); m != nil {
+			return abs(m[len(m)-1][1]), true
+		}
+		return dir, false
+	}
+	for _, line := range lines {
+		for _, m := range quoted.FindAllStringSubmatch(line, -1) {
+			if p := abs(m[1]); failure.OutOfSpace(p) {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+// noSpaceIn marks err, a git call writing into dir, with dir when git said
+// the filesystem is full without quoting a path: it names the files of a
+// checkout relative to the worktree, which is not its working directory.
+func noSpaceIn(dir string, err error) error {
+	var ce *CommandError
+	if errors.As(err, &ce) && ce.NoSpace != "" && !ce.quotedSpace {
+		return failure.NoSpaceAt(dir, err)
+	}
+	return err
+}
 
 // ExitCode returns git's exit status, or -1 if git did not exit normally.
 func (e *CommandError) ExitCode() int {
@@ -112,12 +178,18 @@ func runWith(dir string, global []string, args ...string) ([]byte, error) {
 				"install git (for example `apt-get install git`) or add the directory holding it to PATH",
 				"git not found on PATH")
 		}
-		return nil, &CommandError{
+		ce := &CommandError{
 			Dir:    dir,
 			Args:   append(append([]string{}, global...), args...),
 			Stderr: strings.TrimSpace(stderr.String()),
 			Err:    err,
 		}
+		if ce.NoSpace, ce.quotedSpace = noSpacePath(dir, ce.Stderr); ce.NoSpace != "" {
+			// Measured now: whoever handles the error may free space
+			// first. A caller that knows better marks it again.
+			return nil, failure.NoSpaceAt(ce.NoSpace, ce)
+		}
+		return nil, ce
 	}
 	return stdout.Bytes(), nil
 }

@@ -178,3 +178,23 @@ func (r *Repo) ResolveCommit(rev string) (string, error) {
 	}
 	return id, nil
 }
+
+// CheckBranchName refuses, as failure.Usage, a name git would not accept
+// for a new branch (`git check-ref-format --branch`). A name that git
+// expands, such as @{-1} for the branch checked out before, is refused too:
+// it names another branch, not a new one.
+func (r *Repo) CheckBranchName(name string) error {
+	const hint = "choose a name git accepts for a branch: no '..', spaces, ~ ^ : ? * [ or \\, " +
+		"not starting with '-' nor ending in '.' or '.lock' (`git check-ref-format --branch NAME` checks one)"
+	out, err := run(r.Top, "check-ref-format", "--branch", name)
+	if err != nil {
+		if exitCode(err) == 128 {
+			return failure.New(failure.Usage, hint, "%q is not a valid branch name", name)
+		}
+		return wrapf(err, "check branch name %q", name)
+	}
+	if got := strings.TrimSpace(string(out)); got != name {
+		return failure.New(failure.Usage, hint, "branch name %q is git shorthand for the existing branch %q, not a new name", name, got)
+	}
+	return nil
+}

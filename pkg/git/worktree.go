@@ -110,7 +110,7 @@ func (r *Repo) WorktreeAddDetached(path, commit string) error {
 		return fmt.Errorf("add worktree %s: %w", path, err)
 	}
 	if _, err := run(r.Top, "worktree", "add", "--detach", "--", abs, commit); err != nil {
-		return wrapf(err, "add detached worktree %s at %s", abs, commit)
+		return wrapf(noSpaceIn(abs, err), "add detached worktree %s at %s", abs, commit)
 	}
 	return nil
 }
@@ -123,7 +123,7 @@ func (r *Repo) WorktreeAddBranch(path, branch, commit string) error {
 		return fmt.Errorf("add worktree %s: %w", path, err)
 	}
 	if _, err := run(r.Top, "worktree", "add", "--no-track", "-b", branch, "--", abs, commit); err != nil {
-		return wrapf(err, "add worktree %s on new branch %s at %s", abs, branch, commit)
+		return wrapf(noSpaceIn(abs, err), "add worktree %s on new branch %s at %s", abs, branch, commit)
 	}
 	return nil
 }

@@ -8,6 +8,9 @@
 // path, gives the selected Cargo workspace its own target dir, and runs the
 // real cargo. Anywhere else it execs the real cargo unchanged. It prints
 // nothing of its own but real errors, and passes cargo's exit status through.
+// It refuses to run itself as the real cargo, through a wrapper or not,
+// while cargo's own nesting (build scripts, subcommands) keeps going
+// through it (see recursion.go).
 //
 // It runs on every cargo call, so it reads state files and nothing else: no
 // bus, no network, no lock but the shared busy.lock. Before it reads an
@@ -16,6 +19,7 @@
 package shim
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -62,8 +66,13 @@ func Main(args []string) int {
 }
 
 func report(err error) int {
-	fmt.Fprintf(os.Stderr, "ferry-shim: error: %v\n", err)
-	if h := failure.HintOf(err); h != "" {
+	fmt.Fprintf(os.Stderr, "%s%v\n", shimErrorPrefix, err)
+	h := failure.HintOf(err)
+	if full, ok := failure.Space(err); ok {
+		fmt.Fprintf(os.Stderr, "  caused by: %s\n", full)
+		h = full.Hint()
+	}
+	if h != "" {
 		fmt.Fprintf(os.Stderr, "  hint: %s\n", h)
 	}
 	return failure.KindOf(err).ExitCode()
@@ -107,6 +116,9 @@ func (c *Call) Run() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := c.checkRecursion(cargo); err != nil {
+		return 0, err
+	}
 	a, s, top, err := c.resolve()
 	if err != nil {
 		return 0, err
@@ -115,7 +127,7 @@ func (c *Call) Run() (int, error) {
 		if src, target := cargoenv.Get(c.Env, "FERRY_WARM_SRC"), cargoenv.Get(c.Env, "FERRY_WARM_TARGET"); src != "" && target != "" {
 			return 0, c.warm(cargo, src, target)
 		}
-		return 0, execve(cargo, c.Args, c.Env)
+		return 0, c.exec(cargo, c.Dir, c.Args, c.Env)
 	}
 	return c.runForAgent(cargo, a, s, top)
 }
@@ -125,7 +137,7 @@ func (c *Call) Run() (int, error) {
 func (c *Call) warm(cargo, src, target string) error {
 	rel, err := filepath.Rel(src, c.Dir)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return execve(cargo, c.Args, c.Env)
+		return c.exec(cargo, c.Dir, c.Args, c.Env)
 	}
 	ws, err := c.workspace(cargo, src, rel)
 	if err != nil {
@@ -134,7 +146,7 @@ func (c *Call) warm(cargo, src, target string) error {
 	if ws != "." {
 		target = filepath.Join(target, "ferry-ws", ws)
 	}
-	return execve(cargo, c.Args, append(cargoenv.Without(c.Env), cargoenv.Target(target)...))
+	return c.exec(cargo, c.Dir, c.Args, append(cargoenv.Without(c.Env), cargoenv.Target(target)...))
 }
 
 // resolve finds the agent whose worktree is exactly the git worktree
@@ -249,8 +261,12 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 		if _, _, e := unix.Syscall(unix.SYS_FCNTL, busy.File().Fd(), unix.F_SETFD, 0); e != 0 {
 			return 0, e
 		}
-		return 0, execve(cargo, args, env)
+		return 0, c.exec(cargo, canonical, args, env)
 	}
+	// cargo runs in a child whose pid is not known yet: only the depth
+	// marks this call (checkRecursion catches a loop there on its way back
+	// in, where the shim execs).
+	env = c.marked(env, "", cargo, canonical, args)
 	x, err := agent.Command(s, a, canonical, append([]string{cargo}, args...), env)
 	if err != nil {
 		return 0, err
@@ -273,9 +289,15 @@ func (c *Call) workspace(cargo, top, rel string) (string, error) {
 	}
 	cmd := exec.Command(cargo, args...)
 	cmd.Dir = c.Dir
-	cmd.Env = c.Env
+	cmd.Env = c.marked(c.Env, probeID, cargo, c.Dir, args)
 	out, err := cmd.Output()
 	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if err := probeFailure(string(ee.Stderr)); err != nil {
+				return "", err
+			}
+		}
 		// No workspace here: cargo itself will say so; use the top's target.
 		return ".", nil
 	}
@@ -343,7 +365,11 @@ func cargoEnv(env []string, name, target, pwd string) []string {
 	return append(out, "FERRY_AGENT="+name, "PWD="+pwd)
 }
 
-func execve(path string, args, env []string) error {
-	err := syscall.Exec(path, append([]string{"cargo"}, args...), env)
-	return fmt.Errorf("exec %s: %w", path, err)
+// exec replaces the shim with cargo, which runs in dir (the working
+// directory), marking the call so that a cargo that comes straight back to
+// the shim is caught (see checkRecursion).
+func (c *Call) exec(cargo, dir string, args, env []string) error {
+	env = c.marked(env, selfID(), cargo, dir, args)
+	err := syscall.Exec(cargo, append([]string{"cargo"}, args...), env)
+	return fmt.Errorf("exec %s: %w", cargo, err)
 }

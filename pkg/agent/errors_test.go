@@ -1,0 +1,208 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/internal/testenv"
+	"github.com/ferrydev/ferry/pkg/fixture"
+)
+
+// smallWarm warms only one small crate: these tests need a base, not a
+// build worth reusing.
+const smallWarm = "[base]\nwarm = [\"cargo build -p " + fixture.ChainC + "\"]\n"
+
+// newWorldIn is newWorld with fixture options opts and the store parent at
+// home (a fresh directory when empty); it builds a base with smallWarm.
+func newWorldIn(t *testing.T, opts fixture.Options, home string) *world {
+	t.Helper()
+	w := &world{repo: testenv.Repo(t, opts), bin: testenv.Binaries(t)}
+	root := t.TempDir()
+	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
+	if home != "" {
+		w.home = home
+	}
+	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte(smallWarm), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.mustFerry(t, "base")
+	return w
+}
+
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// In a repository that does not commit Cargo.lock, spawn places the base's;
+// rm does not count it as the agent's work while it is unchanged, and names
+// it as a dependency change once the agent changed it.
+func TestRmAndThePlacedLockfile(t *testing.T) {
+	w := newWorldIn(t, fixture.Options{NoLockfile: true}, "")
+	a := w.spawn(t, "untouched")
+	if _, err := os.Stat(filepath.Join(a.Worktree, fixture.Lockfile)); err != nil {
+		t.Fatalf("spawn placed no Cargo.lock: %v", err)
+	}
+	w.mustFerry(t, "rm", "untouched")
+	if _, err := os.Stat(a.Worktree); err == nil {
+		t.Fatal("rm left the worktree")
+	}
+
+	b := w.spawn(t, "deps")
+	lock := filepath.Join(b.Worktree, fixture.Lockfile)
+	data, err := os.ReadFile(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lock, append(data, []byte("\n# the agent's edit\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := w.ferry(w.repo.Dir, nil, "rm", "deps")
+	expectRefusal(t, stderr, err, "Cargo.lock differs from the one spawn placed (the agent changed its dependencies)")
+	if !strings.Contains(stderr, "uncommitted changes (Cargo.lock)") {
+		t.Fatalf("the refusal does not list Cargo.lock among the changes:\n%s", stderr)
+	}
+	// Restored byte for byte, it is Ferry's file again.
+	if err := os.WriteFile(lock, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.mustFerry(t, "rm", "deps")
+}
+
+// A wrapper earlier on PATH than the real cargo that runs the shim again
+// makes a call in an agent fail at once with the shim's error (through the
+// workspace probe of a nested directory, and through the sandbox), not loop.
+func TestShimRecursionInAgent(t *testing.T) {
+	w := shared(t)
+	a := w.spawn(t, "wrapped")
+	wrap := t.TempDir()
+	shim := filepath.Join(w.bin, "ferry-shim")
+	// The wrapper gives up after 200 runs in all, so a shim that loops fails
+	// the test quickly instead of spinning (or, through the probe, forking).
+	count := filepath.Join(t.TempDir(), "runs")
+	body := "#!/bin/sh\n" +
+		`echo >>` + count + `; if [ $(wc -l <` + count + `) -gt 200 ]; then echo "wrapper ran 200 times" >&2; exit 99; fi` +
+		"\nexec " + shim + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(wrap, "cargo"), []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{a.Worktree, filepath.Join(a.Worktree, fixture.CrateDir(fixture.ChainC))} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		c := exec.CommandContext(ctx, filepath.Join(w.home, "bin", "cargo"), "build", "-p", fixture.ChainC)
+		c.Dir = dir
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+		c.Env = w.env([]string{"PATH=" + filepath.Join(w.home, "bin") + ":" + wrap + ":" + os.Getenv("PATH")})
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		err := c.Run()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if timedOut {
+			t.Fatalf("%s: cargo through a wrapper that runs the shim did not end within a minute", dir)
+		}
+		if exitCode(err) != 3 || !strings.Contains(stderr.String(), "Ferry's shim re-entered itself") ||
+			!strings.Contains(stderr.String(), "PATH entry "+wrap) {
+			t.Fatalf("%s: want exit 3 naming %s, got %v:\n%s", dir, wrap, err, stderr.String())
+		}
+		t.Logf("%s:\n%s", dir, stderr.String())
+	}
+	w.mustFerry(t, "rm", "wrapped")
+}
+
+// A spawn whose fork runs out of space says so (exit 8, the filesystem's
+// mount point and free space) and rolls back. When the rollback cannot
+// finish either (git cannot lock packed-refs), the error says so, the
+// record stays, and gc finishes the rollback.
+func TestSpawnOutOfSpace(t *testing.T) {
+	home := testenv.SmallFS(t, "64m")
+	w := newWorldIn(t, fixture.Options{}, home)
+	bases, _ := filepath.Glob(filepath.Join(w.storeDir(t), "bases", "*", "target"))
+	if len(bases) != 1 {
+		t.Fatalf("bases: %v", bases)
+	}
+	size := int64(0)
+	filepath.Walk(bases[0], func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			size += fi.Size()
+		}
+		return nil
+	})
+	if size < 256<<10 {
+		t.Fatalf("base target of %d bytes is too small to run out of space copying it", size)
+	}
+	filler := testenv.Fill(t, home, size/2)
+
+	check := func(name string, stderr string, err error) {
+		t.Helper()
+		if exitCode(err) != 8 {
+			t.Fatalf("spawn %s on a full store: exit %d, want 8:\n%s", name, exitCode(err), stderr)
+		}
+		for _, want := range []string{"caused by: no space left on " + home + ": ", " free of 64 MiB", "hint: free space on " + home} {
+			if !strings.Contains(stderr, want) {
+				t.Fatalf("spawn %s: stderr lacks %q:\n%s", name, want, stderr)
+			}
+		}
+	}
+	gone := func(name string) {
+		t.Helper()
+		if w.branchExists("ferry/" + name) {
+			t.Fatalf("%s: branch left behind", name)
+		}
+		if _, err := os.Stat(filepath.Join(w.storeDir(t), "agents", name)); err == nil {
+			t.Fatalf("%s: agent dir left behind", name)
+		}
+		if out, _ := w.repo.Git("worktree", "list"); strings.Contains(out, "/"+name+" ") {
+			t.Fatalf("%s: worktree still registered:\n%s", name, out)
+		}
+	}
+
+	_, stderr, err := w.ferry(w.repo.Dir, nil, "spawn", "full", "--backend", "copy")
+	check("full", stderr, err)
+	if strings.Contains(stderr, "rollback is incomplete") {
+		t.Fatalf("the rollback should have finished:\n%s", stderr)
+	}
+	gone("full")
+
+	// A stale packed-refs.lock keeps git from deleting the branch, as a
+	// full disk kept it from writing one.
+	lock := filepath.Join(w.repo.Dir, ".git", "packed-refs.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err = w.ferry(w.repo.Dir, nil, "spawn", "half", "--backend", "copy")
+	check("half", stderr, err)
+	if !strings.Contains(stderr, "the rollback is incomplete: `ferry spawn half` again or `ferry gc` finishes it") {
+		t.Fatalf("spawn half: the error does not say the rollback is incomplete:\n%s", stderr)
+	}
+	var rec struct {
+		State string `json:"state"`
+	}
+	b, err := os.ReadFile(filepath.Join(w.storeDir(t), "agents", "half", "agent.json"))
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.State != "creating" {
+		t.Fatalf("after an incomplete rollback agent.json must stay, state creating: %v %s", err, b)
+	}
+	os.Remove(lock)
+	os.Remove(filler)
+	out := w.mustFerry(t, "ferry-gc", "--json")
+	if !strings.Contains(out, `"half"`) {
+		t.Fatalf("gc did not roll back the unfinished spawn: %s", out)
+	}
+	gone("half")
+	// With space again, the name spawns.
+	w.spawn(t, "half", "--backend", "copy")
+	w.mustFerry(t, "rm", "half")
+}
