@@ -528,7 +528,7 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string)
 	env := warmEnv(o.env(), r, shimDir)
 	root, writable, err := o.Store.Seal()
 	if err != nil {
-		return 0, err
+		return 0, spaceSigns{}, err
 	}
 	c, err := sandbox.Command(sandbox.Plan{
 		Store:    root,
