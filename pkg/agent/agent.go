@@ -86,31 +86,18 @@ type Timings struct {
 	Total    float64 `json:"total"`
 }
 
-// Dir is an agent's directory in the store.
-func Dir(s *store.Store, name string) string { return filepath.Join(s.AgentsDir(), name) }
-
-// Target is an agent's fork of the base target (reflink and copy backends).
-func Target(s *store.Store, name string) string { return filepath.Join(Dir(s, name), "target") }
-
-// LockPath, BusyPath and recordPath name an agent's files.
-func LockPath(s *store.Store, name string) string { return filepath.Join(Dir(s, name), "lock") }
-func BusyPath(s *store.Store, name string) string { return filepath.Join(Dir(s, name), "busy.lock") }
-func recordPath(s *store.Store, name string) string {
-	return filepath.Join(Dir(s, name), "agent.json")
-}
-
 // Read returns agent name's record; an error wrapping fs.ErrNotExist when
 // there is no such agent.
 func Read(s *store.Store, name string) (*Record, error) {
 	var r Record
-	if err := atomicfile.ReadJSON(recordPath(s, name), &r); err != nil {
+	if err := atomicfile.ReadJSON(s.Agent(name).Record, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
 func write(s *store.Store, r *Record) error {
-	return atomicfile.WriteJSON(recordPath(s, r.Name), r, 0o644)
+	return atomicfile.WriteJSON(s.Agent(r.Name).Record, r, 0o644)
 }
 
 // All returns every agent record in the store, by name.
@@ -157,8 +144,8 @@ func CheckName(name string) error {
 // mount holds mount.lock or, in a nested namespace, still has the overlay
 // mounted (Users names them).
 func Busy(s *store.Store, name string) (bool, error) {
-	if _, err := os.Stat(BusyPath(s, name)); err == nil {
-		held, err := lock.Held(BusyPath(s, name))
+	if _, err := os.Stat(s.Agent(name).Busy); err == nil {
+		held, err := lock.Held(s.Agent(name).Busy)
 		if held || err != nil {
 			return held, err
 		}
@@ -175,14 +162,14 @@ func Busy(s *store.Store, name string) (bool, error) {
 // Best effort (it can only see processes this one may inspect); for naming
 // processes in refusals and listings.
 func Users(s *store.Store, r *Record) []int {
-	pids := LockHolders(BusyPath(s, r.Name))
+	pids := LockHolders(s.Agent(r.Name).Busy)
 	if r.Backend == fork.NameOverlay {
-		dir := Dir(s, r.Name)
+		dir := s.Agent(r.Name).Dir
 		if d, err := filepath.EvalSymlinks(dir); err == nil {
 			dir = d
 		}
 		p := fork.Paths{AgentDir: dir}
-		pids = append(pids, OverlayUsers(MountLockPath(s, r.Name), sandbox.Overlay{Upper: p.Upper(), Work: p.Work()})...)
+		pids = append(pids, OverlayUsers(s.Agent(r.Name).MountLock, sandbox.Overlay{Upper: p.Upper(), Work: p.Work()})...)
 	}
 	return otherPids(pids)
 }
@@ -205,7 +192,7 @@ func otherPids(pids []int) []int {
 // caller passes the returned lock's file to the child so the lock lives as
 // long as the child and its descendants.
 func HoldBusy(s *store.Store, name string) (*lock.Lock, error) {
-	return lock.Shared(BusyPath(s, name))
+	return lock.Shared(s.Agent(name).Busy)
 }
 
 // FindByWorktree returns the agent whose worktree is exactly dir (compared

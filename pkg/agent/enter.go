@@ -47,12 +47,6 @@ import (
 // but cannot be joined to go away.
 var EnterPatience = 10 * time.Second
 
-// MountLockPath and nsPath name an overlay agent's files.
-func MountLockPath(s *store.Store, name string) string {
-	return filepath.Join(Dir(s, name), "mount.lock")
-}
-func nsPath(s *store.Store, name string) string { return filepath.Join(Dir(s, name), "ns.json") }
-
 // NSRecord is ns.json: the namespace an overlay agent's processes share.
 type NSRecord struct {
 	Pid     int       `json:"pid"`   // the process that created it
@@ -124,7 +118,7 @@ func Command(s *store.Store, r *Record, dir string, argv, env []string) (*Sessio
 	plan := sandbox.Plan{Dir: dir, Argv: argv, Env: env, Store: root, Writable: writable,
 		Binds: []sandbox.Bind{{Source: r.Worktree, Target: s.MntSrc()}}}
 	if r.Backend != fork.NameOverlay {
-		plan.Binds = append(plan.Binds, sandbox.Bind{Source: Target(s, r.Name), Target: s.MntTarget()})
+		plan.Binds = append(plan.Binds, sandbox.Bind{Source: s.Agent(r.Name).Target, Target: s.MntTarget()})
 		x.Mode = EnterBind
 		x.Cmd, err = sandbox.Command(plan)
 		if err != nil {
@@ -149,7 +143,7 @@ func OverlayOf(s *store.Store, r *Record) (sandbox.Overlay, error) {
 		return sandbox.Overlay{}, failure.Wrap(failure.Refused, err, "remove the agent with `ferry rm` and spawn it again",
 			"agent %q's base %s cannot be read: its overlay has no lower layer", r.Name, r.Base)
 	}
-	dir, err := filepath.EvalSymlinks(Dir(s, r.Name))
+	dir, err := filepath.EvalSymlinks(s.Agent(r.Name).Dir)
 	if err != nil {
 		return sandbox.Overlay{}, err
 	}
@@ -178,7 +172,7 @@ func (x *Session) enterOverlay(s *store.Store, r *Record, plan sandbox.Plan) err
 		return err
 	}
 	plan.Overlays = []sandbox.Overlay{ov}
-	agentLock, err := lock.Take(LockPath(s, r.Name))
+	agentLock, err := lock.Take(s.Agent(r.Name).Lock)
 	if err != nil {
 		return err
 	}
@@ -188,7 +182,7 @@ func (x *Session) enterOverlay(s *store.Store, r *Record, plan sandbox.Plan) err
 	if _, err := Read(s, r.Name); err != nil {
 		return failure.Wrap(failure.Refused, err, "list agents with `ferry list`", "agent %q was removed", r.Name)
 	}
-	mountPath := MountLockPath(s, r.Name)
+	mountPath := s.Agent(r.Name).MountLock
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 10*time.Millisecond, time.Second, EnterPatience
 	bo.Reset()
@@ -303,7 +297,8 @@ func trustUpper(s *store.Store, r *Record, ov sandbox.Overlay) error {
 	}
 	if rec, err := ReadNS(s, r.Name); err == nil && rec.Boot != "" && rec.Boot == bootID() {
 		// Same boot: the overlay recreates work/work on mount anyway.
-		if err := fork.RemoveTree(filepath.Join(ov.Work, "work")); err != nil {
+		inner := filepath.Join(ov.Work, "work") // overlayfs's own layout: not a store path
+		if err := fork.RemoveTree(inner); err != nil {
 			return fmt.Errorf("clear agent %s's volatile mark: %w", r.Name, err)
 		}
 		return nil
@@ -319,7 +314,7 @@ func recordNamespace(s *store.Store, name string, pid int, user, mnt string, ov 
 	if user == "" || mnt == "" {
 		return fmt.Errorf("record agent %s's namespace: the sandbox did not name it", name)
 	}
-	return atomicfile.ReplaceJSON(nsPath(s, name), &NSRecord{
+	return atomicfile.ReplaceJSON(s.Agent(name).NS, &NSRecord{
 		Pid: pid, User: user, Mount: mnt, Upper: ov.Upper, Work: ov.Work, Boot: bootID(), Created: time.Now().UTC(),
 	}, 0o644)
 }
@@ -327,7 +322,7 @@ func recordNamespace(s *store.Store, name string, pid int, user, mnt string, ov 
 // ReadNS returns an overlay agent's ns.json.
 func ReadNS(s *store.Store, name string) (*NSRecord, error) {
 	var n NSRecord
-	if err := atomicfile.ReadJSON(nsPath(s, name), &n); err != nil {
+	if err := atomicfile.ReadJSON(s.Agent(name).NS, &n); err != nil {
 		return nil, err
 	}
 	return &n, nil
@@ -442,7 +437,7 @@ func InSandbox(s *store.Store, r *Record) bool {
 	}
 	if r.Backend != fork.NameOverlay {
 		t, err1 := os.Stat(s.MntTarget())
-		h, err2 := os.Stat(Target(s, r.Name))
+		h, err2 := os.Stat(s.Agent(r.Name).Target)
 		return err1 == nil && err2 == nil && os.SameFile(t, h)
 	}
 	ov, err := OverlayOf(s, r)

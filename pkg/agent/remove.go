@@ -51,7 +51,7 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 	if err != nil {
 		return nil, err
 	}
-	agentLock, err := lock.TryTake(LockPath(s, name))
+	agentLock, err := lock.TryTake(s.Agent(name).Lock)
 	if err == lock.ErrBusy && r.State == Ready {
 		// A process is entering the agent's overlay.
 		return nil, failure.New(failure.Refused, "stop the agent's shells and builds and try again",
@@ -73,9 +73,9 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 	}
 
 	// Holding busy.lock exclusively keeps new processes out while removing.
-	busy, err := lock.TryTake(BusyPath(s, name))
+	busy, err := lock.TryTake(s.Agent(name).Busy)
 	if err == lock.ErrBusy {
-		pids := LockHolders(BusyPath(s, name))
+		pids := LockHolders(s.Agent(name).Busy)
 		return nil, failure.New(failure.Refused, "stop them (exit the agent's shells and builds) and try again",
 			"processes still run for agent %q%s", name, pidList(pids))
 	}
@@ -86,7 +86,7 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 	if r.Backend == fork.NameOverlay {
 		// Holding mount.lock exclusively keeps new mounts out; a process
 		// in a nested namespace may still see the overlay without it.
-		ml, err := lock.TryTake(MountLockPath(s, name))
+		ml, err := lock.TryTake(s.Agent(name).MountLock)
 		if err != nil && err != lock.ErrBusy {
 			return nil, err
 		}
@@ -193,12 +193,12 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 	// The record goes first, under the locks: a process entering the agent
 	// from now on finds no agent, never a fork half removed. A crash before
 	// the tree is gone leaves a directory without a record, which gc removes.
-	if err := os.Remove(recordPath(s, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(s.Agent(name).Record); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	busy.Release()
 	agentLock.Release()
-	if err := fork.RemoveTree(Dir(s, name)); err != nil {
+	if err := fork.RemoveTree(s.Agent(name).Dir); err != nil {
 		return nil, err
 	}
 	return rm, nil

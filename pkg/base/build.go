@@ -234,7 +234,7 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 	dir := s.BaseDir(p.ID)
 	r := &Record{
 		Format: Format, ID: p.ID, Commit: p.Commit, Fingerprint: strings.TrimPrefix(p.ID, p.Commit+"-"),
-		Store: s.Dir, Dir: dir, Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target"),
+		Store: s.Dir, Dir: dir, Src: s.Base(p.ID).Src, Target: s.Base(p.ID).Target,
 		MntSrc: s.MntSrc(), MntTarget: s.MntTarget(),
 		Toolchain: p.Toolchain, Modes: p.Modes, Warnings: []string{}, Incomplete: []string{},
 	}
@@ -341,7 +341,7 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 		return nil, interrupted(err)
 	}
 	// base.json is the ready marker: written last, atomically.
-	if err := atomicfile.WriteJSON(filepath.Join(dir, "base.json"), r, 0o644); err != nil {
+	if err := atomicfile.WriteJSON(s.Base(p.ID).Record, r, 0o644); err != nil {
 		return nil, err
 	}
 	if err := setCurrent(s, p.ID); err != nil {
@@ -608,7 +608,7 @@ func unready(s *store.Store, r *Record) error {
 		return failure.New(failure.Refused, "stop the processes of the overlay agents spawned from it (their shells and builds), then try again",
 			"base %s is in use as the lower layer of a running overlay agent", r.ID)
 	}
-	if err := os.Remove(filepath.Join(r.Dir, "base.json")); err != nil {
+	if err := os.Remove(s.Base(r.ID).Record); err != nil {
 		return err
 	}
 	return atomicfile.SyncDir(r.Dir)
@@ -624,10 +624,10 @@ func unready(s *store.Store, r *Record) error {
 // and gc deletes both.
 func discard(o Options, id string) error {
 	dir := o.Store.BaseDir(id)
-	if _, err := os.Stat(filepath.Join(dir, "base.json")); err == nil {
+	if _, err := os.Stat(o.Store.Base(id).Record); err == nil {
 		return fmt.Errorf("refusing to discard ready base %s", id)
 	}
-	if err := o.Repo.WorktreeRemove(filepath.Join(dir, "src")); err != nil {
+	if err := o.Repo.WorktreeRemove(o.Store.Base(id).Src); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {

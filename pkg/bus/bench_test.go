@@ -10,6 +10,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/bus/bustest"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // BenchmarkEmit is the event cost of a one-shot command, connection
@@ -45,8 +46,8 @@ func BenchmarkEmit(b *testing.B) {
 	b.Run("dead-bus-outbox", func(b *testing.B) {
 		parent := b.TempDir()
 		os.MkdirAll(bus.Dir(parent), 0o755)
-		os.WriteFile(filepath.Join(bus.Dir(parent), bus.TokenFile), []byte("t\n"), 0o600)
-		atomicfile.WriteJSON(filepath.Join(bus.Dir(parent), bus.InfoFile), bus.Info{URL: deadURL(b), PID: 1}, 0o644)
+		os.WriteFile(store.BusFiles(bus.Dir(parent)).Token, []byte("t\n"), 0o600)
+		atomicfile.WriteJSON(store.BusFiles(bus.Dir(parent)).Info, bus.Info{URL: deadURL(b), PID: 1}, 0o644)
 		emit(b, parent, bus.Queued)
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/bus/bustest"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // deadURL is a loopback address nothing listens on.
@@ -57,8 +58,8 @@ func TestEmitWithoutABusQueuesThenFlushDeliversOnce(t *testing.T) {
 
 	// 2. A stale bus.json (host killed): queued within the bound.
 	os.MkdirAll(bus.Dir(parent), 0o755)
-	os.WriteFile(filepath.Join(bus.Dir(parent), bus.TokenFile), []byte("t\n"), 0o600)
-	atomicfile.WriteJSON(filepath.Join(bus.Dir(parent), bus.InfoFile), bus.Info{URL: deadURL(t), PID: 1}, 0o644)
+	os.WriteFile(store.BusFiles(bus.Dir(parent)).Token, []byte("t\n"), 0o600)
+	atomicfile.WriteJSON(store.BusFiles(bus.Dir(parent)).Info, bus.Info{URL: deadURL(t), PID: 1}, 0o644)
 	ev2 := events.Stamp(&events.AgentRemoved{Name: "a"}, repoB)
 	d, err = bus.Emit(ctxT(t), oneShot(parent), ev2)
 	if err != nil || d != bus.Queued {

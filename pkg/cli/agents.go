@@ -221,7 +221,7 @@ func listAgents(args []string, io IO) int {
 			e := listEntry{Record: r}
 			e.Busy, _ = agent.Busy(fc.Store, r.Name)
 			if b, err := fork.ByName(r.Backend); err == nil {
-				e.PrivateBytes, _ = b.PrivateBytes(fork.Paths{AgentDir: agent.Dir(fc.Store, r.Name)})
+				e.PrivateBytes, _ = b.PrivateBytes(fork.Paths{AgentDir: fc.Store.Agent(r.Name).Dir})
 			}
 			out = append(out, e)
 		}

@@ -76,7 +76,7 @@ func doctorOptions(h platform.Host) doctor.Options {
 		o.ConfigErr = err
 		return o
 	}
-	o.Settings, o.StoreDir, o.Store, o.CheckOwner = settings, s.Dir, s, s.CheckOwner
+	o.Settings, o.Store = settings, s
 	return o
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/doctor"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // TestMain serves the sandbox's child, which `ferry doctor` starts to try
@@ -213,13 +214,13 @@ func TestDoctorTextBlocked(t *testing.T) {
 	parent := t.TempDir()
 	r := doctor.Run(doctor.Options{Host: h, Repo: "/src/p",
 		Settings: &config.Settings{Backend: "auto", SandboxMode: "auto", StoreParent: parent},
-		StoreDir: filepath.Join(parent, "p-0123456789ab")})
+		Store: must(store.Open(parent, "/src/p/.git", "/src/p"))})
 	var b bytes.Buffer
 	printDoctor(&b, r)
 	out := b.String()
 	for _, want := range []string{
 		"host        Linux 6.8.0-45-generic, uid 1000",
-		"userns      blocked  blocked by kernel.apparmor_restrict_unprivileged_userns = 1",
+		"userns       blocked  blocked by kernel.apparmor_restrict_unprivileged_userns = 1",
 		"isolation  refused: the namespace sandbox is unavailable",
 		"spawn would fail here (exit 4)",
 		"overlay (warning):\n  blocked by the same setting as userns, above.",
@@ -239,4 +240,11 @@ func TestDoctorTextBlocked(t *testing.T) {
 	if t.Failed() {
 		t.Log("\n" + out)
 	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/internal/unpriv"
-	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/bus/bustest"
 	"github.com/ferrydev/ferry/pkg/platform"
 )
@@ -94,7 +93,7 @@ func plantBus(t *testing.T, dir string, mode os.FileMode, uid int) (connections 
 	t.Helper()
 	h := bustest.Start(t)
 	os.MkdirAll(dir, 0o755)
-	for _, name := range []string{bus.InfoFile, bus.TokenFile} {
+	for _, name := range []string{"bus.json", "token"} {
 		b, err := os.ReadFile(filepath.Join(h.Dir(), name))
 		if err != nil {
 			t.Fatal(err)

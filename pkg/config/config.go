@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // FileName is the configuration file Load reads from the repository root.
@@ -157,7 +159,7 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 		// names the store, and only says where worktrees go when nothing
 		// more specific does.
 		if s.WorktreeParent == "" {
-			s.WorktreeParent = filepath.Join(home, "worktrees")
+			s.WorktreeParent = store.Worktrees(home)
 		}
 	}
 	if v := env.Getenv("FERRY_WORKTREES"); v != "" {
@@ -199,7 +201,7 @@ func (s *Settings) applyDefaults(env Env, goos string) error {
 		if err != nil {
 			return err
 		}
-		s.WorktreeParent = filepath.Join(dir, "ferry", "worktrees")
+		s.WorktreeParent = filepath.Join(dir, "ferry", "worktrees") // the data dir, not the store: not a store path
 	}
 	if s.Warm == nil {
 		// Both generated commands: the caller drops clippy when

@@ -146,16 +146,11 @@ type Options struct {
 	// ferry.toml or the environment is broken.
 	Settings  *config.Settings
 	ConfigErr error
-	// StoreDir is the repository's store (<store parent>/<key>); it need
-	// not exist.
-	StoreDir string
-	// Store is that store, for the bases check; nil skips it.
+	// Store is the repository's store; it need not exist (the store checks
+	// then probe its nearest existing ancestor). Nil outside a repository.
+	// Its CheckOwner runs first: when it fails the store is not probed,
+	// since the probes would write into directories someone else controls.
 	Store *store.Store
-	// CheckOwner checks that nobody but the caller (and root) can change
-	// the store's path (store.(*Store).CheckOwner); nil leaves the check
-	// out. When it fails the store is not probed: the probes would write
-	// into directories someone else controls.
-	CheckOwner func() error
 	// TempDir is where the sandbox is tried and, outside a repository, the
 	// overlay; "" means os.TempDir().
 	TempDir string
@@ -185,7 +180,7 @@ func Run(o Options) *Report {
 		if userns.Status == Blocked {
 			r.err = sandboxError(userns, "auto")
 		}
-	case o.ConfigErr != nil || o.Settings == nil:
+	case o.ConfigErr != nil || o.Settings == nil || o.Store == nil:
 		err := o.ConfigErr
 		if err == nil {
 			err = errors.New("no settings given")
@@ -196,7 +191,7 @@ func Run(o Options) *Report {
 			checkOverlay(o.Host, tmp, ""))
 		r.err = err
 	default:
-		r.Store = o.StoreDir
+		r.Store = o.Store.Dir
 		r.inRepo(o, userns)
 	}
 	if r.err != nil {
@@ -211,23 +206,21 @@ func Run(o Options) *Report {
 // inRepo runs the store checks and decides what spawn would do.
 func (r *Report) inRepo(o Options, userns Check) {
 	s := o.Settings
-	if o.CheckOwner != nil {
-		if err := o.CheckOwner(); err != nil {
-			r.Checks = append(r.Checks, Check{Name: CheckOwner, Status: Blocked, Detail: err.Error(), Hint: failure.HintOf(err)})
-			why := "the store is refused (see the " + CheckOwner + " check)"
-			r.Spawn = &Spawn{BackendReason: why, Isolation: IsolationRefused, IsolationReason: why}
-			r.err = err
-			return
-		}
-		r.Checks = append(r.Checks, Check{Name: CheckOwner, Status: OK,
-			Detail: "the store parent, bin/, bus/ and the way to them are yours alone (or root's)"})
+	if err := o.Store.CheckOwner(); err != nil {
+		r.Checks = append(r.Checks, Check{Name: CheckOwner, Status: Blocked, Detail: err.Error(), Hint: failure.HintOf(err)})
+		why := "the store is refused (see the " + CheckOwner + " check)"
+		r.Spawn = &Spawn{BackendReason: why, Isolation: IsolationRefused, IsolationReason: why}
+		r.err = err
+		return
 	}
-	dir, err := existingAncestor(o.StoreDir)
+	r.Checks = append(r.Checks, Check{Name: CheckOwner, Status: OK,
+		Detail: "the store parent, bin/, bus/ and the way to them are yours alone (or root's)"})
+	dir, err := existingAncestor(o.Store.Dir)
 	if err != nil {
-		r.Checks = append(r.Checks, Check{Name: CheckFilesystem, Status: Blocked, Path: o.StoreDir,
+		r.Checks = append(r.Checks, Check{Name: CheckFilesystem, Status: Blocked, Path: o.Store.Dir,
 			Detail: err.Error(), Hint: "set FERRY_HOME or [store] dir in ferry.toml to a directory you can write"})
 		r.Spawn = &Spawn{Isolation: IsolationRefused, IsolationReason: "the store cannot be created"}
-		r.err = fmt.Errorf("store %s: %w", o.StoreDir, err)
+		r.err = fmt.Errorf("store %s: %w", o.Store.Dir, err)
 		return
 	}
 	overlay := checkOverlay(o.Host, dir, s.Backend)
@@ -236,12 +229,8 @@ func (r *Report) inRepo(o Options, userns Check) {
 	r.Checks = append(r.Checks, fs)
 	reflink := checkReflink(dir, fs.Detail, s.Backend)
 	r.Checks = append(r.Checks, reflink)
-	var basesErr error
-	if o.Store != nil {
-		var c Check
-		c, basesErr = checkBases(o.Store)
-		r.Checks = append(r.Checks, c)
-	}
+	bases, basesErr := checkBases(o.Store)
+	r.Checks = append(r.Checks, bases)
 	defer func() {
 		if r.err == nil && basesErr != nil {
 			r.err = basesErr
@@ -265,7 +254,7 @@ func (r *Report) inRepo(o Options, userns Check) {
 	default:
 		sp.Isolation = IsolationSandbox
 		sp.IsolationReason = fmt.Sprintf("user namespaces work, so builds run at the canonical paths %s and %s",
-			filepath.Join(o.StoreDir, "mnt", "src"), filepath.Join(o.StoreDir, "mnt", "target"))
+			o.Store.MntSrc(), o.Store.MntTarget())
 	}
 
 	// auto follows fork.Auto, the rule Select applies, decided from the

@@ -54,7 +54,7 @@ func inRepo(h platform.Host, parent, backend, mode string) Options {
 		Host:     h,
 		Repo:     "/src/project",
 		Settings: &config.Settings{StoreParent: parent, Backend: backend, SandboxMode: mode},
-		StoreDir: filepath.Join(parent, "project-0123456789ab"),
+		Store:    testStore(parent),
 	}
 }
 
@@ -396,8 +396,6 @@ func TestStoreOthersCanChange(t *testing.T) {
 	os.Mkdir(parent, 0o755)
 	os.Chmod(parent, 0o777)
 	o := inRepo(platform.Real(), parent, "auto", "auto")
-	s := &store.Store{Parent: parent, Dir: o.StoreDir}
-	o.CheckOwner = s.CheckOwner
 	r := Run(o)
 	c := r.Check(CheckOwner)
 	if c == nil || c.Status != Blocked || !strings.Contains(c.Detail, parent+" is writable by group and others") ||
@@ -421,4 +419,17 @@ func TestStoreOthersCanChange(t *testing.T) {
 	if c := r.Check(CheckOwner); c == nil || c.Status != OK || r.Check(CheckOverlay) == nil {
 		t.Fatalf("after chmod: %+v", r.Checks)
 	}
+}
+
+// testStore is the store of a repository at /src/project under parent
+// (nothing is created).
+func testStore(parent string) *store.Store {
+	return must(store.Open(parent, "/src/project/.git", "/src/project"))
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

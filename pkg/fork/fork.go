@@ -74,10 +74,10 @@ package fork
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Paths of one fork.
@@ -87,7 +87,7 @@ type Paths struct {
 }
 
 // Target is where the fork lives: AgentDir/target.
-func (p Paths) Target() string { return filepath.Join(p.AgentDir, "target") }
+func (p Paths) Target() string { return store.AgentFiles(p.AgentDir).Target }
 
 // Stats describes one fork.
 type Stats struct {

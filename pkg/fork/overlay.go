@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/platform"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Overlay forks by copying nothing: the agent's target is an overlayfs with
@@ -31,8 +31,8 @@ type overlayBackend struct{}
 func (overlayBackend) Name() string { return NameOverlay }
 
 // Upper and Work are an overlay agent's layer dirs.
-func (p Paths) Upper() string { return filepath.Join(p.AgentDir, "upper") }
-func (p Paths) Work() string  { return filepath.Join(p.AgentDir, "work") }
+func (p Paths) Upper() string { return store.AgentFiles(p.AgentDir).Upper }
+func (p Paths) Work() string  { return store.AgentFiles(p.AgentDir).Work }
 
 // Fork makes upper/ and work/, empty, after checking that the base target
 // is a directory overlayfs can name. Both are made in a temporary sibling
@@ -68,26 +68,28 @@ func (overlayBackend) Fork(p Paths) (Stats, error) {
 			RemoveTree(tmp)
 		}
 	}()
-	for _, d := range []string{"upper", "work"} {
-		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
+	// The layers are made in tmp under their final names, then renamed.
+	staged := store.AgentFiles(tmp)
+	for _, d := range []string{staged.Upper, staged.Work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
 			return Stats{}, err
 		}
 	}
 	// The upper dir is the root of the merged view, whose mode and times
 	// are then the upper's: give it the base target's.
-	if err := os.Chmod(filepath.Join(tmp, "upper"), os.FileMode(st.Mode&0o777)); err != nil {
+	if err := os.Chmod(staged.Upper, os.FileMode(st.Mode&0o777)); err != nil {
 		return Stats{}, err
 	}
-	if err := setTimes(filepath.Join(tmp, "upper"), &st); err != nil {
+	if err := setTimes(staged.Upper, &st); err != nil {
 		return Stats{}, err
 	}
 	// work first: an upper without its work dir is unusable, so its
 	// presence marks a finished fork. A plain rename would replace an empty
 	// directory that appeared since the check.
-	if err := renameNoReplace(filepath.Join(tmp, "work"), p.Work()); err != nil {
+	if err := renameNoReplace(staged.Work, p.Work()); err != nil {
 		return Stats{}, err
 	}
-	if err := renameNoReplace(filepath.Join(tmp, "upper"), p.Upper()); err != nil {
+	if err := renameNoReplace(staged.Upper, p.Upper()); err != nil {
 		os.Remove(p.Work())
 		return Stats{}, err
 	}

@@ -80,7 +80,7 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 	roots := map[string]bool{}
 	for _, a := range agents {
 		if a.State != agent.Ready {
-			al, err := lock.TryTake(agent.LockPath(s, a.Name))
+			al, err := lock.TryTake(s.Agent(a.Name).Lock)
 			if err == nil {
 				// Its spawner is gone: roll the spawn back.
 				if !dry {
@@ -124,7 +124,7 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 			res.Kept = append(res.Kept, id)
 			continue
 		}
-		if sandbox.MountedLowerIn(live, filepath.Join(s.BaseDir(id), "target")) {
+		if sandbox.MountedLowerIn(live, s.Base(id).Target) {
 			res.SkippedInUse = append(res.SkippedInUse, id)
 			continue
 		}
@@ -239,8 +239,9 @@ func removeLeftovers(s *store.Store, agents []*agent.Record, live []sandbox.Live
 		if !e.IsDir() || known[e.Name()] {
 			continue
 		}
-		dir := agent.Dir(s, e.Name())
-		if _, err := os.Stat(filepath.Join(dir, "agent.json")); err == nil {
+		paths := s.Agent(e.Name())
+		dir := paths.Dir
+		if _, err := os.Stat(paths.Record); err == nil {
 			continue // recorded since the list was read
 		}
 		resolved := dir
@@ -271,13 +272,13 @@ func removeLeftovers(s *store.Store, agents []*agent.Record, live []sandbox.Live
 // (deleted by the next pass), never a ready base with pieces missing.
 func deleteBase(repo *git.Repo, s *store.Store, id string) error {
 	dir := s.BaseDir(id)
-	if err := os.Remove(filepath.Join(dir, "base.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(s.Base(id).Record); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	if err := atomicfile.SyncDir(dir); err != nil {
 		return err
 	}
-	if err := repo.WorktreeRemove(filepath.Join(dir, "src")); err != nil {
+	if err := repo.WorktreeRemove(s.Base(id).Src); err != nil {
 		return err
 	}
 	return os.RemoveAll(dir)

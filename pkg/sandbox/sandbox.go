@@ -100,7 +100,7 @@ func (o Overlay) Options() string {
 // VolatileMarker is the directory the kernel leaves in an overlay's work
 // dir after a volatile mount.
 func (o Overlay) VolatileMarker() string {
-	return filepath.Join(o.Work, "work", "incompat", "volatile")
+	return filepath.Join(o.Work, "work", "incompat", "volatile") // overlayfs's own layout: not a store path
 }
 
 // Namespace is a live user and mount namespace to join instead of creating

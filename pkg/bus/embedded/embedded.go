@@ -96,7 +96,7 @@ func Start(o Options) (_ *Host, err error) {
 	if err := store.CheckOwned(store.RoleBus, dir); err != nil {
 		return nil, err
 	}
-	lockPath := filepath.Join(dir, bus.LockFile)
+	lockPath := store.BusFiles(dir).Lock
 	l, err := lock.TryTake(lockPath)
 	if errors.Is(err, lock.ErrBusy) {
 		pid := lock.Owner(lockPath)
@@ -115,7 +115,7 @@ func Start(o Options) (_ *Host, err error) {
 	if err := l.WriteOwner(); err != nil {
 		return nil, fmt.Errorf("start the bus: record owner: %w", err)
 	}
-	token, err := loadToken(filepath.Join(dir, bus.TokenFile))
+	token, err := loadToken(store.BusFiles(dir).Token)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func Start(o Options) (_ *Host, err error) {
 		NoLog:              o.Log == nil,
 		Debug:              o.Debug,
 		JetStream:          true,
-		StoreDir:           filepath.Join(dir, bus.StoreDir),
+		StoreDir:           store.BusFiles(dir).JetStream,
 		SyncAlways:         true,
 		JetStreamMaxMemory: 64 << 20, // Ferry's streams are file-backed
 		MaxPayload:         1 << 20,
@@ -177,7 +177,7 @@ func Start(o Options) (_ *Host, err error) {
 	}
 
 	h.info = bus.Info{URL: srv.ClientURL(), PID: os.Getpid(), Started: time.Now().UTC()}
-	if err := atomicfile.WriteJSON(filepath.Join(dir, bus.InfoFile), h.info, 0o644); err != nil {
+	if err := atomicfile.WriteJSON(store.BusFiles(dir).Info, h.info, 0o644); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -244,7 +244,7 @@ func (h *Host) ClientConfig(name string) bus.Config {
 func (h *Host) Shutdown() error {
 	var err error
 	h.stopOnce.Do(func() {
-		if rerr := os.Remove(filepath.Join(h.dir, bus.InfoFile)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		if rerr := os.Remove(store.BusFiles(h.dir).Info); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = rerr
 		}
 		h.stopServer()
