@@ -12,8 +12,13 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/ferrydev/ferry/internal/unpriv"
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/cli/basecmd"
+	"github.com/ferrydev/ferry/pkg/cli/ferrycmd"
+	"github.com/ferrydev/ferry/pkg/cli/gccmd"
+	"github.com/ferrydev/ferry/pkg/cli/spawncmd"
+	"github.com/ferrydev/ferry/pkg/cli/watchcmd"
 	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/shim"
@@ -22,9 +27,11 @@ import (
 func TestMain(m *testing.M) {
 	sandbox.Init()
 	testscript.Main(m, map[string]func(){
-		"ferry":       func() { os.Exit(cli.Front(os.Args[1:], cli.StdIO())) },
-		"ferry-base":  func() { os.Exit(cli.Base(os.Args[1:], cli.StdIO())) },
-		"ferry-spawn": func() { os.Exit(cli.Spawn(os.Args[1:], cli.StdIO())) },
+		"ferry":       func() { os.Exit(ferrycmd.Main(os.Args[1:], cli.StdIO())) },
+		"ferry-base":  func() { os.Exit(basecmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO())) },
+		"ferry-spawn": func() { os.Exit(spawncmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO())) },
+		"ferry-gc":    func() { os.Exit(gccmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO())) },
+		"ferry-watch": func() { os.Exit(watchcmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO())) },
 		"ferry-shim":  func() { os.Exit(shim.Main(os.Args[1:])) },
 	})
 }
@@ -74,10 +81,5 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-// testUser is the unprivileged user CI creates (FERRY_TEST_USER overrides).
-func testUser() string {
-	if u := os.Getenv("FERRY_TEST_USER"); u != "" {
-		return u
-	}
-	return unpriv.DefaultUser
-}
+// testUser is the unprivileged user CI creates (knobs.TestUser overrides).
+func testUser() string { return knobs.User() }

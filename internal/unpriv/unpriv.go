@@ -13,13 +13,15 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/ferrydev/ferry/internal/knobs"
 )
 
 // DefaultUser is the account .ci/run creates for these tests.
-const DefaultUser = "ferrytest"
+const DefaultUser = knobs.DefaultTestUser
 
 // envMarker is set in the re-run so it does not re-run itself.
-const envMarker = "FERRY_UNPRIV_CHILD"
+const envMarker = knobs.UnprivChild
 
 // IsChild reports whether this test process is the unprivileged re-run.
 func IsChild() bool { return os.Getenv(envMarker) == "1" }
@@ -36,10 +38,7 @@ func Rerun(t *testing.T, pattern string) {
 	if os.Getuid() != 0 {
 		t.Skip("running unprivileged already: the other tests cover it")
 	}
-	name := os.Getenv("FERRY_TEST_USER")
-	if name == "" {
-		name = DefaultUser
-	}
+	name := knobs.User()
 	u, err := user.Lookup(name)
 	if err != nil {
 		t.Skipf("no unprivileged user %q to re-run as (.ci/run creates it): %v", name, err)
@@ -70,7 +69,7 @@ func Rerun(t *testing.T, pattern string) {
 	cmd.Stderr = &out
 	cmd.Env = []string{
 		envMarker + "=1",
-		"FERRY_TEST_XFS=" + os.Getenv("FERRY_TEST_XFS"),
+		knobs.TestXFS + "=" + knobs.XFS(),
 		"HOME=" + home,
 		"TMPDIR=" + home,
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

@@ -303,9 +303,9 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 				fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
 				continue
 			}
-			return nil, failure.New(failure.BuildFailed,
+			return nil, failure.Wrap(failure.BuildFailed, &WarmError{Command: w.Command, ExitCode: code},
 				fmt.Sprintf("run it in a checkout of %s to see why (git worktree add /tmp/check %s); the previous current base is unchanged", short(p.Commit), short(p.Commit)),
-				"warm command %q failed with exit status %d at %s", w.Command, code, short(p.Commit))
+				"the base of %s was not built", short(p.Commit))
 		}
 	}
 	r.Timings.Warm = since(t)
@@ -374,8 +374,8 @@ func noSpace(r *Record, command string, code int, signs spaceSigns) error {
 		}
 		cause = fmt.Errorf("it said %q: %w", said, syscall.ENOSPC)
 	}
-	err := failure.Wrap(failure.NoSpace, cause, "the previous current base is unchanged",
-		"warm command %q ran out of space (exit status %d)", command, code)
+	err := failure.Wrap(failure.NoSpace, &WarmError{Command: command, ExitCode: code, Err: cause}, "the previous current base is unchanged",
+		"warm command %q ran out of space", command)
 	if signs.watched {
 		return failure.NoSpaceSeen(r.Target, signs.least, err)
 	}
@@ -519,6 +519,33 @@ func (t *outputTail) lastLine(texts []string) string {
 		line = "..." + line[len(line)-400:]
 	}
 	return line
+}
+
+// WarmError is a warm command that failed, in the chain of the error Build
+// returns, so that whoever reports the failure can name the command.
+type WarmError struct {
+	Command  string
+	ExitCode int
+	Err      error // why, when Ferry knows more than the status (a full disk)
+}
+
+func (e *WarmError) Error() string {
+	msg := fmt.Sprintf("warm command %q failed with exit status %d", e.Command, e.ExitCode)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *WarmError) Unwrap() error { return e.Err }
+
+// FailedCommand is the warm command a failed Build names, or "".
+func FailedCommand(err error) string {
+	var we *WarmError
+	if errors.As(err, &we) {
+		return we.Command
+	}
+	return ""
 }
 
 // runWarm runs one warm command in the sandbox at the canonical paths and

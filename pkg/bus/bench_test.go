@@ -18,7 +18,6 @@ import (
 // publish, wait for the fsynced acknowledgement, close; or, without a bus,
 // the outbox write (temp file, fsync, rename, fsync of the directory).
 func BenchmarkEmit(b *testing.B) {
-	b.Setenv(bus.EnvURL, "")
 	ctx := context.Background()
 	emit := func(b *testing.B, parent string, want bus.Delivery) {
 		for i := 0; i < b.N; i++ {

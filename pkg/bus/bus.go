@@ -60,9 +60,6 @@ import (
 // its lifetime; it records its pid) and the server's jetstream/ store:
 // store.BusFiles names them.
 
-// EnvURL names an external bus; it wins over bus.json.
-const EnvURL = "FERRY_NATS_URL"
-
 // Defaults.
 const (
 	// DefaultBound bounds how long a connection attempt may take in total.
@@ -165,9 +162,6 @@ func Discover(cfg Config) (Endpoint, error) {
 		return Endpoint{Token: cfg.Token, Source: "in-process"}, nil
 	case cfg.URL != "":
 		return Endpoint{URL: cfg.URL, Token: cfg.Token, Source: "config"}, nil
-	}
-	if u := os.Getenv(EnvURL); u != "" {
-		return Endpoint{URL: u, Token: cfg.Token, Source: "env"}, nil
 	}
 	dir := Dir(cfg.Parent)
 	if err := store.CheckOwned(store.RoleBus, dir); err != nil {

@@ -37,7 +37,6 @@ func oneShot(parent string) bus.Config {
 }
 
 func TestEmitWithoutABusQueuesThenFlushDeliversOnce(t *testing.T) {
-	t.Setenv(bus.EnvURL, "")
 	parent := t.TempDir()
 
 	// 1. No bus at all: queued, and fast.
@@ -103,7 +102,6 @@ func TestEmitWithoutABusQueuesThenFlushDeliversOnce(t *testing.T) {
 }
 
 func TestConcurrentFlushesDeliverEachEventOnce(t *testing.T) {
-	t.Setenv(bus.EnvURL, "")
 	parent := t.TempDir()
 	const n = 40
 	var ids []string
@@ -158,7 +156,6 @@ func TestConcurrentFlushesDeliverEachEventOnce(t *testing.T) {
 }
 
 func TestEmitWithABusFlushesOlderEventsFirst(t *testing.T) {
-	t.Setenv(bus.EnvURL, "")
 	parent := t.TempDir()
 	old := events.Stamp(&events.CommitSeen{Commit: commit(1)}, repoA)
 	if err := bus.Queue(parent, old); err != nil {
@@ -224,7 +221,6 @@ func TestFlushSetsAsideWhatItCannotForward(t *testing.T) {
 // A long-running client survives a restart of the host (on a new port) and
 // forwards what one-shot commands queued meanwhile.
 func TestDialWaitFollowsARestartedHost(t *testing.T) {
-	t.Setenv(bus.EnvURL, "")
 	parent := t.TempDir()
 	h := bustest.StartIn(t, parent)
 	ctx := ctxT(t)
@@ -256,7 +252,6 @@ func TestDialWaitFollowsARestartedHost(t *testing.T) {
 }
 
 func TestDialWaitWaitsForTheHost(t *testing.T) {
-	t.Setenv(bus.EnvURL, "")
 	parent := t.TempDir()
 	done := make(chan error, 1)
 	go func() {

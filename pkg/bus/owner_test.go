@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/bus/bustest"
@@ -68,10 +69,7 @@ func testUser(t *testing.T) (string, int) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give files to another user")
 	}
-	name := os.Getenv("FERRY_TEST_USER")
-	if name == "" {
-		name = "ferrytest"
-	}
+	name := knobs.User()
 	u, err := user.Lookup(name)
 	if err != nil {
 		t.Skipf("no user %q: %v", name, err)
@@ -86,7 +84,6 @@ func testUser(t *testing.T) (string, int) {
 // saw a connection.
 func refusedNoContact(t *testing.T, srv *server.Server, parent, want string) {
 	t.Helper()
-	t.Setenv(bus.EnvURL, "")
 	before := connections(t, srv)
 	cfg := bus.Config{Parent: parent, Name: "victim", Bound: 2 * time.Second}
 	check := func(what string, err error) {

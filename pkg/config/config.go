@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -49,8 +51,21 @@ type Settings struct {
 	BranchPrefix   string   // [agent] branch-prefix, default "ferry/"
 	Backend        string   // "auto" | "reflink" | "copy" | "overlay" (FERRY_BACKEND, [agent] backend)
 	SandboxMode    string   // "auto" | "on" | "off" (FERRY_SANDBOX, [sandbox] mode)
-	BusURL         string   // FERRY_NATS_URL, [bus] url; "" for none
-	File           string   // path of the ferry.toml that was read, "" if there was none
+	// BusURL names an external NATS server or cluster (comma-separated
+	// URLs): FERRY_NATS_URL, else [bus] url. Empty: ferry-watch hosts the
+	// embedded bus and the others find it through <store parent>/bus.
+	// Decided here once; nothing else reads the variable.
+	BusURL string
+	// BusReplicas is the replica count of the streams Ferry creates
+	// (FERRY_BUS_REPLICAS, [bus] replicas): 3 on a three-node cluster. 0
+	// creates R1 streams and keeps the count of existing ones.
+	BusReplicas int
+	// AckWait is how long the bus waits for a follower to acknowledge a
+	// message before redelivering it, e.g. after the builder was killed
+	// (FERRY_ACK_WAIT, [bus] ack-wait, a Go duration such as "30s"); 0
+	// means the bus package's default.
+	AckWait time.Duration
+	File    string // path of the ferry.toml that was read, "" if there was none
 }
 
 // DefaultWarm returns the warm commands used when ferry.toml sets none: a
@@ -143,6 +158,12 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	if t.Bus.URL != nil {
 		s.BusURL = *t.Bus.URL
 	}
+	if t.Bus.Replicas != nil {
+		s.BusReplicas = *t.Bus.Replicas
+	}
+	if t.Bus.AckWait != nil {
+		s.AckWait, _, _ = parseAckWait(*t.Bus.AckWait) // checked with the file
+	}
 	return nil
 }
 
@@ -183,6 +204,23 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 	}
 	if v := env.Getenv("FERRY_NATS_URL"); v != "" {
 		s.BusURL = v
+	}
+	if v := env.Getenv("FERRY_BUS_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return envError("FERRY_BUS_REPLICAS", v, "not a whole number", "set it to the number of servers in the cluster, e.g. 3, or unset it")
+		}
+		if msg, hint := replicasProblem(n); msg != "" {
+			return envError("FERRY_BUS_REPLICAS", v, msg, hint)
+		}
+		s.BusReplicas = n
+	}
+	if v := env.Getenv("FERRY_ACK_WAIT"); v != "" {
+		d, msg, hint := parseAckWait(v)
+		if msg != "" {
+			return envError("FERRY_ACK_WAIT", v, msg, hint)
+		}
+		s.AckWait = d
 	}
 	return nil
 }

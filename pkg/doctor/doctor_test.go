@@ -8,13 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
-	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -277,7 +279,7 @@ func TestRealMachine(t *testing.T) {
 }
 
 func xfsParent(t *testing.T) string {
-	root := os.Getenv("FERRY_TEST_XFS")
+	root := knobs.XFS()
 	if root == "" && unpriv.IsChild() && unix.Access("/mnt/ferry-xfs", unix.W_OK) == nil {
 		root = "/mnt/ferry-xfs"
 	}

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 	// Each test decides where its bus is; an external one named by the
 	// environment running the tests must not leak in.
 	os.Unsetenv("FERRY_NATS_URL")
-	os.Unsetenv(pipeline.EnvReplicas)
+	os.Unsetenv("FERRY_BUS_REPLICAS")
 	code := m.Run()
 	testenv.Cleanup()
 	os.Exit(code)

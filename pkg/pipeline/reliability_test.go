@@ -19,6 +19,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/bus/bustest"
 	"github.com/ferrydev/ferry/pkg/pipeline"
+	"github.com/ferrydev/ferry/pkg/pipeline/watcher"
 )
 
 // The builder killed with SIGKILL in the middle of a build: nothing of the
@@ -371,7 +372,7 @@ func TestRefMovesDuringBuild(t *testing.T) {
 	busCfg := make(chan bus.Config, 1)
 	watcherDone := make(chan error, 1)
 	go func() {
-		watcherDone <- pipeline.RunWatcher(ctx, pipeline.WatcherOptions{Env: e, Rev: "HEAD",
+		watcherDone <- watcher.Run(ctx, watcher.Options{Env: e, Rev: "HEAD",
 			Interval: 100 * time.Millisecond, Ready: func(c bus.Config) { busCfg <- c }})
 	}()
 	var cfg bus.Config

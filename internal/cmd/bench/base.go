@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
@@ -26,7 +27,7 @@ func main() {
 	n := flag.Int("n", 3, "repetitions of each measurement")
 	only := flag.String("only", "", "run one section: base, agents, overlay, pipeline")
 	large := flag.Int("large", 100, "extra crates in the larger generated workspace (0: skip it)")
-	xfs := flag.String("xfs", os.Getenv("FERRY_TEST_XFS"), "a directory on a filesystem with reflink, for the reflink figures")
+	xfs := flag.String("xfs", knobs.XFS(), "a directory on a filesystem with reflink, for the reflink figures")
 	sizes := flag.String("sizes", "1,2,4,8", "base target sizes of the spawn scaling table, as multiples of the fixture's")
 	flag.Parse()
 	var err error

@@ -58,6 +58,12 @@ type Options struct {
 	// ReadyTimeout bounds the wait for the server to accept connections;
 	// 0 means 10 s.
 	ReadyTimeout time.Duration
+	// Offline opens the bus directory's stored streams for this process
+	// alone, to read the event log while no host runs: the server listens
+	// on no port and bus.json is not written (clients use ClientConfig).
+	// It takes bus.lock like a host, so it never opens a store a running
+	// host is writing.
+	Offline bool
 }
 
 // Host is a running embedded bus.
@@ -68,6 +74,7 @@ type Host struct {
 	token string
 	info  bus.Info
 
+	offline  bool // wrote no bus.json
 	stopOnce sync.Once
 }
 
@@ -134,6 +141,7 @@ func Start(o Options) (_ *Host, err error) {
 		SyncAlways:         true,
 		JetStreamMaxMemory: 64 << 20, // Ferry's streams are file-backed
 		MaxPayload:         1 << 20,
+		DontListen:         o.Offline,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -177,6 +185,10 @@ func Start(o Options) (_ *Host, err error) {
 	}
 
 	h.info = bus.Info{URL: srv.ClientURL(), PID: os.Getpid(), Started: time.Now().UTC()}
+	if o.Offline {
+		h.offline = true
+		return h, nil
+	}
 	if err := atomicfile.WriteJSON(store.BusFiles(dir).Info, h.info, 0o644); err != nil {
 		return nil, err
 	}
@@ -244,8 +256,12 @@ func (h *Host) ClientConfig(name string) bus.Config {
 func (h *Host) Shutdown() error {
 	var err error
 	h.stopOnce.Do(func() {
-		if rerr := os.Remove(store.BusFiles(h.dir).Info); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = rerr
+		// An offline host wrote no bus.json; one found then is a dead
+		// host's, which the next host replaces.
+		if !h.offline {
+			if rerr := os.Remove(store.BusFiles(h.dir).Info); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = rerr
+			}
 		}
 		h.stopServer()
 	})

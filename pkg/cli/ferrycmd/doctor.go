@@ -1,4 +1,4 @@
-package cli
+package ferrycmd
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/doctor"
 	"github.com/ferrydev/ferry/pkg/git"
@@ -23,11 +24,11 @@ type doctorCmd struct {
 // runDoctor is `ferry doctor`. Its answer is the report, on stdout, and its
 // exit code is the report's: 0 when spawn can work here, 4 when the sandbox
 // is blocked, or the code of whatever else spawn would fail with.
-func runDoctor(args []string, io IO) int {
+func runDoctor(args []string, io cli.IO) int {
 	var c doctorCmd
-	_, code, done := parse("ferry doctor",
+	_, code, done := cli.Parse("ferry doctor",
 		"Diagnose this host for Ferry: every check with its result and fix, and what spawn would do in the repository of the working directory (fork backend, isolation, and why).",
-		&c, args, io)
+		[]string{"ferry doctor", "ferry doctor --json", "ferry doctor --apparmor-profile"}, &c, args, io)
 	if done {
 		return code
 	}
@@ -128,7 +129,7 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 	case r.Err() == nil:
 		fmt.Fprintln(w, "the sandbox works on this host; run `ferry doctor` in a repository for its store.")
 	default:
-		fmt.Fprintf(w, "spawn would fail here (exit %d): %s\n", r.ExitCode, messages(r.Err())[0])
+		fmt.Fprintf(w, "spawn would fail here (exit %d): %s\n", r.ExitCode, cli.Messages(r.Err())[0])
 	}
 
 	shown := map[platform.Blocker]string{} // a blocker, without its cause, and the check it was shown under
@@ -186,11 +187,11 @@ type setupAppArmorCmd struct {
 
 // runSetup is `ferry setup apparmor`. It reads and advises; it never runs
 // sudo or changes the host.
-func runSetup(args []string, io IO) int {
+func runSetup(args []string, io cli.IO) int {
 	var c setupCmd
-	_, code, done := parse("ferry setup",
+	_, code, done := cli.Parse("ferry setup",
 		"Print what the host needs for Ferry and the script that does it; Ferry never runs it or sudo itself.",
-		&c, args, io)
+		[]string{"ferry setup apparmor", "ferry setup apparmor --script | sudo sh"}, &c, args, io)
 	if done {
 		return code
 	}

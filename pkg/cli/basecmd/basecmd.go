@@ -1,29 +1,27 @@
-package cli
+// Package basecmd is the command layer of ferry-base (`ferry base`): build
+// or reuse the base of a commit, list and verify bases, and follow the bus
+// building every commit ferry-watch announces. It links the NATS client,
+// not the server.
+package basecmd
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
-	"github.com/alecthomas/kong"
-
-	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/pipeline"
 )
 
-type baseCLI struct {
-	Build  baseBuildCmd  `cmd:"" default:"withargs" help:"Build (or reuse) the immutable warm base of a commit and make it current."`
-	List   baseListCmd   `cmd:"" help:"List the bases of this repository."`
-	Verify baseVerifyCmd `cmd:"" help:"Check that ready bases still hold the target they were built with (exit 6 if one does not)."`
+type grammar struct {
+	Build  buildCmd  `cmd:"" default:"withargs" help:"Build (or reuse) the immutable warm base of a commit and make it current."`
+	List   listCmd   `cmd:"" help:"List the bases of this repository."`
+	Verify verifyCmd `cmd:"" help:"Check that ready bases still hold the target they were built with (exit 6 if one does not)."`
 }
 
-type baseBuildCmd struct {
+type buildCmd struct {
 	Rev     string `help:"Revision to build." default:"HEAD" placeholder:"R"`
 	Cold    bool   `help:"Build from scratch, never seeded from another base."`
 	Rebuild bool   `help:"Discard the base of R if it is ready and build it again (the fix for a base changed after it was built)."`
@@ -31,65 +29,68 @@ type baseBuildCmd struct {
 	JSON    bool   `name:"json" help:"Print the base record as JSON."`
 }
 
-type baseListCmd struct {
+type listCmd struct {
 	JSON bool `name:"json" help:"Print the bases as JSON."`
 }
 
-// Base is the ferry-base command.
-func Base(args []string, io IO) int {
-	var c baseCLI
-	ctx, code, done := parse("ferry-base", "Build immutable warm bases: one Cargo build per commit, at canonical paths inside a namespace sandbox.", &c, args, io)
+const desc = "Build immutable warm bases: one Cargo build per commit, at canonical paths inside a namespace sandbox."
+
+var examples = []string{
+	"ferry base                  # build (or reuse) the base of HEAD and make it current",
+	"ferry base --rev main~3 --json",
+	"ferry base list",
+	"ferry base verify --all",
+}
+
+// Main runs ferry-base with args and returns its exit code; name is the
+// command as typed (cli.Name).
+func Main(name string, args []string, io cli.IO) int {
+	var c grammar
+	ctx, code, done := cli.Parse(name, desc, examples, &c, args, io)
 	if done {
 		return code
 	}
 	switch ctx.Command() {
 	case "list":
-		return Report(io, "ferry-base", c.List.run(io), c.List.JSON)
+		return cli.Report(io, name, c.List.run(io), c.List.JSON)
 	case "verify":
 		err := c.Verify.run(io)
 		// With --json the results are the answer on stdout, changed bases
 		// included; the refusal then goes to stderr only.
-		return Report(io, "ferry-base", err, c.Verify.JSON && !c.Verify.answered)
+		return cli.Report(io, name, err, c.Verify.JSON && !c.Verify.answered)
 	default:
-		return Report(io, "ferry-base", c.Build.run(io), c.Build.JSON)
+		return cli.Report(io, name, c.Build.run(io), c.Build.JSON)
 	}
 }
 
-func (c *baseBuildCmd) run(io IO) error {
-	if c.Follow {
-		return followBuilder(io)
-	}
-	fc, err := Load(".")
+func env(fc *cli.Context, io cli.IO) pipeline.Env {
+	return pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+}
+
+func (c *buildCmd) run(io cli.IO) error {
+	fc, err := cli.Load(".")
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	opts := base.Options{
+	stop := cli.StopOnSignals()
+	defer stop.Release()
+	if c.Follow {
+		if err := fc.Store.Init(); err != nil {
+			return err
+		}
+		err := pipeline.RunBuilder(stop.Context(), pipeline.BuilderOptions{Env: env(fc, io), Shim: true})
+		return stop.Err("ferry base --follow", err)
+	}
+	e := env(fc, io)
+	res, err := pipeline.BuildBase(stop.Context(), e.OneShot("ferry-base"), base.Options{
 		Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store,
 		Rev: c.Rev, Cold: c.Cold, Rebuild: c.Rebuild, Progress: io.Stderr, Shim: true,
-	}
-	env := fc.env(io)
-	var building *base.Plan
-	opts.OnBuilding = func(p *base.Plan) {
-		building = p
-		pipeline.Emit(env, "ferry-base", &events.BaseBuilding{BaseID: p.ID, Commit: p.Commit, Fingerprint: p.Fingerprint()})
-	}
-	start := time.Now()
-	res, err := base.Build(ctx, opts)
+	})
 	if err != nil {
-		if building != nil {
-			kind := failure.KindOf(err)
-			pipeline.Emit(env, "ferry-base", &events.BaseFailed{BaseID: building.ID, Commit: building.Commit,
-				Fingerprint: building.Fingerprint(), Error: err.Error(), ExitKind: kind.String(), ExitCode: kind.ExitCode()})
-		}
 		return err
 	}
-	pipeline.Emit(env, "ferry-base", &events.BaseReady{BaseID: res.Record.ID, Commit: res.Record.Commit,
-		Fingerprint: res.Record.Fingerprint, Current: true, Reused: res.Reused,
-		Seconds: time.Since(start).Seconds(), Warnings: res.Record.Warnings})
 	if c.JSON {
-		return writeJSON(io.Stdout, struct {
+		return cli.WriteJSON(io.Stdout, struct {
 			*base.Record
 			Reused bool `json:"reused"`
 		}{res.Record, res.Reused})
@@ -102,8 +103,8 @@ func (c *baseBuildCmd) run(io IO) error {
 	fmt.Fprintf(io.Stdout, "%s base %s\n  commit  %s\n  src     %s\n  target  %s\n  cargo   %s\n",
 		verb, r.ID, r.Commit, r.Src, r.Target, r.Toolchain.Cargo)
 	if !res.Reused {
-		fmt.Fprintf(io.Stdout, "  time    %.1fs total: worktree %.2fs, stamp %.2fs, warm %.1fs\n",
-			r.Timings.Total, r.Timings.Worktree, r.Timings.Stamp, r.Timings.Warm)
+		fmt.Fprintf(io.Stdout, "  time    %s total: worktree %s, stamp %s, warm %s\n",
+			cli.Seconds(r.Timings.Total), cli.Seconds(r.Timings.Worktree), cli.Seconds(r.Timings.Stamp), cli.Seconds(r.Timings.Warm))
 	}
 	for _, w := range r.Warnings {
 		fmt.Fprintf(io.Stdout, "  warning %s\n", w)
@@ -111,8 +112,8 @@ func (c *baseBuildCmd) run(io IO) error {
 	return nil
 }
 
-func (c *baseListCmd) run(io IO) error {
-	fc, err := Load(".")
+func (c *listCmd) run(io cli.IO) error {
+	fc, err := cli.Load(".")
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ func (c *baseListCmd) run(io IO) error {
 		if list == nil {
 			list = []base.Entry{}
 		}
-		return writeJSON(io.Stdout, list)
+		return cli.WriteJSON(io.Stdout, list)
 	}
 	if len(list) == 0 {
 		fmt.Fprintln(io.Stdout, "no bases yet: run `ferry base` to build one")
@@ -139,7 +140,7 @@ func (c *baseListCmd) run(io IO) error {
 		}
 		commit, cargo, created := "-", "-", "-"
 		if e.Record != nil {
-			commit = e.Record.Commit[:12]
+			commit = cli.Short(e.Record.Commit)
 			cargo = e.Record.Toolchain.CargoVersion
 			created = e.Record.Created.Local().Format(time.DateTime)
 		}
@@ -148,30 +149,7 @@ func (c *baseListCmd) run(io IO) error {
 	return tw.Flush()
 }
 
-// parse parses args into grammar. done is true when the command has finished
-// (help, or a usage error already reported) with exit status code.
-func parse(name, desc string, grammar any, args []string, io IO) (ctx *kong.Context, code int, done bool) {
-	exited := false
-	parser, err := kong.New(grammar,
-		kong.Name(name),
-		kong.Description(desc+"\n\n"+failure.ExitCodes),
-		kong.Writers(io.Stdout, io.Stderr),
-		kong.Exit(func(c int) { exited, code = true, c }),
-	)
-	if err != nil {
-		return nil, Report(io, name, err, false), true
-	}
-	ctx, err = parser.Parse(args)
-	if exited {
-		return nil, code, true
-	}
-	if err != nil {
-		return nil, Report(io, name, failure.Wrap(failure.Usage, err, "run `"+name+" --help` for usage", "bad arguments"), false), true
-	}
-	return ctx, 0, false
-}
-
-type baseVerifyCmd struct {
+type verifyCmd struct {
 	Rev  string `help:"Verify the ready bases of this revision (default: the current base)." placeholder:"R"`
 	All  bool   `help:"Verify every ready base."`
 	JSON bool   `name:"json" help:"Print one result per base as JSON."`
@@ -189,8 +167,8 @@ type verifyResult struct {
 	Seconds float64 `json:"seconds"`
 }
 
-func (c *baseVerifyCmd) run(io IO) error {
-	fc, err := Load(".")
+func (c *verifyCmd) run(io cli.IO) error {
+	fc, err := cli.Load(".")
 	if err != nil {
 		return err
 	}
@@ -213,7 +191,8 @@ func (c *baseVerifyCmd) run(io IO) error {
 		t := time.Now()
 		v := verifyResult{ID: e.ID, Commit: e.Record.Commit, Current: e.Current, OK: true}
 		if err := base.Verify(e.Record); err != nil {
-			v.OK, v.Problem, v.Hint = false, messages(err)[len(messages(err))-1], failure.HintOf(err)
+			msgs := cli.Messages(err)
+			v.OK, v.Problem, v.Hint = false, msgs[len(msgs)-1], failure.HintOf(err)
 			bad++
 		}
 		v.Seconds = time.Since(t).Seconds()
@@ -222,19 +201,19 @@ func (c *baseVerifyCmd) run(io IO) error {
 	if len(results) == 0 {
 		what := "no current base"
 		if commit != "" {
-			what = "no ready base at " + short(commit)
+			what = "no ready base at " + cli.Short(commit)
 		}
 		return failure.New(failure.Usage, "build one with `ferry base`, or list them with `ferry base list`", "%s to verify", what)
 	}
 	if c.JSON {
-		if err := writeJSON(io.Stdout, results); err != nil {
+		if err := cli.WriteJSON(io.Stdout, results); err != nil {
 			return err
 		}
 		c.answered = true
 	} else {
 		for _, v := range results {
 			if v.OK {
-				fmt.Fprintf(io.Stdout, "ok       %s (%s)\n", v.ID, humanSeconds(v.Seconds))
+				fmt.Fprintf(io.Stdout, "ok       %s (%s)\n", v.ID, cli.Seconds(v.Seconds))
 			} else {
 				fmt.Fprintf(io.Stdout, "CHANGED  %s\n  %s\n  fix: %s\n", v.ID, v.Problem, v.Hint)
 			}

@@ -1,4 +1,4 @@
-package cli
+package ferrycmd
 
 import (
 	"bytes"
@@ -16,6 +16,10 @@ import (
 
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/bus/bustest"
+	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/cli/basecmd"
+	"github.com/ferrydev/ferry/pkg/cli/gccmd"
+	"github.com/ferrydev/ferry/pkg/cli/spawncmd"
 	"github.com/ferrydev/ferry/pkg/platform"
 )
 
@@ -143,16 +147,16 @@ func snapshot(t *testing.T, dir string) string {
 // ownerCommands are the commands that open the store, run in-process.
 var ownerCommands = []struct {
 	name string
-	run  func(args []string, io IO) int
+	run  func(args []string, io cli.IO) int
 	args []string
 }{
-	{"ferry base", Base, []string{"--json"}},
-	{"ferry spawn", Spawn, []string{"a1", "--json"}},
-	{"ferry list", Front, []string{"list", "--json"}},
-	{"ferry env", Front, []string{"env", "a1", "--json"}},
-	{"ferry gc", GC, []string{"--json"}},
-	{"ferry rm", Front, []string{"rm", "a1", "--json"}},
-	{"ferry doctor", Front, []string{"doctor", "--json"}},
+	{"ferry base", stage(basecmd.Main, "ferry base"), []string{"--json"}},
+	{"ferry spawn", stage(spawncmd.Main, "ferry spawn"), []string{"a1", "--json"}},
+	{"ferry list", Main, []string{"list", "--json"}},
+	{"ferry env", Main, []string{"env", "a1", "--json"}},
+	{"ferry gc", stage(gccmd.Main, "ferry gc"), []string{"--json"}},
+	{"ferry rm", Main, []string{"rm", "a1", "--json"}},
+	{"ferry doctor", Main, []string{"doctor", "--json"}},
 }
 
 // expectRefusals runs every command and checks each is refused with exit
@@ -167,7 +171,7 @@ func expectRefusals(t *testing.T, home, worktrees string, connections func() uin
 			continue // doctor reports the blocked sandbox first
 		}
 		var out, errOut bytes.Buffer
-		code := c.run(c.args, IO{Stdout: &out, Stderr: &errOut})
+		code := c.run(c.args, cli.IO{Stdout: &out, Stderr: &errOut})
 		text := out.String() + errOut.String()
 		if code != 6 || !strings.Contains(text, `"exit_code": 6`) {
 			t.Errorf("%s: exit %d, want 6 (refused)\nstdout:\n%s\nstderr:\n%s", c.name, code, out.String(), errOut.String())
@@ -249,4 +253,9 @@ func TestOpenBinAndBusAreRefused(t *testing.T) {
 
 func TestOwnerRefusalsUnprivileged(t *testing.T) {
 	unpriv.Rerun(t, "^TestOpenBinAndBusAreRefused$")
+}
+
+// stage runs a stage's Main as the front would, under its typed name.
+func stage(main func(string, []string, cli.IO) int, name string) func([]string, cli.IO) int {
+	return func(args []string, io cli.IO) int { return main(name, args, io) }
 }

@@ -1,4 +1,4 @@
-package cli
+package ferrycmd
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/doctor"
 	"github.com/ferrydev/ferry/pkg/platform"
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 func front(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = Front(args, IO{Stdout: &out, Stderr: &errOut})
+	code = Main(args, cli.IO{Stdout: &out, Stderr: &errOut})
 	return out.String(), errOut.String(), code
 }
 
@@ -214,7 +215,7 @@ func TestDoctorTextBlocked(t *testing.T) {
 	parent := t.TempDir()
 	r := doctor.Run(doctor.Options{Host: h, Repo: "/src/p",
 		Settings: &config.Settings{Backend: "auto", SandboxMode: "auto", StoreParent: parent},
-		Store: must(store.Open(parent, "/src/p/.git", "/src/p"))})
+		Store:    must(store.Open(parent, "/src/p/.git", "/src/p"))})
 	var b bytes.Buffer
 	printDoctor(&b, r)
 	out := b.String()

@@ -1,8 +1,12 @@
-package pipeline
+// Package watcher is ferry-watch's stage: it polls a ref (package watch)
+// and publishes commit.seen, hosting the embedded bus (package
+// bus/embedded) unless an external one is configured. It is the one package
+// that links the NATS server, and only ferry-watch imports it (a test
+// checks each binary's dependencies).
+package watcher
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -11,12 +15,13 @@ import (
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/bus/embedded"
+	"github.com/ferrydev/ferry/pkg/pipeline"
 	"github.com/ferrydev/ferry/pkg/watch"
 )
 
-// WatcherOptions configure ferry-watch.
-type WatcherOptions struct {
-	Env
+// Options configure ferry-watch.
+type Options struct {
+	pipeline.Env
 	Rev      string
 	Interval time.Duration
 	GC       bool // also run the following gc in this process
@@ -25,10 +30,10 @@ type WatcherOptions struct {
 	Ready func(bus.Config)
 }
 
-// RunWatcher polls the ref and publishes commit.seen until ctx ends. Unless
+// Run polls the ref and publishes commit.seen until ctx ends. Unless
 // an external bus is configured ([bus] url or FERRY_NATS_URL) it hosts the
 // embedded bus for the other stages.
-func RunWatcher(ctx context.Context, o WatcherOptions) error {
+func Run(ctx context.Context, o Options) error {
 	e := o.Env
 	if err := e.Store.Init(); err != nil {
 		return err
@@ -40,7 +45,7 @@ func RunWatcher(ctx context.Context, o WatcherOptions) error {
 	defer l.Release()
 
 	cfg := e.BusConfig("ferry-watch")
-	if e.Bus == nil && cfg.URL == "" && os.Getenv("FERRY_NATS_URL") == "" {
+	if e.Bus == nil && cfg.URL == "" {
 		h, err := embedded.Start(embedded.Options{Dir: bus.Dir(e.Store.Parent)})
 		if err != nil {
 			return err
@@ -48,9 +53,9 @@ func RunWatcher(ctx context.Context, o WatcherOptions) error {
 		defer h.Shutdown()
 		cfg = h.ClientConfig("ferry-watch")
 		cfg.Parent = e.Store.Parent
-		e.logf("ferry-watch: hosting the bus at %s", h.URL())
+		e.Logf("ferry-watch: hosting the bus at %s", h.URL())
 	}
-	conn, err := bus.DialWait(ctx, cfg, func(err error) { e.logf("ferry-watch: outbox: %v", err) })
+	conn, err := bus.DialWait(ctx, cfg, func(err error) { e.Logf("ferry-watch: outbox: %v", err) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -68,15 +73,19 @@ func RunWatcher(ctx context.Context, o WatcherOptions) error {
 			skip = r.Commit
 		}
 	}
+	previous := skip // the commit announced before, or the current base's
 	w, err := watch.New(watch.Options{
 		Repo: e.Repo, Rev: o.Rev, Interval: o.Interval, Skip: skip,
 		Announce: func(c string) error {
-			e.logf("ferry-watch: %s is new at %s", short(c), o.Rev)
-			ev := events.Stamp(&events.CommitSeen{Commit: c, Ref: o.Rev}, e.Store.Key)
-			_, err := conn.PublishOrQueue(ctx, ev)
-			return err
+			e.Logf("ferry-watch: %s is new at %s", pipeline.Short(c), o.Rev)
+			ev := events.Stamp(&events.CommitSeen{Commit: c, Ref: o.Rev, Previous: previous}, e.Store.Key)
+			if _, err := conn.PublishOrQueue(ctx, ev); err != nil {
+				return err
+			}
+			previous = c
+			return nil
 		},
-		Log: e.logf,
+		Log: e.Logf,
 	})
 	if err != nil {
 		return err
@@ -104,8 +113,8 @@ func RunWatcher(ctx context.Context, o WatcherOptions) error {
 		go func() {
 			ge := e
 			ge.Bus = &cfg
-			if err := RunGC(ctx, ge); err != nil && ctx.Err() == nil {
-				e.logf("ferry-watch: gc: %v", err)
+			if err := pipeline.RunGC(ctx, ge); err != nil && ctx.Err() == nil {
+				e.Logf("ferry-watch: gc: %v", err)
 			}
 		}()
 	}
