@@ -13,6 +13,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/cli/basecmd"
 	"github.com/ferrydev/ferry/pkg/cli/ferrycmd"
@@ -20,6 +21,8 @@ import (
 	"github.com/ferrydev/ferry/pkg/cli/spawncmd"
 	"github.com/ferrydev/ferry/pkg/cli/watchcmd"
 	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/shim"
 )
@@ -37,6 +40,8 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
+	bin := testenv.Binaries(t)
+	t.Cleanup(testenv.Cleanup)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata",
 		Setup: func(env *testscript.Env) error {
@@ -47,9 +52,22 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 			env.Setenv("HOME", filepath.Join(env.WorkDir, "userhome"))
 			env.Setenv("TESTUSER", testUser())
-			for _, k := range []string{"RUSTUP_HOME", "CARGO_HOME"} {
+			// $FERRYBIN holds Ferry's real binaries, for scripts that need
+			// them as installed (the shim is found beside ferry).
+			env.Setenv("FERRYBIN", bin)
+			for _, k := range []string{"RUSTUP_HOME", "CARGO_HOME", knobs.TestXFS} {
 				if v := os.Getenv(k); v != "" {
 					env.Setenv(k, v)
+				}
+			}
+			// HOME is the script's: keep rustup and cargo where they are.
+			if home, err := os.UserHomeDir(); err == nil {
+				for k, d := range map[string]string{"RUSTUP_HOME": ".rustup", "CARGO_HOME": ".cargo"} {
+					if env.Getenv(k) == "" {
+						if _, err := os.Stat(filepath.Join(home, d)); err == nil {
+							env.Setenv(k, filepath.Join(home, d))
+						}
+					}
 				}
 			}
 			return nil
@@ -59,6 +77,20 @@ func TestScripts(t *testing.T) {
 			case "cargo":
 				_, err := exec.LookPath("cargo")
 				return err == nil, nil
+			case "userns":
+				// The namespace sandbox can be built here.
+				return sandbox.Probe() == nil, nil
+			case "overlay":
+				// An unprivileged overlay mounts in a user namespace here.
+				b, err := platform.Real().OverlayBlocker(os.TempDir())
+				return err == nil && b == nil, nil
+			case "reflink":
+				// $FERRY_TEST_XFS is a filesystem that clones files.
+				if knobs.XFS() == "" {
+					return false, nil
+				}
+				ok, err := fork.CanReflink(knobs.XFS())
+				return ok && err == nil, nil
 			case "otheruser":
 				// Root, and the unprivileged test user ($TESTUSER) to give
 				// files to: scripts play another user with exec chown.

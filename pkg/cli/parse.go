@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -9,15 +10,22 @@ import (
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
-// Name is the command's name as the user typed it. The front (ferry) runs a
-// stage binary with argv[0] set to "ferry base", "ferry spawn"…, so usage
-// lines and errors say what the user typed; run directly, a binary is
-// called by its file name.
+// InvokedAs is how the front (ferry) tells a stage binary the command the
+// user typed ("ferry base"), so that usage lines and errors say it. (Not
+// argv[0]: multi-call binaries, test harnesses among them, dispatch on it.)
+const InvokedAs = "FERRY_INVOKED_AS"
+
+// Name is the command's name as the user typed it: what the front passed
+// in InvokedAs (which it removes from the environment, so the processes
+// the command starts do not inherit it), else the binary's file name.
 func Name(argv0 string) string {
-	if strings.HasPrefix(argv0, "ferry ") {
-		return argv0
+	bin := filepath.Base(argv0)
+	typed := os.Getenv(InvokedAs)
+	os.Unsetenv(InvokedAs)
+	if stage, ok := strings.CutPrefix(typed, "ferry "); ok && "ferry-"+stage == bin {
+		return typed
 	}
-	return filepath.Base(argv0)
+	return bin
 }
 
 // SeeExitCodes ends every command's description: the table itself is in

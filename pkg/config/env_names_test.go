@@ -26,6 +26,7 @@ var protocol = map[string][]string{
 	"FERRY_COMMITS":      {"pkg/bus"},                                               // a stream's name
 	"FERRY_EVENTS":       {"pkg/bus"},                                               // a stream's name
 	"FERRY_PROFILE":      {"pkg/doctor"},                                            // a here-document's delimiter
+	"FERRY_INVOKED_AS":   {"pkg/cli"},                                               // the command as typed, from the front to a stage
 }
 
 // TestFerryVariablesAreSettings fails when code outside this package uses a

@@ -1,7 +1,7 @@
 // Package ferrycmd is the command layer of ferry, the human front: `ferry
 // base`, `ferry spawn`, `ferry gc` and `ferry watch` run the stage binaries
-// (git style, with argv[0] "ferry base" so their usage lines say what was
-// typed), and run, shell, env, list, rm, doctor, setup, up, events and
+// (git style, telling them the command as typed so their usage lines say
+// it), and run, shell, env, list, rm, doctor, setup, up, events and
 // version are its own. It links the NATS client (rm and events), not the
 // server: `ferry up` supervises the stage processes, and `ferry events`
 // without a running bus runs `ferry-watch log`.
@@ -85,13 +85,14 @@ func Main(args []string, io cli.IO) int {
 }
 
 // execStage replaces this process with the stage binary, telling it the
-// command as typed through argv[0].
+// command as typed (cli.InvokedAs).
 func execStage(stage string, args []string) error {
 	path, err := stagePath("ferry-" + stage)
 	if err != nil {
 		return err
 	}
-	err = syscall.Exec(path, append([]string{"ferry " + stage}, args...), os.Environ())
+	env := append(os.Environ(), cli.InvokedAs+"=ferry "+stage)
+	err = syscall.Exec(path, append([]string{"ferry-" + stage}, args...), env)
 	return fmt.Errorf("exec %s: %w", path, err)
 }
 

@@ -62,7 +62,7 @@ func (c *upCmd) run(io cli.IO) error {
 			return err
 		}
 		cmd := exec.Command(path, s[1:]...)
-		cmd.Args[0] = "ferry " + s[0]
+		cmd.Env = append(os.Environ(), cli.InvokedAs+"=ferry "+s[0])
 		cmd.Stdout, cmd.Stderr = io.Stderr, io.Stderr
 		// Own process group: the terminal's Ctrl-C reaches ferry up,
 		// which stops the children in order.
@@ -159,6 +159,6 @@ func offlineLog(io cli.IO, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	err = syscall.Exec(path, append([]string{"ferry events"}, args...), os.Environ())
+	err = syscall.Exec(path, append([]string{"ferry-watch"}, args...), os.Environ())
 	return fmt.Errorf("exec %s: %w", path, err)
 }

@@ -73,7 +73,8 @@ func (c *watchCmd) run(io cli.IO) error {
 }
 
 // run opens the stored streams of the store parent's bus directory in this
-// process (embedded.Options.Offline) and prints the repository's events.
+// process (embedded.Options.Offline), forwards the outboxes into them, and
+// prints the repository's events.
 func (c *logCmd) run(io cli.IO) error {
 	fc, err := cli.Load(".")
 	if err != nil {
@@ -91,6 +92,11 @@ func (c *logCmd) run(io cli.IO) error {
 		return err
 	}
 	defer conn.Close()
+	// Events waiting in the outboxes join the log first, as they would
+	// when a host next runs.
+	if _, err := conn.Flush(stop.Context()); err != nil {
+		fmt.Fprintf(io.Stderr, "ferry events: outbox: %v\n", err)
+	}
 	return conn.Replay(stop.Context(), fc.Store.Key, false, func(ev events.Event) { cli.PrintEvent(io, ev, c.JSON) },
 		func(subject string, err error) {
 			fmt.Fprintf(io.Stderr, "ferry events: undecodable message on %s: %v\n", subject, err)
