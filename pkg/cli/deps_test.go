@@ -62,4 +62,3 @@ func TestEachBinaryLinksWhatItsJobNeeds(t *testing.T) {
 		t.Logf("%-12s %3d packages, %2d of the NATS client, %2d of the server", b.cmd, len(strings.Fields(string(out))), len(client), len(server))
 	}
 }
-

@@ -219,7 +219,6 @@ func noBaseDir(s *store.Store, id string) (bool, error) {
 	return false, err
 }
 
-
 // removeLeftovers removes agent dirs without a record (an rm or a spawn
 // interrupted after removing it), unless a live overlay still writes there.
 // The caller holds the store lock, which spawn takes to create a record.

@@ -133,7 +133,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-
 // TakeLock takes watch.lock, refusing when another watcher holds it.
 func TakeLock(s *store.Store) (*lock.Lock, error) {
 	l, err := lock.TryTake(s.WatchLockPath())
