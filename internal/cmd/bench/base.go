@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 

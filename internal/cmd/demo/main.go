@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 )
 
 func main() {
