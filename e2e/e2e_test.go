@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"testing"
@@ -49,8 +48,14 @@ func TestScripts(t *testing.T) {
 		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
-			case "cargo":
-				_, err := exec.LookPath("cargo")
+			case "fixture":
+				// git, cargo and the crate sources the fixture command
+				// needs. Missing, they skip the script under plain go test
+				// and fail it under make test (fixture.RequireEnv).
+				err := fixture.CheckTools("")
+				if err != nil && fixture.Required() {
+					return false, err
+				}
 				return err == nil, nil
 			case "otheruser":
 				// Root, and the unprivileged test user ($TESTUSER) to give

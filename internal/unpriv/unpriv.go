@@ -1,6 +1,7 @@
 // Package unpriv re-runs a test binary as an unprivileged user, so tests of
 // the namespace sandbox exercise what ordinary users get and not only what
-// root gets. CI runs as root and creates the user (see .ci/run).
+// root gets. CI runs as root; script/bootstrap, which `make test` runs
+// first, creates the user.
 package unpriv
 
 import (
@@ -13,9 +14,11 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/ferrydev/ferry/internal/fixture"
 )
 
-// DefaultUser is the account .ci/run creates for these tests.
+// DefaultUser is the account script/bootstrap creates for these tests.
 const DefaultUser = "ferrytest"
 
 // envMarker is set in the re-run so it does not re-run itself.
@@ -42,7 +45,7 @@ func Rerun(t *testing.T, pattern string) {
 	}
 	u, err := user.Lookup(name)
 	if err != nil {
-		t.Skipf("no unprivileged user %q to re-run as (.ci/run creates it): %v", name, err)
+		t.Skipf("no unprivileged user %q to re-run as (script/bootstrap creates it when run as root): %v", name, err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
@@ -70,7 +73,10 @@ func Rerun(t *testing.T, pattern string) {
 	cmd.Stderr = &out
 	cmd.Env = []string{
 		envMarker + "=1",
+		// What make test set for the parent holds for the re-run too.
 		"FERRY_TEST_XFS=" + os.Getenv("FERRY_TEST_XFS"),
+		fixture.RequireEnv + "=" + os.Getenv(fixture.RequireEnv),
+		fixture.RegistryEnv + "=" + os.Getenv(fixture.RegistryEnv),
 		"HOME=" + home,
 		"TMPDIR=" + home,
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

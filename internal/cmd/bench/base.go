@@ -55,7 +55,7 @@ type sample struct {
 }
 
 func runBase(bin string, n int) error {
-	if err := fixture.CheckTools(fixture.DebianRegistry); err != nil {
+	if err := fixture.CheckTools(""); err != nil {
 		return err
 	}
 	bin, _ = filepath.Abs(bin)

@@ -91,7 +91,7 @@ func (w *ws) agentDir(name string) (string, error) {
 }
 
 func runOverlay(bin string, n int, xfs, sizeList string) error {
-	if err := fixture.CheckTools(fixture.DebianRegistry); err != nil {
+	if err := fixture.CheckTools(""); err != nil {
 		return err
 	}
 	sizes, err := parseSizes(sizeList)
