@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+)
+
+// event is one line of `go test -json` (cmd/test2json's TestEvent).
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+// run runs go test -json with args in dir (the current directory when
+// empty), writes the report to stdout and returns go test's exit status.
+func run(dir string, args []string, stdout, stderr io.Writer) int {
+	cmd := exec.Command("go", append([]string{"test", "-json"}, args...)...)
+	cmd.Dir = dir
+	cmd.Stderr = stderr
+	events, err := cmd.StdoutPipe()
+	if err != nil {
+		fmt.Fprintln(stderr, "testreport:", err)
+		return 1
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(stderr, "testreport:", err)
+		return 1
+	}
+	r := newReport(stdout)
+	sc := bufio.NewScanner(events)
+	sc.Buffer(make([]byte, 1<<20), 64<<20) // a test may log long lines
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Action == "" {
+			fmt.Fprintln(stdout, sc.Text()) // not an event: pass it on
+			continue
+		}
+		r.add(e)
+	}
+	if err := sc.Err(); err != nil {
+		fmt.Fprintln(stderr, "testreport: reading go test's output:", err)
+		io.Copy(io.Discard, events) // let go test finish
+	}
+	err = cmd.Wait()
+	r.summary()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit) && exit.ExitCode() > 0:
+		return exit.ExitCode()
+	default:
+		fmt.Fprintln(stderr, "testreport: go test:", err)
+		return 1
+	}
+}
+
+type testID struct{ pkg, test string }
+
+// skip is a skipped test and the lines it printed, the reason among them.
+type skip struct {
+	testID
+	lines []string
+}
+
+// report turns the events into plain go test's output, and keeps the skips.
+type report struct {
+	out     io.Writer
+	running map[testID][]string // output of tests still running
+	skips   []skip
+	counts  map[string]int // by action: pass, fail, skip
+}
+
+func newReport(out io.Writer) *report {
+	return &report{out: out, running: map[testID][]string{}, counts: map[string]int{}}
+}
+
+func (r *report) add(e event) {
+	id := testID{e.Package, e.Test}
+	switch {
+	case e.Action == "build-output":
+		io.WriteString(r.out, e.Output)
+	case e.Action == "output" && e.Test == "":
+		// The package's own lines: "ok  pkg 1.2s", "FAIL", a panic outside
+		// any test. Plain go test drops the binary's "PASS".
+		if strings.HasPrefix(e.Output, "FAIL") {
+			r.flush(e.Package) // before the verdict: tests a crash or timeout cut short
+		}
+		if e.Output != "PASS\n" {
+			io.WriteString(r.out, e.Output)
+		}
+	case e.Action == "output":
+		r.running[id] = append(r.running[id], e.Output)
+	case e.Test == "":
+		// A package's start, pass, fail or skip ("no test files").
+	case e.Action == "pass":
+		r.counts["pass"]++
+		delete(r.running, id)
+	case e.Action == "fail":
+		// Plain go test puts the verdict line before the test's output.
+		r.counts["fail"]++
+		var verdict, rest []string
+		for _, l := range printed(r.running[id]) {
+			if strings.HasPrefix(strings.TrimSpace(l), "--- FAIL: ") {
+				verdict = append(verdict, l)
+			} else {
+				rest = append(rest, l)
+			}
+		}
+		r.print(append(verdict, rest...))
+		delete(r.running, id)
+	case e.Action == "skip":
+		r.counts["skip"]++
+		r.skips = append(r.skips, skip{id, printed(r.running[id])})
+		delete(r.running, id)
+	}
+}
+
+// flush prints the output of pkg's tests that never finished.
+func (r *report) flush(pkg string) {
+	var ids []testID
+	for id := range r.running {
+		if id.pkg == pkg {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].test < ids[j].test })
+	for _, id := range ids {
+		fmt.Fprintf(r.out, "--- %s did not finish; its output:\n", id.test)
+		r.print(r.running[id])
+		delete(r.running, id)
+	}
+}
+
+func (r *report) print(lines []string) {
+	for _, l := range printed(lines) {
+		io.WriteString(r.out, l)
+	}
+}
+
+// printed drops the progress lines ("=== RUN" and the like) that plain go
+// test does not print without -v.
+func printed(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "=== ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// maxReason bounds the lines shown for one skip: a test may log a lot
+// before it skips, and the reason is what it said last.
+const maxReason = 6
+
+// summary prints the counts and every skip, grouped by package.
+func (r *report) summary() {
+	fmt.Fprintf(r.out, "\ntests: %d passed, %d failed, %d skipped\n", r.counts["pass"], r.counts["fail"], r.counts["skip"])
+	if len(r.skips) == 0 {
+		return
+	}
+	sort.SliceStable(r.skips, func(i, j int) bool { return r.skips[i].pkg < r.skips[j].pkg })
+	fmt.Fprintf(r.out, "skipped, with the reasons the tests gave:\n")
+	pkg := ""
+	for _, s := range r.skips {
+		if s.pkg != pkg {
+			pkg = s.pkg
+			fmt.Fprintf(r.out, "%s\n", pkg)
+		}
+		fmt.Fprintf(r.out, "  %s\n", s.test)
+		var reason []string
+		for _, l := range s.lines {
+			if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "--- SKIP: ") {
+				reason = append(reason, t)
+			}
+		}
+		if len(reason) > maxReason {
+			reason = append([]string{"…"}, reason[len(reason)-maxReason:]...)
+		}
+		if len(reason) == 0 {
+			reason = []string{"(no reason given)"}
+		}
+		for _, l := range reason {
+			fmt.Fprintf(r.out, "      %s\n", l)
+		}
+	}
+}
