@@ -12,6 +12,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -73,9 +74,10 @@ func Rerun(t *testing.T, pattern string) {
 	cmd.Stderr = &out
 	cmd.Env = []string{
 		envMarker + "=1",
-		// What make test set for the parent holds for the re-run too.
 		"FERRY_TEST_XFS=" + os.Getenv("FERRY_TEST_XFS"),
-		fixture.RequireEnv + "=" + os.Getenv(fixture.RequireEnv),
+		// Not fixture.RequireEnv: this PATH may not reach root's cargo
+		// (rustup installs it under root's home), and a test skipping for
+		// that is reported below as a skip of the re-run.
 		fixture.RegistryEnv + "=" + os.Getenv(fixture.RegistryEnv),
 		"HOME=" + home,
 		"TMPDIR=" + home,
@@ -91,6 +93,38 @@ func Rerun(t *testing.T, pattern string) {
 	if !bytes.Contains(out.Bytes(), []byte("--- PASS")) {
 		t.Fatalf("no test passed as unprivileged user %s (pattern %q)", name, pattern)
 	}
+	// A test the re-run skipped becomes a skipped subtest here, so that it
+	// is reported where every other skip is (make test's summary), not only
+	// inside this test's log.
+	for _, s := range skips(out.String()) {
+		t.Run(s.test, func(t *testing.T) { t.Skipf("as %s: %s", name, s.reason) })
+	}
+}
+
+type skipped struct{ test, reason string }
+
+// skips finds the skipped tests in the output of a test binary run with
+// -test.v, with what each printed (its reason). Verbose output streams a
+// test's log lines right after its "=== RUN" (or "=== NAME", "=== CONT")
+// line; its "--- SKIP" line may come later, after other tests' lines.
+func skips(out string) []skipped {
+	logs := map[string][]string{}
+	var found []skipped
+	current := ""
+	for _, line := range strings.Split(out, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch f := strings.Fields(trimmed); {
+		case len(f) >= 3 && f[0] == "===":
+			current = f[2]
+		case len(f) >= 3 && f[0] == "---" && f[1] == "SKIP:":
+			found = append(found, skipped{f[2], strings.Join(logs[f[2]], "\n")})
+		case strings.HasPrefix(trimmed, "--- ") || trimmed == "PASS" || trimmed == "FAIL":
+			current = ""
+		case current != "" && trimmed != "":
+			logs[current] = append(logs[current], trimmed)
+		}
+	}
+	return found
 }
 
 func copyFile(src, dst string) error {
