@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -158,11 +159,9 @@ func printed(lines []string) []string {
 	return out
 }
 
-// maxReason bounds the lines shown for one skip: a test may log a lot
-// before it skips, and the reason is what it said last.
-const maxReason = 6
-
-// summary prints the counts and every skip, grouped by package.
+// summary prints the counts and every skip, by package. Skips in a row with
+// the same reason (up to long numbers: temporary names differ) share one
+// copy of it.
 func (r *report) summary() {
 	fmt.Fprintf(r.out, "\ntests: %d passed, %d failed, %d skipped\n", r.counts["pass"], r.counts["fail"], r.counts["skip"])
 	if len(r.skips) == 0 {
@@ -170,27 +169,46 @@ func (r *report) summary() {
 	}
 	sort.SliceStable(r.skips, func(i, j int) bool { return r.skips[i].pkg < r.skips[j].pkg })
 	fmt.Fprintf(r.out, "skipped, with the reasons the tests gave:\n")
-	pkg := ""
-	for _, s := range r.skips {
-		if s.pkg != pkg {
-			pkg = s.pkg
-			fmt.Fprintf(r.out, "%s\n", pkg)
+	for i, s := range r.skips {
+		if i == 0 || s.pkg != r.skips[i-1].pkg {
+			fmt.Fprintf(r.out, "%s\n", s.pkg)
 		}
 		fmt.Fprintf(r.out, "  %s\n", s.test)
-		var reason []string
-		for _, l := range s.lines {
-			if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "--- SKIP: ") {
-				reason = append(reason, t)
-			}
+		next := i + 1
+		if next < len(r.skips) && r.skips[next].pkg == s.pkg && alike(reason(r.skips[next]), reason(s)) {
+			continue
 		}
-		if len(reason) > maxReason {
-			reason = append([]string{"…"}, reason[len(reason)-maxReason:]...)
-		}
-		if len(reason) == 0 {
-			reason = []string{"(no reason given)"}
-		}
-		for _, l := range reason {
+		for _, l := range reason(s) {
 			fmt.Fprintf(r.out, "      %s\n", l)
 		}
 	}
+}
+
+// maxReason bounds the lines shown for one skip: a test may log a lot
+// before it skips, and the reason is what it said last.
+const maxReason = 6
+
+// reason is what a skipped test printed, without its verdict line.
+func reason(s skip) []string {
+	var lines []string
+	for _, l := range s.lines {
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "--- SKIP: ") {
+			lines = append(lines, t)
+		}
+	}
+	if len(lines) > maxReason {
+		lines = append([]string{"…"}, lines[len(lines)-maxReason:]...)
+	}
+	if len(lines) == 0 {
+		lines = []string{"(no reason given)"}
+	}
+	return lines
+}
+
+var longNumber = regexp.MustCompile(`[0-9]{6,}`)
+
+// alike reports whether two reasons differ at most in long numbers.
+func alike(a, b []string) bool {
+	mask := func(l []string) string { return longNumber.ReplaceAllString(strings.Join(l, "\n"), "#") }
+	return mask(a) == mask(b)
 }

@@ -15,7 +15,10 @@ var sample = map[string]string{
 	"go.mod": "module sample\n\ngo 1.21\n",
 	"a/a_test.go": `package a
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestPasses(t *testing.T) { t.Log("passing tests' logs are not printed") }
 
@@ -32,6 +35,12 @@ func TestSkips(t *testing.T) {
 func TestParent(t *testing.T) {
 	t.Run("sub", func(t *testing.T) { t.Skipf("first line\nsecond line") })
 	t.Run("ok", func(t *testing.T) {})
+}
+
+func TestAlike(t *testing.T) {
+	for i := 0; i < 2; i++ {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { t.Skipf("no clones in /tmp/d-%d", 1000000+i) })
+	}
 }
 `,
 	"b/b_test.go": `package b
@@ -68,17 +77,18 @@ func TestReport(t *testing.T) {
 		"FAIL\tsample/a\t",
 		"ok  \tsample/b\t",
 		"?   \tsample/c\t[no test files]",
-		"tests: 4 passed, 1 failed, 2 skipped\n",
+		"tests: 5 passed, 1 failed, 4 skipped\n",
 		"skipped, with the reasons the tests gave:\nsample/a\n" +
-			"  TestSkips\n      a_test.go:13: logged before the skip\n      a_test.go:14: no reflink filesystem here\n" +
-			"  TestParent/sub\n      a_test.go:18: first line\n      second line\n",
+			"  TestSkips\n      a_test.go:16: logged before the skip\n      a_test.go:17: no reflink filesystem here\n" +
+			"  TestParent/sub\n      a_test.go:21: first line\n      second line\n" +
+			"  TestAlike/0\n  TestAlike/1\n      a_test.go:27: no clones in /tmp/d-1000001\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
 	// As plain go test prints a failure: the verdict, then the test's output.
-	failure := regexp.MustCompile(`(?m)^--- FAIL: TestFails \([0-9.]+s\)\n    a_test.go:8: a failing test's log is printed\n    a_test.go:9: boom\nFAIL\n`)
+	failure := regexp.MustCompile(`(?m)^--- FAIL: TestFails \([0-9.]+s\)\n    a_test.go:11: a failing test's log is printed\n    a_test.go:12: boom\nFAIL\n`)
 	if !failure.MatchString(out) {
 		t.Errorf("output does not match %s", failure)
 	}
