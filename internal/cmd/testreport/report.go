@@ -77,6 +77,7 @@ type report struct {
 	out     io.Writer
 	running map[testID][]string // output of tests still running
 	skips   []skip
+	failed  []testID
 	counts  map[string]int // by action: pass, fail, skip
 }
 
@@ -100,14 +101,21 @@ func (r *report) add(e event) {
 		}
 	case e.Action == "output":
 		r.running[id] = append(r.running[id], e.Output)
+	case e.Test == "" && e.Action == "fail":
+		// A package whose build failed, or whose binary failed outside a
+		// test (a crash, a timeout, TestMain), has no failed test to show.
+		if !r.hasFailure(e.Package) {
+			r.failed = append(r.failed, testID{e.Package, "(the package: see its output above)"})
+		}
 	case e.Test == "":
-		// A package's start, pass, fail or skip ("no test files").
+		// A package's start, pass or skip ("no test files").
 	case e.Action == "pass":
 		r.counts["pass"]++
 		delete(r.running, id)
 	case e.Action == "fail":
 		// Plain go test puts the verdict line before the test's output.
 		r.counts["fail"]++
+		r.failed = append(r.failed, id)
 		var verdict, rest []string
 		for _, l := range printed(r.running[id]) {
 			if strings.HasPrefix(strings.TrimSpace(l), "--- FAIL: ") {
@@ -123,6 +131,15 @@ func (r *report) add(e event) {
 		r.skips = append(r.skips, skip{id, printed(r.running[id])})
 		delete(r.running, id)
 	}
+}
+
+func (r *report) hasFailure(pkg string) bool {
+	for _, id := range r.failed {
+		if id.pkg == pkg {
+			return true
+		}
+	}
+	return false
 }
 
 // flush prints the output of pkg's tests that never finished.
@@ -159,11 +176,17 @@ func printed(lines []string) []string {
 	return out
 }
 
-// summary prints the counts and every skip, by package. Skips in a row with
-// the same reason (up to long numbers: temporary names differ) share one
-// copy of it.
+// summary prints the counts, the failed tests (their output is above) and
+// every skip, by package. Skips in a row with the same reason (up to long
+// numbers: temporary names differ) share one copy of it.
 func (r *report) summary() {
 	fmt.Fprintf(r.out, "\ntests: %d passed, %d failed, %d skipped\n", r.counts["pass"], r.counts["fail"], r.counts["skip"])
+	if len(r.failed) > 0 {
+		fmt.Fprintf(r.out, "failed (the output is above):\n")
+		for _, id := range r.failed {
+			fmt.Fprintf(r.out, "  %s %s\n", id.pkg, id.test)
+		}
+	}
 	if len(r.skips) == 0 {
 		return
 	}

@@ -77,7 +77,7 @@ func TestReport(t *testing.T) {
 		"FAIL\tsample/a\t",
 		"ok  \tsample/b\t",
 		"?   \tsample/c\t[no test files]",
-		"tests: 5 passed, 1 failed, 4 skipped\n",
+		"tests: 5 passed, 1 failed, 4 skipped\nfailed (the output is above):\n  sample/a TestFails\n",
 		"skipped, with the reasons the tests gave:\nsample/a\n" +
 			"  TestSkips\n      a_test.go:16: logged before the skip\n      a_test.go:17: no reflink filesystem here\n" +
 			"  TestParent/sub\n      a_test.go:21: first line\n      second line\n" +
@@ -108,5 +108,16 @@ func TestReport(t *testing.T) {
 	}
 	if code := run(dir, []string{"./nonexistent"}, &stdout, &stderr); code == 0 {
 		t.Errorf("go test of a missing package exits 0")
+	}
+
+	// A package that does not build is listed among the failures.
+	if err := os.WriteFile(filepath.Join(dir, "b", "b_test.go"), []byte("package b\n\nfunc TestB(t *testing.T) {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	if code := run(dir, []string{"-count=1", "./b"}, &stdout, &stderr); code == 0 ||
+		!strings.Contains(stdout.String(), "undefined: testing") ||
+		!strings.Contains(stdout.String(), "failed (the output is above):\n  sample/b (the package: see its output above)\n") {
+		t.Errorf("a package that does not build: exit %d, output:\n%s", code, stdout.String())
 	}
 }
