@@ -111,11 +111,11 @@ func run(bin, dir string, keep bool) error {
 
 	step("1. generate a sample Cargo workspace (" + what + ")")
 	if noRegistry != nil {
-		lack := "lacks the crate sources " + strings.Join(noRegistry.Missing, ", ")
+		note := noRegistry.Dir + " lacks the crate sources " + strings.Join(noRegistry.Missing, ", ")
 		if noRegistry.Err != nil {
-			lack = "cannot be read: " + noRegistry.Err.Error()
+			note = "no crate sources (" + noRegistry.Err.Error() + ")"
 		}
-		fmt.Printf("   note: %s %s:\n", noRegistry.Dir, lack)
+		fmt.Printf("   note: %s;\n", note)
 		fmt.Printf("   the workspace leaves out serde and regex; the rest of the demo is the same with them\n")
 		fmt.Printf("   hint: %s\n", noRegistry.Hint())
 	}
