@@ -177,8 +177,8 @@ func printed(lines []string) []string {
 }
 
 // summary prints the counts, the failed tests (their output is above) and
-// every skip, by package. Skips in a row with the same reason (up to long
-// numbers: temporary names differ) share one copy of it.
+// every skip, by package. Skips in a row with the same reason (up to
+// temporary names and line numbers) share one copy of it.
 func (r *report) summary() {
 	fmt.Fprintf(r.out, "\ntests: %d passed, %d failed, %d skipped\n", r.counts["pass"], r.counts["fail"], r.counts["skip"])
 	if len(r.failed) > 0 {
@@ -228,10 +228,12 @@ func reason(s skip) []string {
 	return lines
 }
 
-var longNumber = regexp.MustCompile(`[0-9]{6,}`)
+// noise is what may differ between two reasons that say the same: long
+// numbers (temporary names) and the line of the call that skipped.
+var noise = regexp.MustCompile(`[0-9]{6,}|\.go:[0-9]+:`)
 
-// alike reports whether two reasons differ at most in long numbers.
+// alike reports whether two reasons differ at most in noise.
 func alike(a, b []string) bool {
-	mask := func(l []string) string { return longNumber.ReplaceAllString(strings.Join(l, "\n"), "#") }
+	mask := func(l []string) string { return noise.ReplaceAllString(strings.Join(l, "\n"), "#") }
 	return mask(a) == mask(b)
 }

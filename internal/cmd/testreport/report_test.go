@@ -41,6 +41,7 @@ func TestAlike(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		t.Run(fmt.Sprint(i), func(t *testing.T) { t.Skipf("no clones in /tmp/d-%d", 1000000+i) })
 	}
+	t.Run("2", func(t *testing.T) { t.Skipf("no clones in /tmp/d-%d", 1000002) })
 }
 `,
 	"b/b_test.go": `package b
@@ -77,11 +78,11 @@ func TestReport(t *testing.T) {
 		"FAIL\tsample/a\t",
 		"ok  \tsample/b\t",
 		"?   \tsample/c\t[no test files]",
-		"tests: 5 passed, 1 failed, 4 skipped\nfailed (the output is above):\n  sample/a TestFails\n",
+		"tests: 5 passed, 1 failed, 5 skipped\nfailed (the output is above):\n  sample/a TestFails\n",
 		"skipped, with the reasons the tests gave:\nsample/a\n" +
 			"  TestSkips\n      a_test.go:16: logged before the skip\n      a_test.go:17: no reflink filesystem here\n" +
 			"  TestParent/sub\n      a_test.go:21: first line\n      second line\n" +
-			"  TestAlike/0\n  TestAlike/1\n      a_test.go:27: no clones in /tmp/d-1000001\n",
+			"  TestAlike/0\n  TestAlike/1\n  TestAlike/2\n      a_test.go:29: no clones in /tmp/d-1000002\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
