@@ -5,13 +5,13 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/cli"
@@ -20,7 +20,6 @@ import (
 	"github.com/ferrydev/ferry/pkg/cli/gccmd"
 	"github.com/ferrydev/ferry/pkg/cli/spawncmd"
 	"github.com/ferrydev/ferry/pkg/cli/watchcmd"
-	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
@@ -74,8 +73,14 @@ func TestScripts(t *testing.T) {
 		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
-			case "cargo":
-				_, err := exec.LookPath("cargo")
+			case "fixture":
+				// git, cargo and the crate sources the fixture command
+				// needs. Missing, they skip the script under plain go test
+				// and fail it under make test (fixture.RequireEnv).
+				err := fixture.CheckTools("")
+				if err != nil && fixture.Required() {
+					return false, err
+				}
 				return err == nil, nil
 			case "userns":
 				// The namespace sandbox can be built here.

@@ -25,6 +25,12 @@ const (
 	OracleSeed   = "FERRY_ORACLE_SEED"
 	OracleAgents = "FERRY_ORACLE_AGENTS"
 	OracleRounds = "FERRY_ORACLE_ROUNDS"
+	// Require, set to 1 (make test sets it), fails a test whose
+	// prerequisite is missing where plain go test skips it.
+	Require = "FERRY_TEST_REQUIRE"
+	// Registry replaces Debian's directory of crate sources for the
+	// fixture workspace; an empty directory shows a host without them.
+	Registry = "FERRY_FIXTURE_REGISTRY"
 )
 
 // DefaultTestUser is the account .ci/run creates for the unprivileged

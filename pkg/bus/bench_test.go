@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/events"
+	"github.com/ferrydev/ferry/internal/bustest"
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/bus/bustest"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 

@@ -12,10 +12,10 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/ferrydev/ferry/internal/bustest"
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/bus/bustest"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/store"
 )

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
-	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 
@@ -75,7 +75,7 @@ type sample struct {
 }
 
 func runBase(bin string, n int) error {
-	if err := fixture.CheckTools(fixture.DebianRegistry); err != nil {
+	if err := fixture.CheckTools(""); err != nil {
 		return err
 	}
 	bin, _ = filepath.Abs(bin)

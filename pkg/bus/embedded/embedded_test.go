@@ -17,9 +17,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ferrydev/ferry/internal/bustest"
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/bus/bustest"
 	"github.com/ferrydev/ferry/pkg/bus/embedded"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/store"

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ferrydev/ferry/internal/bustest"
 	"github.com/ferrydev/ferry/internal/unpriv"
-	"github.com/ferrydev/ferry/pkg/bus/bustest"
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/cli/basecmd"
 	"github.com/ferrydev/ferry/pkg/cli/gccmd"

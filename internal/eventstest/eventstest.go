@@ -9,6 +9,12 @@
 //	w := eventstest.Watch(t, conn.JS, events.SubjectRepo(key))
 //	runTheBuilder()
 //	ready := eventstest.For(w, 10*time.Second, func(e *events.BaseReady) bool { return e.Commit == c })
+//
+// It lives under internal/ and not beside the schemas in events/ because it
+// reads Ferry's streams (pkg/bus.Streams) and decodes messages as the
+// consumers do (pkg/bus.DecodeMessage): pkg/bus imports events, so a helper
+// in events/ importing pkg/bus would make the schemas depend on the
+// transport built on them.
 package eventstest
 
 import (

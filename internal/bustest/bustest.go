@@ -1,7 +1,8 @@
 // Package bustest starts a real embedded JetStream bus for a test: a fresh
 // store parent under t.TempDir(), a random loopback port, the test's own
 // token, stopped when the test ends. Tests of Ferry's stages use it instead
-// of a fake bus (a real server costs about 20 ms).
+// of a fake bus (a real server costs about 20 ms). It is test-only code, so it
+// lives under internal/ rather than in the library under pkg/.
 package bustest
 
 import (
