@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,7 @@ func listing(target string, since time.Time) (TargetSeal, []string, error) {
 	h := sha256.New()
 	var seal TargetSeal
 	var newer []string
+	var line []byte // one entry's line, reused: the walk is on spawn's path
 	err := filepath.WalkDir(target, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -62,7 +64,17 @@ func listing(target string, since time.Time) (TargetSeal, []string, error) {
 		if fi.Mode().IsRegular() {
 			size = fi.Size()
 		}
-		fmt.Fprintf(h, "%q %s %d %d %q\n", rel, fi.Mode().String(), size, fi.ModTime().UnixNano(), link)
+		line = strconv.AppendQuote(line[:0], rel)
+		line = append(line, ' ')
+		line = strconv.AppendUint(line, uint64(fi.Mode()), 8)
+		line = append(line, ' ')
+		line = strconv.AppendInt(line, size, 10)
+		line = append(line, ' ')
+		line = strconv.AppendInt(line, fi.ModTime().UnixNano(), 10)
+		line = append(line, ' ')
+		line = strconv.AppendQuote(line, link)
+		line = append(line, '\n')
+		h.Write(line)
 		seal.Entries++
 		seal.Bytes += size
 		if !since.IsZero() && fi.ModTime().After(since) {
