@@ -162,7 +162,7 @@ func Busy(s *store.Store, name string) (bool, error) {
 // Best effort (it can only see processes this one may inspect); for naming
 // processes in refusals and listings.
 func Users(s *store.Store, r *Record) []int {
-	pids := LockHolders(s.Agent(r.Name).Busy)
+	pids := lock.Holders(s.Agent(r.Name).Busy)
 	if r.Backend == fork.NameOverlay {
 		dir := s.Agent(r.Name).Dir
 		if d, err := filepath.EvalSymlinks(dir); err == nil {

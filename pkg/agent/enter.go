@@ -391,7 +391,7 @@ func (x *Session) refuse(r *Record, ov sandbox.Overlay, mountPath string) error 
 // OverlayUsers returns the processes that hold mountPath or have the overlay
 // mounted, lowest pid first.
 func OverlayUsers(mountPath string, ov sandbox.Overlay) []int {
-	return otherPids(append(LockHolders(mountPath), sandbox.OverlayUsers(ov.Upper, ov.Work)...))
+	return otherPids(append(lock.Holders(mountPath), sandbox.OverlayUsers(ov.Upper, ov.Work)...))
 }
 
 func (x *Session) releaseAgentLock() {

@@ -75,7 +75,7 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 	// Holding busy.lock exclusively keeps new processes out while removing.
 	busy, err := lock.TryTake(s.Agent(name).Busy)
 	if err == lock.ErrBusy {
-		pids := LockHolders(s.Agent(name).Busy)
+		pids := lock.Holders(s.Agent(name).Busy)
 		return nil, failure.New(failure.Refused, "stop them (exit the agent's shells and builds) and try again",
 			"processes still run for agent %q%s", name, pidList(pids))
 	}

@@ -1,4 +1,4 @@
-package agent
+package lock
 
 import (
 	"fmt"
@@ -9,9 +9,12 @@ import (
 	"syscall"
 )
 
-// LockHolders returns the pids that /proc/locks names as holding a flock on
-// path. Best effort: it is for naming processes in an error, not a check.
-func LockHolders(path string) []int {
+// Holders returns the pids that /proc/locks names as holding a flock on
+// path, shared or exclusive, lowest first. Best effort (nil where /proc/locks
+// cannot be read, as off Linux): it is for naming processes in an error or a
+// listing, never for deciding whether a lock is free, which only taking it
+// (Held) answers.
+func Holders(path string) []int {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil
