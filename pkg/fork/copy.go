@@ -18,6 +18,10 @@ type copyBackend struct{}
 
 func (copyBackend) Name() string { return NameCopy }
 
+func (copyBackend) Needs() Needs { return Needs{} }
+
+func (copyBackend) Cost() string { return "each fork is a full copy of the base's target" }
+
 func (copyBackend) Fork(p Paths) (Stats, error) { return forkTree(p, copyFile) }
 
 func (copyBackend) TargetSpec(p Paths) TargetSpec { return TargetSpec{Dir: p.Target()} }

@@ -65,14 +65,15 @@
 //   - PrivateBytes is upper/'s usage: near zero after the fork, growing by
 //     what is written through the view.
 //
-// Backends are chosen by trying the operation in the store (CanReflink,
-// the platform's overlay probe), never by kernel version or filesystem
-// name, and an explicit backend that is unavailable is an error, never a
-// silent fallback.
+// Backends are chosen by trying the operation in the store (ReflinkBlocker,
+// OverlayBlocker), never by kernel version or filesystem name, and an
+// explicit backend that is unavailable is an error, never a silent
+// fallback. Spawn (Select) and ferry doctor ask the same probes and apply
+// the same rule (Auto, over each backend's Needs), so doctor describes the
+// backend spawn will really use, in that backend's words (Cost).
 package fork
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -112,7 +113,8 @@ type OverlaySpec struct {
 	Work  string
 }
 
-// Backend makes and measures forks of a base's target dir.
+// Backend makes and measures forks of a base's target dir, and says what it
+// needs of a store (Needs) and what its forks cost (Cost).
 type Backend interface {
 	// Name is the name an agent records at spawn: "reflink", "overlay" or
 	// "copy".
@@ -124,6 +126,13 @@ type Backend interface {
 	// PrivateBytes is the disk space the fork uses that the base does not
 	// share with it.
 	PrivateBytes(p Paths) (int64, error)
+	// Needs is what the backend needs of the host and the store (see
+	// Auto and the probes).
+	Needs() Needs
+	// Cost says in a short clause what a fork costs and what it costs the
+	// agent's sessions, for diagnostics: "each fork is a full copy of the
+	// base's target".
+	Cost() string
 }
 
 // Backend names.
@@ -135,9 +144,7 @@ const (
 )
 
 const (
-	hintNames   = "use one of auto, reflink, overlay, copy"
-	hintReflink = "put the store on a filesystem that clones files (XFS made with mkfs.xfs -m reflink=1, or btrfs), " +
-		"or use backend copy, or auto to let Ferry choose"
+	hintNames    = "use one of auto, reflink, overlay, copy"
 	hintHardlink = "Ferry never forks with hardlinks: Cargo rewrites fingerprint files with File::create, " +
 		"truncating the existing inode, so a hardlinked fork would let an agent's rebuild modify the base; " +
 		"use reflink (copy-on-write, new inodes), copy, or auto"
@@ -145,61 +152,52 @@ const (
 
 // Select returns the backend for name for a store at storeDir.
 //
-// "auto" is reflink when a clone works in storeDir, else overlay when an
-// unprivileged overlay mounts with its upper there (which needs the
-// namespace sandbox), else copy. An explicit "reflink" or "overlay" that
-// does not work here is a failure.Blocked error naming what blocks it;
-// "hardlink" and unknown names are failure.Usage.
+// "auto" is Auto's choice from the probes: reflink when a clone works in
+// storeDir, else overlay when an unprivileged overlay mounts with its upper
+// there (which needs the namespace sandbox), else copy. The overlay is
+// probed only when clones do not work. An explicit "reflink" or "overlay"
+// that does not work here is a failure.Blocked error naming what blocks it;
+// "hardlink" and unknown names are failure.Usage. A probe that cannot run
+// is an error, never a silent choice.
 func Select(name, storeDir string) (Backend, error) {
 	switch name {
 	case NameAuto:
-		err := probeClone(storeDir)
-		if err == nil {
-			return Reflink(), nil
-		}
-		if !errors.Is(err, errNoClone) {
-			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
-		}
-		_, blocker, err := selectOverlay(storeDir)
+		clones, err := ReflinkBlocker(storeDir)
 		if err != nil {
 			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
 		}
-		return ByName(Auto(false, blocker == nil))
+		if clones == nil {
+			return Auto(Needs{Clones: true}), nil
+		}
+		overlay, err := overlayBlocker(storeDir)
+		if err != nil {
+			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
+		}
+		// The overlay probe mounts in a new user and mount namespace:
+		// where it works, so does the sandbox.
+		return Auto(Needs{Overlay: overlay == nil, Sandbox: overlay == nil}), nil
 	case NameReflink:
-		err := probeClone(storeDir)
-		if err == nil {
-			return Reflink(), nil
+		b, err := ReflinkBlocker(storeDir)
+		if err != nil {
+			return nil, fmt.Errorf("fork backend reflink: %w", err)
 		}
-		if errors.Is(err, errNoClone) {
-			return nil, failure.Wrap(failure.Blocked, err, hintReflink,
-				"fork backend reflink is not available in %s (%s)", storeDir, fsName(storeDir))
+		if b != nil {
+			return nil, failure.Wrap(failure.Blocked, b, b.Remedy,
+				"fork backend reflink is not available in %s (%s)", storeDir, b.Value)
 		}
-		return nil, fmt.Errorf("fork backend reflink: %w", err)
+		return Reflink(), nil
 	case NameOverlay:
-		b, blocker, err := selectOverlay(storeDir)
+		b, err := overlayBlocker(storeDir)
 		if err != nil {
 			return nil, fmt.Errorf("fork backend overlay: %w", err)
 		}
-		if blocker != nil {
-			return nil, failure.Wrap(failure.Blocked, blocker.AsError(), blocker.Remedy,
+		if b != nil {
+			return nil, failure.Wrap(failure.Blocked, b.AsError(), b.Remedy,
 				"fork backend overlay is not available in %s", storeDir)
 		}
-		return b, nil
+		return Overlay(), nil
 	}
 	return ByName(name)
-}
-
-// Auto is the backend auto means, given whether the store clones files and
-// whether an unprivileged overlay works there (in the namespace sandbox).
-// Select probes both; ferry doctor applies it to its own checks.
-func Auto(clones, overlay bool) string {
-	switch {
-	case clones:
-		return NameReflink
-	case overlay:
-		return NameOverlay
-	}
-	return NameCopy
 }
 
 // ByName returns the backend an agent recorded at spawn, without probing.

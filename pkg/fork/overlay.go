@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -29,6 +27,12 @@ func Overlay() Backend { return overlayBackend{} }
 type overlayBackend struct{}
 
 func (overlayBackend) Name() string { return NameOverlay }
+
+func (overlayBackend) Needs() Needs { return Needs{Overlay: true, Sandbox: true} }
+
+func (overlayBackend) Cost() string {
+	return "forks copy nothing, and an agent's processes share one namespace, entered through its mount lock"
+}
 
 // Upper and Work are an overlay agent's layer dirs.
 func (p Paths) Upper() string { return store.AgentFiles(p.AgentDir).Upper }
@@ -119,31 +123,6 @@ func expressible(path string) error {
 			"overlay: %s holds a comma, colon or backslash, which overlayfs's mount options cannot express", path)
 	}
 	return nil
-}
-
-// overlayBlocker is platform's probe; a variable so tests can refuse it.
-var overlayBlocker = func(dir string) (*platform.Blocker, error) { return platform.Real().OverlayBlocker(dir) }
-
-// selectOverlay returns the overlay backend if an unprivileged overlay
-// mounts with its upper in storeDir, or the blocker.
-func selectOverlay(storeDir string) (Backend, *platform.Blocker, error) {
-	// Every process after the first joins the agent's namespace through
-	// nsenter (package sandbox), so an overlay agent needs it.
-	if _, err := exec.LookPath("nsenter"); err != nil {
-		return nil, &platform.Blocker{
-			Check: platform.CheckOverlay, Setting: "nsenter", Value: "not found",
-			Problem: "util-linux nsenter, which joins an overlay agent's namespace, is not on PATH.",
-			Remedy:  "Install util-linux (apt-get install util-linux, dnf install util-linux), or use backend copy.",
-		}, nil
-	}
-	b, err := overlayBlocker(storeDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	if b != nil {
-		return nil, b, nil
-	}
-	return Overlay(), nil, nil
 }
 
 // ResetOverlay empties an overlay fork's layers, so that its view is the
