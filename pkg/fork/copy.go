@@ -14,7 +14,7 @@ import (
 // shares extents; the files are new inodes either way.
 func Copy() Backend { return copyBackend{} }
 
-type copyBackend struct{}
+type copyBackend struct{ bindForks }
 
 func (copyBackend) Name() string { return NameCopy }
 

@@ -16,7 +16,7 @@ import (
 // Overlay forks by copying nothing: the agent's target is an overlayfs with
 // the base target as its read-only lower layer and the agent's own upper/
 // and work/ dirs, mounted inside the agent's namespace (package sandbox,
-// and the join-or-create protocol of package agent). Spawn makes two empty
+// and the join-or-create protocol in overlay_session.go). Spawn makes two empty
 // directories, so its cost does not grow with the target; the kernel copies
 // a file up into upper/ when Cargo first writes it, preserving its mtime,
 // and never writes to the lower. The fork exists only inside a namespace

@@ -20,7 +20,7 @@ import (
 // base and the agent on the same one.
 func Reflink() Backend { return reflinkBackend{} }
 
-type reflinkBackend struct{}
+type reflinkBackend struct{ bindForks }
 
 func (reflinkBackend) Name() string { return NameReflink }
 
