@@ -76,8 +76,9 @@
 // session enters the agent's sandbox, whether the caller is in it already,
 // which processes count as the fork's users, and what rm must hold and
 // check before removing it; Mounted is what gc checks. Package agent asks
-// the backend its agent recorded and never compares backend names. The
-// reason is the overlay: its fork exists only inside a namespace every
+// the backend its agent recorded and never compares backend names
+// (TestNoBackendNameCompared fails on a comparison outside this package).
+// The reason is the overlay: its fork exists only inside a namespace every
 // process of the agent shares, so entering it is a protocol (mount.lock,
 // ns.json, a scan of every mountinfo, a volatile upper checked against the
 // boot, backoff and refusal; see overlay_session.go), its users include
