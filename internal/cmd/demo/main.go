@@ -196,8 +196,8 @@ func run(bin, dir string, keep bool) error {
 		json.Unmarshal(out, &a)
 		worktrees[name] = a.Worktree
 		fork := fmt.Sprintf("%s fork of %d files", a.Backend, a.Fork.Files)
-		if a.Backend == "overlay" {
-			fork = "overlay on the base's target (nothing copied)"
+		if a.Fork.Files == 0 {
+			fork = a.Backend + " fork on the base's target (nothing copied)"
 		}
 		fmt.Printf("   %-6s %.2fs  %s, %d files + %d dirs stamped\n", name, dt.Seconds(), fork, a.Stamp.Files, a.Stamp.Dirs)
 	}
