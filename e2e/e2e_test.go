@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -102,7 +103,8 @@ func TestScripts(t *testing.T) {
 				_, err := user.Lookup(testUser())
 				return os.Geteuid() == 0 && err == nil, nil
 			}
-			return false, nil
+			// An unknown condition would skip its script silently.
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// fixture DIR: generate the test workspace repository at DIR.
