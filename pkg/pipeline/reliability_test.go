@@ -412,10 +412,15 @@ func TestRefMovesDuringBuild(t *testing.T) {
 	eventstest.For(ev, wait, building(c1))
 	w.waitStarted()
 	var moves []string
+	prev := c1
 	for i := 0; i < 5; i++ {
 		c := w.commit()
 		moves = append(moves, c)
-		eventstest.For(ev, wait, seen(c)) // announced while the build runs
+		cs := eventstest.For(ev, wait, seen(c)) // announced while the build runs
+		if cs.Previous != prev {
+			t.Errorf("commit.seen of %s names %q as previous, want %s", short(c), cs.Previous, short(prev))
+		}
+		prev = c
 	}
 	if w.ready(eventstest.For(ev, wait, building(c1)).BaseID) || count(ev, readyFor(c1)) != 0 {
 		t.Fatal("the first build finished before the ref stopped moving; the test proves nothing")
