@@ -24,3 +24,5 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 	golang.org/x/tools v0.42.0 // indirect
 )
+
+tool github.com/ferrydev/ferry/internal/cmd/testreport

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/bus"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
@@ -187,17 +188,22 @@ func TestNATSClusterLoopback(t *testing.T) {
 		u.User = url.User(token)
 		urls = append(urls, u.String())
 	}
-	// What deploy/README.md tells a build host to set.
-	t.Setenv(bus.EnvURL, strings.Join(urls, ","))
-	cfg := bus.Config{Parent: t.TempDir(), Name: "deploy-test", AckTimeout: 5 * time.Second}
+	// What deploy/README.md tells a build host to set, read as the
+	// stages read it.
+	t.Setenv("FERRY_NATS_URL", strings.Join(urls, ","))
+	settings, err := config.Load(t.TempDir(), config.OSEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := bus.Config{Parent: t.TempDir(), URL: settings.BusURL, Name: "deploy-test", AckTimeout: 5 * time.Second}
 
 	conn, err := bus.DialWait(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if got := conn.Endpoint().Source; got != "env" {
-		t.Fatalf("bus found through %q, want FERRY_NATS_URL", got)
+	if got := conn.Endpoint().Source; got != "config" {
+		t.Fatalf("bus found through %q, want the settings' URL (FERRY_NATS_URL)", got)
 	}
 	retry(t, ctx, "create Ferry's streams", func(ctx context.Context) error { return conn.EnsureStreams(ctx) })
 

@@ -4,17 +4,25 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/ferrydev/ferry/internal/unpriv"
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/cli"
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/pkg/cli/basecmd"
+	"github.com/ferrydev/ferry/pkg/cli/ferrycmd"
+	"github.com/ferrydev/ferry/pkg/cli/gccmd"
+	"github.com/ferrydev/ferry/pkg/cli/spawncmd"
+	"github.com/ferrydev/ferry/pkg/cli/watchcmd"
+	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/shim"
 )
@@ -22,14 +30,18 @@ import (
 func TestMain(m *testing.M) {
 	sandbox.Init()
 	testscript.Main(m, map[string]func(){
-		"ferry":       func() { os.Exit(cli.Front(os.Args[1:], cli.StdIO())) },
-		"ferry-base":  func() { os.Exit(cli.Base(os.Args[1:], cli.StdIO())) },
-		"ferry-spawn": func() { os.Exit(cli.Spawn(os.Args[1:], cli.StdIO())) },
+		"ferry":       func() { os.Exit(ferrycmd.Main(os.Args[1:], cli.StdIO())) },
+		"ferry-base":  func() { os.Exit(basecmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO())) },
+		"ferry-spawn": func() { os.Exit(spawncmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO())) },
+		"ferry-gc":    func() { os.Exit(gccmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO())) },
+		"ferry-watch": func() { os.Exit(watchcmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO())) },
 		"ferry-shim":  func() { os.Exit(shim.Main(os.Args[1:])) },
 	})
 }
 
 func TestScripts(t *testing.T) {
+	bin := testenv.Binaries(t)
+	t.Cleanup(testenv.Cleanup)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata",
 		Setup: func(env *testscript.Env) error {
@@ -40,25 +52,59 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 			env.Setenv("HOME", filepath.Join(env.WorkDir, "userhome"))
 			env.Setenv("TESTUSER", testUser())
-			for _, k := range []string{"RUSTUP_HOME", "CARGO_HOME"} {
+			// $FERRYBIN holds Ferry's real binaries, for scripts that need
+			// them as installed (the shim is found beside ferry).
+			env.Setenv("FERRYBIN", bin)
+			for _, k := range []string{"RUSTUP_HOME", "CARGO_HOME", knobs.TestXFS} {
 				if v := os.Getenv(k); v != "" {
 					env.Setenv(k, v)
+				}
+			}
+			// HOME is the script's: keep rustup and cargo where they are.
+			if home, err := os.UserHomeDir(); err == nil {
+				for k, d := range map[string]string{"RUSTUP_HOME": ".rustup", "CARGO_HOME": ".cargo"} {
+					if env.Getenv(k) == "" {
+						if _, err := os.Stat(filepath.Join(home, d)); err == nil {
+							env.Setenv(k, filepath.Join(home, d))
+						}
+					}
 				}
 			}
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
-			case "cargo":
-				_, err := exec.LookPath("cargo")
+			case "fixture":
+				// git, cargo and the crate sources the fixture command
+				// needs. Missing, they skip the script under plain go test
+				// and fail it under make test (fixture.RequireEnv).
+				err := fixture.CheckTools("")
+				if err != nil && fixture.Required() {
+					return false, err
+				}
 				return err == nil, nil
+			case "userns":
+				// The namespace sandbox can be built here.
+				return sandbox.Probe() == nil, nil
+			case "overlay":
+				// An unprivileged overlay mounts in a user namespace here.
+				b, err := platform.Real().OverlayBlocker(os.TempDir())
+				return err == nil && b == nil, nil
+			case "reflink":
+				// $FERRY_TEST_XFS is a filesystem that clones files.
+				if knobs.XFS() == "" {
+					return false, nil
+				}
+				ok, err := fork.CanReflink(knobs.XFS())
+				return ok && err == nil, nil
 			case "otheruser":
 				// Root, and the unprivileged test user ($TESTUSER) to give
 				// files to: scripts play another user with exec chown.
 				_, err := user.Lookup(testUser())
 				return os.Geteuid() == 0 && err == nil, nil
 			}
-			return false, nil
+			// An unknown condition would skip its script silently.
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// fixture DIR: generate the test workspace repository at DIR.
@@ -74,10 +120,5 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-// testUser is the unprivileged user CI creates (FERRY_TEST_USER overrides).
-func testUser() string {
-	if u := os.Getenv("FERRY_TEST_USER"); u != "" {
-		return u
-	}
-	return unpriv.DefaultUser
-}
+// testUser is the unprivileged user CI creates (knobs.TestUser overrides).
+func testUser() string { return knobs.User() }

@@ -15,15 +15,12 @@ type CommitSeen struct {
 	Previous string `json:"previous,omitempty"`
 }
 
-// BaseBuilding: a builder took the base lock and started a cold or seeded
-// build of a base.
+// BaseBuilding: a builder took the base lock and started building a base.
 type BaseBuilding struct {
 	Header
 	BaseID      string `json:"base_id"` // <commit>-<fingerprint>
 	Commit      string `json:"commit"`
 	Fingerprint string `json:"fingerprint"`
-	// Seed is the base this build starts from; empty for a cold build.
-	Seed string `json:"seed,omitempty"`
 }
 
 // BaseReady: base.json of a base was renamed into place (and, when Current,

@@ -6,8 +6,9 @@ import (
 	"os"
 
 	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/cli/gccmd"
 )
 
 func main() {
-	os.Exit(cli.GC(os.Args[1:], cli.StdIO()))
+	os.Exit(gccmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO()))
 }

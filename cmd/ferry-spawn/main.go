@@ -5,10 +5,11 @@ import (
 	"os"
 
 	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/cli/spawncmd"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 
 func main() {
 	sandbox.Init()
-	os.Exit(cli.Spawn(os.Args[1:], cli.StdIO()))
+	os.Exit(spawncmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO()))
 }

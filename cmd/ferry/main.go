@@ -1,15 +1,17 @@
 // Command ferry is the human front of Ferry: `ferry base`, `ferry spawn` …
-// run the stage binaries, git style.
+// run the stage binaries, git style; run, shell, env, list, rm, doctor,
+// setup, up, events and version are its own.
 package main
 
 import (
 	"os"
 
 	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/cli/ferrycmd"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 
 func main() {
 	sandbox.Init()
-	os.Exit(cli.Front(os.Args[1:], cli.StdIO()))
+	os.Exit(ferrycmd.Main(os.Args[1:], cli.StdIO()))
 }

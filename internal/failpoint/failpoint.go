@@ -6,9 +6,11 @@ package failpoint
 import (
 	"os"
 	"syscall"
+
+	"github.com/ferrydev/ferry/internal/knobs"
 )
 
-var armed = os.Getenv("FERRY_FAILPOINT")
+var armed = os.Getenv(knobs.Failpoint)
 
 // Hit kills the process with SIGKILL when name is the armed failpoint.
 func Hit(name string) {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 )
 
 // CommandError is a command that failed, with the end of its output.

@@ -4,9 +4,9 @@
 // # What it checks
 //
 // Several agents (each an Agent: a working tree, a way to build it and a way
-// to run what the build produced) make random edits to the fixture workspace
-// (pkg/fixture) round after round, concurrently. After every build the harness
-// compares what the agent's build produced with what a cold build of that
+// to run what the build produced) make random edits to the fixture
+// workspace (internal/fixture) round after round, concurrently. After every
+// build the harness compares what the agent's build produced with what a cold build of that
 // agent's exact tree produces:
 //
 //   - the output of the app binary (the fixture's marker line, a digest of

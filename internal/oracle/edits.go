@@ -17,7 +17,7 @@ import (
 
 	toml "github.com/pelletier/go-toml/v2"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 )
 
 // Kind is a kind of edit an agent makes.

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	toml "github.com/pelletier/go-toml/v2"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 )
 
 // TestEditsKeepTheTreeConsistent runs many random edits (no cargo needed) and
@@ -21,9 +20,7 @@ import (
 // (except rewriting the symlink's old target once the link points
 // elsewhere), and a restore puts back the base's exact bytes.
 func TestEditsKeepTheTreeConsistent(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skipf("skipping: git not found: %v", err)
-	}
+	fixture.RequireGit(t)
 	repo, err := fixture.Generate(filepath.Join(t.TempDir(), "repo"), fixture.Options{NoLockfile: true})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 )
 
 // Agent is one working tree under test: the harness edits Tree, then calls

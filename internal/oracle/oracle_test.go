@@ -18,8 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/testenv"
-	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 
@@ -126,7 +127,7 @@ type config struct {
 func loadConfig(t *testing.T, agents, rounds int) config {
 	t.Helper()
 	c := config{seed: rand.Uint64(), agents: agents, rounds: rounds}
-	if v := os.Getenv("FERRY_ORACLE_SEED"); v != "" {
+	if v := os.Getenv(knobs.OracleSeed); v != "" {
 		s, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			t.Fatalf("FERRY_ORACLE_SEED=%q: %v", v, err)
@@ -136,7 +137,7 @@ func loadConfig(t *testing.T, agents, rounds int) config {
 	for _, p := range []struct {
 		name string
 		v    *int
-	}{{"FERRY_ORACLE_AGENTS", &c.agents}, {"FERRY_ORACLE_ROUNDS", &c.rounds}} {
+	}{{knobs.OracleAgents, &c.agents}, {knobs.OracleRounds, &c.rounds}} {
 		if v := os.Getenv(p.name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {

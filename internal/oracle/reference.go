@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 )
 
 // Reference builds copies of an agent's tree with plain cargo, outside

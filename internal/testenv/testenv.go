@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 )
 
 // Repo generates the fixture repository (with opts) in a temporary directory.

@@ -1,6 +1,7 @@
 // Package unpriv re-runs a test binary as an unprivileged user, so tests of
 // the namespace sandbox exercise what ordinary users get and not only what
-// root gets. CI runs as root and creates the user (see .ci/run).
+// root gets. CI runs as root; script/bootstrap, which `make test` runs
+// first, creates the user.
 package unpriv
 
 import (
@@ -11,15 +12,19 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
 )
 
-// DefaultUser is the account .ci/run creates for these tests.
-const DefaultUser = "ferrytest"
+// DefaultUser is the account script/bootstrap creates for these tests.
+const DefaultUser = knobs.DefaultTestUser
 
 // envMarker is set in the re-run so it does not re-run itself.
-const envMarker = "FERRY_UNPRIV_CHILD"
+const envMarker = knobs.UnprivChild
 
 // IsChild reports whether this test process is the unprivileged re-run.
 func IsChild() bool { return os.Getenv(envMarker) == "1" }
@@ -36,13 +41,10 @@ func Rerun(t *testing.T, pattern string) {
 	if os.Getuid() != 0 {
 		t.Skip("running unprivileged already: the other tests cover it")
 	}
-	name := os.Getenv("FERRY_TEST_USER")
-	if name == "" {
-		name = DefaultUser
-	}
+	name := knobs.User()
 	u, err := user.Lookup(name)
 	if err != nil {
-		t.Skipf("no unprivileged user %q to re-run as (.ci/run creates it): %v", name, err)
+		t.Skipf("no unprivileged user %q to re-run as (script/bootstrap creates it when run as root): %v", name, err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
@@ -70,7 +72,11 @@ func Rerun(t *testing.T, pattern string) {
 	cmd.Stderr = &out
 	cmd.Env = []string{
 		envMarker + "=1",
-		"FERRY_TEST_XFS=" + os.Getenv("FERRY_TEST_XFS"),
+		knobs.TestXFS + "=" + knobs.XFS(),
+		// Not fixture.RequireEnv: this PATH may not reach root's cargo
+		// (rustup installs it under root's home), and a test skipping for
+		// that is reported below as a skip of the re-run.
+		fixture.RegistryEnv + "=" + os.Getenv(fixture.RegistryEnv),
 		"HOME=" + home,
 		"TMPDIR=" + home,
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -85,6 +91,38 @@ func Rerun(t *testing.T, pattern string) {
 	if !bytes.Contains(out.Bytes(), []byte("--- PASS")) {
 		t.Fatalf("no test passed as unprivileged user %s (pattern %q)", name, pattern)
 	}
+	// A test the re-run skipped becomes a skipped subtest here, so that it
+	// is reported where every other skip is (make test's summary), not only
+	// inside this test's log.
+	for _, s := range skips(out.String()) {
+		t.Run(s.test, func(t *testing.T) { t.Skipf("as %s: %s", name, s.reason) })
+	}
+}
+
+type skipped struct{ test, reason string }
+
+// skips finds the skipped tests in the output of a test binary run with
+// -test.v, with what each printed (its reason). Verbose output streams a
+// test's log lines right after its "=== RUN" (or "=== NAME", "=== CONT")
+// line; its "--- SKIP" line may come later, after other tests' lines.
+func skips(out string) []skipped {
+	logs := map[string][]string{}
+	var found []skipped
+	current := ""
+	for _, line := range strings.Split(out, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch f := strings.Fields(trimmed); {
+		case len(f) >= 3 && f[0] == "===":
+			current = f[2]
+		case len(f) >= 3 && f[0] == "---" && f[1] == "SKIP:":
+			found = append(found, skipped{f[2], strings.Join(logs[f[2]], "\n")})
+		case strings.HasPrefix(trimmed, "--- ") || trimmed == "PASS" || trimmed == "FAIL":
+			current = ""
+		case current != "" && trimmed != "":
+			logs[current] = append(logs[current], trimmed)
+		}
+	}
+	return found
 }
 
 func copyFile(src, dst string) error {

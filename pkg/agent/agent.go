@@ -2,11 +2,21 @@
 // of a base's target dir, whose first cargo build reuses the base's work
 // wherever the agent's sources are provably the base's.
 //
-// An agent is <store>/agents/<name>/ (agent.json, lock, busy.lock, target/)
-// plus its worktree and branch. agent.json is written in state "creating"
-// before anything else exists and names everything spawn is about to make,
-// so a spawn killed at any point is rolled back by the next spawn of that
-// name or by gc: an agent is either ready or, after rollback, absent.
+// An agent is <store>/agents/<name>/ (agent.json, lock, busy.lock, and the
+// fork: target/, or an overlay's upper/ and work/ with mount.lock and
+// ns.json) plus its worktree and branch. agent.json is written in state
+// "creating" before anything else exists and names everything spawn is
+// about to make, so a spawn killed at any point is rolled back by the next
+// spawn of that name or by gc: an agent is either ready or, after rollback,
+// absent.
+//
+// What the fork is, how a process enters the agent's sandbox, whether the
+// caller is in it already, who counts as a user of the fork and what rm
+// must hold before removing it belong to the fork backend the agent
+// recorded at spawn (fork.Lifecycle; the overlay's join-or-create protocol
+// lives with it in package fork). This package adds what every agent
+// shares (the worktree's bind mount, the sealed store, busy.lock), asks the
+// backend for the rest and never compares backend names.
 package agent
 
 import (
@@ -14,7 +24,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -22,9 +31,7 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/lock"
-	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -86,31 +93,18 @@ type Timings struct {
 	Total    float64 `json:"total"`
 }
 
-// Dir is an agent's directory in the store.
-func Dir(s *store.Store, name string) string { return filepath.Join(s.AgentsDir(), name) }
-
-// Target is an agent's fork of the base target (reflink and copy backends).
-func Target(s *store.Store, name string) string { return filepath.Join(Dir(s, name), "target") }
-
-// LockPath, BusyPath and recordPath name an agent's files.
-func LockPath(s *store.Store, name string) string { return filepath.Join(Dir(s, name), "lock") }
-func BusyPath(s *store.Store, name string) string { return filepath.Join(Dir(s, name), "busy.lock") }
-func recordPath(s *store.Store, name string) string {
-	return filepath.Join(Dir(s, name), "agent.json")
-}
-
 // Read returns agent name's record; an error wrapping fs.ErrNotExist when
 // there is no such agent.
 func Read(s *store.Store, name string) (*Record, error) {
 	var r Record
-	if err := atomicfile.ReadJSON(recordPath(s, name), &r); err != nil {
+	if err := atomicfile.ReadJSON(s.Agent(name).Record, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
 func write(s *store.Store, r *Record) error {
-	return atomicfile.WriteJSON(recordPath(s, r.Name), r, 0o644)
+	return atomicfile.WriteJSON(s.Agent(r.Name).Record, r, 0o644)
 }
 
 // All returns every agent record in the store, by name.
@@ -153,59 +147,32 @@ func CheckName(name string) error {
 }
 
 // Busy reports whether processes run for the agent: every process run for an
-// agent holds busy.lock shared, and every process using an overlay agent's
-// mount holds mount.lock or, in a nested namespace, still has the overlay
-// mounted (Users names them).
+// agent holds busy.lock shared, and its backend may count more (an overlay
+// agent's are also those holding mount.lock or, in a nested namespace,
+// still seeing the overlay).
 func Busy(s *store.Store, name string) (bool, error) {
-	if _, err := os.Stat(BusyPath(s, name)); err == nil {
-		held, err := lock.Held(BusyPath(s, name))
+	if _, err := os.Stat(s.Agent(name).Busy); err == nil {
+		held, err := lock.Held(s.Agent(name).Busy)
 		if held || err != nil {
 			return held, err
 		}
 	}
 	r, err := Read(s, name)
-	if err != nil || r.Backend != fork.NameOverlay {
+	if err != nil {
 		return false, nil
 	}
-	return len(Users(s, r)) > 0, nil
-}
-
-// Users returns the processes that use agent r: those holding busy.lock and,
-// for an overlay agent, those holding mount.lock or seeing its overlay.
-// Best effort (it can only see processes this one may inspect); for naming
-// processes in refusals and listings.
-func Users(s *store.Store, r *Record) []int {
-	pids := LockHolders(BusyPath(s, r.Name))
-	if r.Backend == fork.NameOverlay {
-		dir := Dir(s, r.Name)
-		if d, err := filepath.EvalSymlinks(dir); err == nil {
-			dir = d
-		}
-		p := fork.Paths{AgentDir: dir}
-		pids = append(pids, OverlayUsers(MountLockPath(s, r.Name), sandbox.Overlay{Upper: p.Upper(), Work: p.Work()})...)
+	b, err := backendOf(r)
+	if err != nil {
+		return false, nil
 	}
-	return otherPids(pids)
-}
-
-// otherPids is pids without repeats and without this process, lowest first.
-func otherPids(pids []int) []int {
-	seen := map[int]bool{os.Getpid(): true}
-	var out []int
-	for _, pid := range pids {
-		if !seen[pid] {
-			seen[pid] = true
-			out = append(out, pid)
-		}
-	}
-	sort.Ints(out)
-	return out
+	return len(b.Users(forkOf(s, r))) > 0, nil
 }
 
 // HoldBusy takes busy.lock shared for a process run for the agent. The
 // caller passes the returned lock's file to the child so the lock lives as
 // long as the child and its descendants.
 func HoldBusy(s *store.Store, name string) (*lock.Lock, error) {
-	return lock.Shared(BusyPath(s, name))
+	return lock.Shared(s.Agent(name).Busy)
 }
 
 // FindByWorktree returns the agent whose worktree is exactly dir (compared

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
-	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 

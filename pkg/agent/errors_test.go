@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
-	"github.com/ferrydev/ferry/pkg/fixture"
 )
 
 // smallWarm warms only one small crate: these tests need a base, not a

@@ -51,7 +51,7 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 	if err != nil {
 		return nil, err
 	}
-	agentLock, err := lock.TryTake(LockPath(s, name))
+	agentLock, err := lock.TryTake(s.Agent(name).Lock)
 	if err == lock.ErrBusy && r.State == Ready {
 		// A process is entering the agent's overlay.
 		return nil, failure.New(failure.Refused, "stop the agent's shells and builds and try again",
@@ -72,30 +72,18 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 		return &Removal{Name: name, Worktree: r.Worktree, Branch: r.Branch, Base: r.Base}, nil
 	}
 
-	// Holding busy.lock exclusively keeps new processes out while removing.
-	busy, err := lock.TryTake(BusyPath(s, name))
-	if err == lock.ErrBusy {
-		pids := LockHolders(BusyPath(s, name))
-		return nil, failure.New(failure.Refused, "stop them (exit the agent's shells and builds) and try again",
-			"processes still run for agent %q%s", name, pidList(pids))
-	}
+	// The backend keeps new sessions out while removing (busy.lock held
+	// exclusively, and an overlay's mount.lock), and refuses while
+	// processes still use the fork.
+	b, err := backendOf(r)
 	if err != nil {
 		return nil, err
 	}
-	defer busy.Release()
-	if r.Backend == fork.NameOverlay {
-		// Holding mount.lock exclusively keeps new mounts out; a process
-		// in a nested namespace may still see the overlay without it.
-		ml, err := lock.TryTake(MountLockPath(s, name))
-		if err != nil && err != lock.ErrBusy {
-			return nil, err
-		}
-		defer ml.Release()
-		if pids := Users(s, r); err == lock.ErrBusy || len(pids) > 0 {
-			return nil, failure.New(failure.Refused, "stop them (exit the agent's shells and builds, and namespaces made inside them) and try again",
-				"processes still use agent %q's overlay%s", name, pidList(pids))
-		}
+	release, err := b.Exclude(forkOf(s, r))
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 
 	all, err := All(s)
 	if err != nil {
@@ -193,12 +181,12 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 	// The record goes first, under the locks: a process entering the agent
 	// from now on finds no agent, never a fork half removed. A crash before
 	// the tree is gone leaves a directory without a record, which gc removes.
-	if err := os.Remove(recordPath(s, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(s.Agent(name).Record); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	busy.Release()
+	release()
 	agentLock.Release()
-	if err := fork.RemoveTree(Dir(s, name)); err != nil {
+	if err := fork.RemoveTree(s.Agent(name).Dir); err != nil {
 		return nil, err
 	}
 	return rm, nil
@@ -250,18 +238,4 @@ func summarize(paths []string) string {
 		return strings.Join(paths, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(paths[:3], ", "), len(paths)-3)
-}
-
-func pidList(pids []int) string {
-	if len(pids) == 0 {
-		return ""
-	}
-	s := make([]string, len(pids))
-	for i, p := range pids {
-		s[i] = strconv.Itoa(p)
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); err == nil {
-			s[i] += " (" + strings.TrimSpace(string(b)) + ")"
-		}
-	}
-	return ": pid " + strings.Join(s, ", ")
 }

@@ -9,19 +9,13 @@ import (
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
-// ShimDir is where the shim is installed as cargo: <store parent>/bin.
-func ShimDir(s *store.Store) string { return s.ShimDir() }
-
-// InstallShim installs the shim as cargo in ShimDir (see store.InstallShim).
-func InstallShim(s *store.Store, shimBin string) error { return s.InstallShim(shimBin) }
-
 // Environ is the environment of a process run for agent r: the caller's,
 // with the shim first on PATH, FERRY_AGENT set for scripts, and no
 // inherited build redirection (invariant 4).
 func Environ(s *store.Store, r *Record, env []string) []string {
 	path := cargoenv.Get(env, "PATH")
 	out := cargoenv.Without(env, "FERRY_AGENT", "PATH")
-	shim := ShimDir(s)
+	shim := s.ShimDir()
 	var keep []string
 	for _, p := range filepath.SplitList(path) {
 		if p != shim {

@@ -143,7 +143,7 @@ func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lo
 				"agent %q already exists at %s", o.Name, old.Worktree)
 		}
 		// A spawn that did not finish: roll it back if its spawner is gone.
-		l, err := lock.TryTake(LockPath(s, o.Name))
+		l, err := lock.TryTake(s.Agent(o.Name).Lock)
 		if err == lock.ErrBusy {
 			return nil, nil, failure.New(failure.Refused, "wait for it to finish", "agent %q is being created by another process", o.Name)
 		}
@@ -157,9 +157,9 @@ func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lo
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, err
-	} else if _, err := os.Stat(Dir(s, o.Name)); err == nil {
+	} else if _, err := os.Stat(s.Agent(o.Name).Dir); err == nil {
 		// A directory without a record: spawn died before writing it.
-		if err := fork.RemoveTree(Dir(s, o.Name)); err != nil {
+		if err := fork.RemoveTree(s.Agent(o.Name).Dir); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -179,16 +179,16 @@ func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lo
 		StartCommit: commit, Base: b.ID, BaseCommit: b.Commit, Backend: backend,
 		Created: time.Now().UTC(),
 	}
-	if err := os.MkdirAll(Dir(s, o.Name), 0o755); err != nil {
+	if err := os.MkdirAll(s.Agent(o.Name).Dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	l, err := lock.TryTake(LockPath(s, o.Name))
+	l, err := lock.TryTake(s.Agent(o.Name).Lock)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := write(s, r); err != nil {
 		l.Release()
-		fork.RemoveTree(Dir(s, o.Name))
+		fork.RemoveTree(s.Agent(o.Name).Dir)
 		return nil, nil, err
 	}
 	return r, l, nil
@@ -374,10 +374,10 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 	failpoint.Hit("spawn/after-stamp")
 
 	t = time.Now()
-	fs, err := backend.Fork(fork.Paths{BaseTarget: b.Target, AgentDir: Dir(s, r.Name)})
+	fs, err := backend.Fork(fork.Paths{BaseTarget: b.Target, AgentDir: s.Agent(r.Name).Dir})
 	if err != nil {
 		// copy_file_range names no path when the store fills up.
-		return failure.NoSpaceAt(Dir(s, r.Name), err)
+		return failure.NoSpaceAt(s.Agent(r.Name).Dir, err)
 	}
 	r.Fork = ForkStats{Files: fs.Files, Dirs: fs.Dirs, Bytes: fs.Bytes}
 	r.Timings.Fork = since(t)
@@ -466,7 +466,7 @@ func rollback(repo *git.Repo, s *store.Store, r *Record) error {
 // (held by the caller): while anything else is left, agent.json (state
 // creating) tells the next spawn of the name, or gc, to finish the job.
 func removeDir(s *store.Store, name string) error {
-	dir := Dir(s, name)
+	dir := s.Agent(name).Dir
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -475,13 +475,13 @@ func removeDir(s *store.Store, name string) error {
 		return err
 	}
 	for _, e := range ents {
-		if p := filepath.Join(dir, e.Name()); p != recordPath(s, name) && p != LockPath(s, name) {
+		if p := filepath.Join(dir, e.Name()); p != s.Agent(name).Record && p != s.Agent(name).Lock {
 			if err := fork.RemoveTree(p); err != nil {
 				return err
 			}
 		}
 	}
-	if err := os.Remove(recordPath(s, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(s.Agent(name).Record); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return fork.RemoveTree(dir)

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -113,7 +112,7 @@ func ID(commit, fp string) string { return commit + "-" + fp }
 // fs.ErrNotExist when the base is not ready.
 func Read(s *store.Store, id string) (*Record, error) {
 	var r Record
-	if err := atomicfile.ReadJSON(filepath.Join(s.BaseDir(id), "base.json"), &r); err != nil {
+	if err := atomicfile.ReadJSON(s.Base(id).Record, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil

@@ -17,12 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/cli/basecmd"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -33,7 +34,7 @@ import (
 func TestMain(m *testing.M) {
 	sandbox.Init()
 	if os.Getenv("FERRY_TEST_RUN_AS") == "ferry-base" {
-		os.Exit(cli.Base(os.Args[1:], cli.StdIO()))
+		os.Exit(basecmd.Main("ferry-base", os.Args[1:], cli.StdIO()))
 	}
 	os.Exit(m.Run())
 }

@@ -234,7 +234,7 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 	dir := s.BaseDir(p.ID)
 	r := &Record{
 		Format: Format, ID: p.ID, Commit: p.Commit, Fingerprint: strings.TrimPrefix(p.ID, p.Commit+"-"),
-		Store: s.Dir, Dir: dir, Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target"),
+		Store: s.Dir, Dir: dir, Src: s.Base(p.ID).Src, Target: s.Base(p.ID).Target,
 		MntSrc: s.MntSrc(), MntTarget: s.MntTarget(),
 		Toolchain: p.Toolchain, Modes: p.Modes, Warnings: []string{}, Incomplete: []string{},
 	}
@@ -303,9 +303,9 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 				fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
 				continue
 			}
-			return nil, failure.New(failure.BuildFailed,
+			return nil, failure.Wrap(failure.BuildFailed, &WarmError{Command: w.Command, ExitCode: code},
 				fmt.Sprintf("run it in a checkout of %s to see why (git worktree add /tmp/check %s); the previous current base is unchanged", short(p.Commit), short(p.Commit)),
-				"warm command %q failed with exit status %d at %s", w.Command, code, short(p.Commit))
+				"the base of %s was not built", short(p.Commit))
 		}
 	}
 	r.Timings.Warm = since(t)
@@ -341,7 +341,7 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 		return nil, interrupted(err)
 	}
 	// base.json is the ready marker: written last, atomically.
-	if err := atomicfile.WriteJSON(filepath.Join(dir, "base.json"), r, 0o644); err != nil {
+	if err := atomicfile.WriteJSON(s.Base(p.ID).Record, r, 0o644); err != nil {
 		return nil, err
 	}
 	if err := setCurrent(s, p.ID); err != nil {
@@ -374,8 +374,8 @@ func noSpace(r *Record, command string, code int, signs spaceSigns) error {
 		}
 		cause = fmt.Errorf("it said %q: %w", said, syscall.ENOSPC)
 	}
-	err := failure.Wrap(failure.NoSpace, cause, "the previous current base is unchanged",
-		"warm command %q ran out of space (exit status %d)", command, code)
+	err := failure.Wrap(failure.NoSpace, &WarmError{Command: command, ExitCode: code, Err: cause}, "the previous current base is unchanged",
+		"warm command %q ran out of space", command)
 	if signs.watched {
 		return failure.NoSpaceSeen(r.Target, signs.least, err)
 	}
@@ -521,6 +521,33 @@ func (t *outputTail) lastLine(texts []string) string {
 	return line
 }
 
+// WarmError is a warm command that failed, in the chain of the error Build
+// returns, so that whoever reports the failure can name the command.
+type WarmError struct {
+	Command  string
+	ExitCode int
+	Err      error // why, when Ferry knows more than the status (a full disk)
+}
+
+func (e *WarmError) Error() string {
+	msg := fmt.Sprintf("warm command %q failed with exit status %d", e.Command, e.ExitCode)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *WarmError) Unwrap() error { return e.Err }
+
+// FailedCommand is the warm command a failed Build names, or "".
+func FailedCommand(err error) string {
+	var we *WarmError
+	if errors.As(err, &we) {
+		return we.Command
+	}
+	return ""
+}
+
 // runWarm runs one warm command in the sandbox at the canonical paths and
 // returns its exit status and, when it failed, the signs of a full
 // filesystem it left. The error is for failures to run it at all.
@@ -608,7 +635,7 @@ func unready(s *store.Store, r *Record) error {
 		return failure.New(failure.Refused, "stop the processes of the overlay agents spawned from it (their shells and builds), then try again",
 			"base %s is in use as the lower layer of a running overlay agent", r.ID)
 	}
-	if err := os.Remove(filepath.Join(r.Dir, "base.json")); err != nil {
+	if err := os.Remove(s.Base(r.ID).Record); err != nil {
 		return err
 	}
 	return atomicfile.SyncDir(r.Dir)
@@ -624,10 +651,10 @@ func unready(s *store.Store, r *Record) error {
 // and gc deletes both.
 func discard(o Options, id string) error {
 	dir := o.Store.BaseDir(id)
-	if _, err := os.Stat(filepath.Join(dir, "base.json")); err == nil {
+	if _, err := os.Stat(o.Store.Base(id).Record); err == nil {
 		return fmt.Errorf("refusing to discard ready base %s", id)
 	}
-	if err := o.Repo.WorktreeRemove(filepath.Join(dir, "src")); err != nil {
+	if err := o.Repo.WorktreeRemove(o.Store.Base(id).Src); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {

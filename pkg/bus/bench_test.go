@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/events"
+	"github.com/ferrydev/ferry/internal/bustest"
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/bus/bustest"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // BenchmarkEmit is the event cost of a one-shot command, connection
@@ -17,7 +18,6 @@ import (
 // publish, wait for the fsynced acknowledgement, close; or, without a bus,
 // the outbox write (temp file, fsync, rename, fsync of the directory).
 func BenchmarkEmit(b *testing.B) {
-	b.Setenv(bus.EnvURL, "")
 	ctx := context.Background()
 	emit := func(b *testing.B, parent string, want bus.Delivery) {
 		for i := 0; i < b.N; i++ {
@@ -45,8 +45,8 @@ func BenchmarkEmit(b *testing.B) {
 	b.Run("dead-bus-outbox", func(b *testing.B) {
 		parent := b.TempDir()
 		os.MkdirAll(bus.Dir(parent), 0o755)
-		os.WriteFile(filepath.Join(bus.Dir(parent), bus.TokenFile), []byte("t\n"), 0o600)
-		atomicfile.WriteJSON(filepath.Join(bus.Dir(parent), bus.InfoFile), bus.Info{URL: deadURL(b), PID: 1}, 0o644)
+		os.WriteFile(store.BusFiles(bus.Dir(parent)).Token, []byte("t\n"), 0o600)
+		atomicfile.WriteJSON(store.BusFiles(bus.Dir(parent)).Info, bus.Info{URL: deadURL(b), PID: 1}, 0o644)
 		emit(b, parent, bus.Queued)
 	})
 }

@@ -41,7 +41,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,16 +55,10 @@ import (
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
-// Files in the bus directory, <store parent>/bus.
-const (
-	InfoFile  = "bus.json" // Info, written by the host, 0644
-	TokenFile = "token"    // the client token, 0600
-	LockFile  = "bus.lock" // held by the host for its lifetime; records its pid
-	StoreDir  = "jetstream"
-)
-
-// EnvURL names an external bus; it wins over bus.json.
-const EnvURL = "FERRY_NATS_URL"
+// The bus directory, <store parent>/bus, holds bus.json (Info, written by
+// the host, 0644), the client token (0600), bus.lock (held by the host for
+// its lifetime; it records its pid) and the server's jetstream/ store:
+// store.BusFiles names them.
 
 // Defaults.
 const (
@@ -94,7 +87,7 @@ type Info struct {
 // ReadInfo reads bus.json from the bus directory dir. A missing file is an
 // error wrapping fs.ErrNotExist.
 func ReadInfo(dir string) (*Info, error) {
-	data, err := os.ReadFile(filepath.Join(dir, InfoFile))
+	data, err := os.ReadFile(store.BusFiles(dir).Info)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +96,7 @@ func ReadInfo(dir string) (*Info, error) {
 		if err == nil {
 			err = errors.New("no url")
 		}
-		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, InfoFile), err)
+		return nil, fmt.Errorf("read %s: %w", store.BusFiles(dir).Info, err)
 	}
 	return &in, nil
 }
@@ -170,9 +163,6 @@ func Discover(cfg Config) (Endpoint, error) {
 	case cfg.URL != "":
 		return Endpoint{URL: cfg.URL, Token: cfg.Token, Source: "config"}, nil
 	}
-	if u := os.Getenv(EnvURL); u != "" {
-		return Endpoint{URL: u, Token: cfg.Token, Source: "env"}, nil
-	}
 	dir := Dir(cfg.Parent)
 	if err := store.CheckOwned(store.RoleBus, dir); err != nil {
 		return Endpoint{}, err
@@ -181,7 +171,7 @@ func Discover(cfg Config) (Endpoint, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return Endpoint{}, failure.Wrap(failure.Prereq, ErrNoBus,
 			"start the pipeline with `ferry up` (or ferry-watch), or point FERRY_NATS_URL or [bus] url at a NATS server",
-			"no %s in %s", InfoFile, dir)
+			"no %s", store.BusFiles(dir).Info)
 	}
 	if err != nil {
 		return Endpoint{}, err
@@ -190,11 +180,11 @@ func Discover(cfg Config) (Endpoint, error) {
 	if err != nil {
 		return Endpoint{}, err
 	}
-	return Endpoint{URL: in.URL, Token: tok, Source: filepath.Join(dir, InfoFile), busDir: dir}, nil
+	return Endpoint{URL: in.URL, Token: tok, Source: store.BusFiles(dir).Info, busDir: dir}, nil
 }
 
 func readToken(dir string) (string, error) {
-	tok, err := ReadToken(filepath.Join(dir, TokenFile))
+	tok, err := ReadToken(store.BusFiles(dir).Token)
 	if err != nil && failure.KindOf(err) != failure.Refused {
 		return "", failure.Wrap(failure.Prereq, err,
 			"the bus token is readable only by the user who hosts the bus; run Ferry as that user",
@@ -411,7 +401,7 @@ func connectError(ep Endpoint, err error) error {
 	if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
 		hint := "check the credentials in FERRY_NATS_URL or [bus] url"
 		if ep.busDir != "" {
-			hint = fmt.Sprintf("the token in %s does not match the running bus; restart ferry-watch", filepath.Join(ep.busDir, TokenFile))
+			hint = fmt.Sprintf("the token in %s does not match the running bus; restart ferry-watch", store.BusFiles(ep.busDir).Token)
 		}
 		return failure.Wrap(failure.Refused, err, hint, "connect to the bus at %s (from %s)", where, ep.Source)
 	}

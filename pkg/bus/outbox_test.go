@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/events"
-	"github.com/ferrydev/ferry/events/eventstest"
+	"github.com/ferrydev/ferry/internal/bustest"
+	"github.com/ferrydev/ferry/internal/eventstest"
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/bus/bustest"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // deadURL is a loopback address nothing listens on.
@@ -36,7 +37,6 @@ func oneShot(parent string) bus.Config {
 }
 
 func TestEmitWithoutABusQueuesThenFlushDeliversOnce(t *testing.T) {
-	t.Setenv(bus.EnvURL, "")
 	parent := t.TempDir()
 
 	// 1. No bus at all: queued, and fast.
@@ -57,8 +57,8 @@ func TestEmitWithoutABusQueuesThenFlushDeliversOnce(t *testing.T) {
 
 	// 2. A stale bus.json (host killed): queued within the bound.
 	os.MkdirAll(bus.Dir(parent), 0o755)
-	os.WriteFile(filepath.Join(bus.Dir(parent), bus.TokenFile), []byte("t\n"), 0o600)
-	atomicfile.WriteJSON(filepath.Join(bus.Dir(parent), bus.InfoFile), bus.Info{URL: deadURL(t), PID: 1}, 0o644)
+	os.WriteFile(store.BusFiles(bus.Dir(parent)).Token, []byte("t\n"), 0o600)
+	atomicfile.WriteJSON(store.BusFiles(bus.Dir(parent)).Info, bus.Info{URL: deadURL(t), PID: 1}, 0o644)
 	ev2 := events.Stamp(&events.AgentRemoved{Name: "a"}, repoB)
 	d, err = bus.Emit(ctxT(t), oneShot(parent), ev2)
 	if err != nil || d != bus.Queued {
@@ -102,7 +102,6 @@ func TestEmitWithoutABusQueuesThenFlushDeliversOnce(t *testing.T) {
 }
 
 func TestConcurrentFlushesDeliverEachEventOnce(t *testing.T) {
-	t.Setenv(bus.EnvURL, "")
 	parent := t.TempDir()
 	const n = 40
 	var ids []string
@@ -157,7 +156,6 @@ func TestConcurrentFlushesDeliverEachEventOnce(t *testing.T) {
 }
 
 func TestEmitWithABusFlushesOlderEventsFirst(t *testing.T) {
-	t.Setenv(bus.EnvURL, "")
 	parent := t.TempDir()
 	old := events.Stamp(&events.CommitSeen{Commit: commit(1)}, repoA)
 	if err := bus.Queue(parent, old); err != nil {
@@ -223,7 +221,6 @@ func TestFlushSetsAsideWhatItCannotForward(t *testing.T) {
 // A long-running client survives a restart of the host (on a new port) and
 // forwards what one-shot commands queued meanwhile.
 func TestDialWaitFollowsARestartedHost(t *testing.T) {
-	t.Setenv(bus.EnvURL, "")
 	parent := t.TempDir()
 	h := bustest.StartIn(t, parent)
 	ctx := ctxT(t)
@@ -255,7 +252,6 @@ func TestDialWaitFollowsARestartedHost(t *testing.T) {
 }
 
 func TestDialWaitWaitsForTheHost(t *testing.T) {
-	t.Setenv(bus.EnvURL, "")
 	parent := t.TempDir()
 	done := make(chan error, 1)
 	go func() {

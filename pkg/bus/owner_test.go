@@ -12,10 +12,12 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/ferrydev/ferry/internal/bustest"
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/bus/bustest"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // connections is how many clients ever connected to h's server.
@@ -38,7 +40,7 @@ func plant(t *testing.T, parent string, srvDir string, dirMode, tokMode os.FileM
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, mode := range map[string]os.FileMode{bus.InfoFile: 0o644, bus.TokenFile: tokMode} {
+	for name, mode := range map[string]os.FileMode{"bus.json": 0o644, "token": tokMode} {
 		b, err := os.ReadFile(filepath.Join(srvDir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -67,10 +69,7 @@ func testUser(t *testing.T) (string, int) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give files to another user")
 	}
-	name := os.Getenv("FERRY_TEST_USER")
-	if name == "" {
-		name = "ferrytest"
-	}
+	name := knobs.User()
 	u, err := user.Lookup(name)
 	if err != nil {
 		t.Skipf("no user %q: %v", name, err)
@@ -85,7 +84,6 @@ func testUser(t *testing.T) (string, int) {
 // saw a connection.
 func refusedNoContact(t *testing.T, srv *server.Server, parent, want string) {
 	t.Helper()
-	t.Setenv(bus.EnvURL, "")
 	before := connections(t, srv)
 	cfg := bus.Config{Parent: parent, Name: "victim", Bound: 2 * time.Second}
 	check := func(what string, err error) {
@@ -151,7 +149,7 @@ func TestDiscoverRefusesATokenOthersCouldKnow(t *testing.T) {
 	h := bustest.Start(t)
 	victim := t.TempDir()
 	dir := plant(t, victim, h.Dir(), 0o700, 0o644, -1)
-	tok := filepath.Join(dir, bus.TokenFile)
+	tok := store.BusFiles(dir).Token
 	_, err := bus.Discover(bus.Config{Parent: victim})
 	if failure.KindOf(err) != failure.Refused || !strings.Contains(err.Error(), "readable by others") ||
 		!strings.Contains(failure.HintOf(err), "chmod 600") {
@@ -176,7 +174,7 @@ func TestDiscoverRefusesATokenOfAnotherUser(t *testing.T) {
 	h := bustest.Start(t)
 	victim := t.TempDir()
 	dir := plant(t, victim, h.Dir(), 0o700, 0o600, -1)
-	os.Chown(filepath.Join(dir, bus.TokenFile), uid, uid)
+	os.Chown(store.BusFiles(dir).Token, uid, uid)
 	_, err := bus.Discover(bus.Config{Parent: victim})
 	if failure.KindOf(err) != failure.Refused || !strings.Contains(err.Error(), "owned by "+name) {
 		t.Fatalf("their token: %v", err)

@@ -1,8 +1,15 @@
-// Package cli is the command layer of Ferry's binaries: flag parsing with
-// kong, loading the repository, settings and store, printing answers on
-// stdout (JSON with --json) and errors on stderr as error:, caused by: and
-// hint: lines with a documented exit code. Library packages never print;
-// this package is the one place that does.
+// Package cli is the small kit every Ferry binary's command layer shares,
+// the way cmd/go's commands share cmd/go/internal/base: the one error
+// printer (error:, caused by: and hint: lines, a documented exit code, and
+// an {"error": ...} object with --json), parsing with kong under the name
+// the user typed, loading the repository with its settings and store,
+// signals, versions and the formatting of sizes, durations and ids for
+// people. Library packages never print; the command packages below this
+// one (basecmd, spawncmd, gccmd, watchcmd, ferrycmd: one per binary) and
+// the shim print through it.
+//
+// The kit links no NATS code: what a binary links is its own command
+// package's choice (a test checks each binary's dependencies).
 package cli
 
 import (
@@ -36,7 +43,7 @@ func Report(io IO, prog string, err error, asJSON bool) int {
 		return 0
 	}
 	kind := failure.KindOf(err)
-	chain := messages(err)
+	chain := Messages(err)
 	hint := failure.HintOf(err)
 	full, noSpace := failure.Space(err)
 	if noSpace {
@@ -75,14 +82,14 @@ func Report(io IO, prog string, err error, asJSON bool) int {
 			e["no_space"] = map[string]any{"path": full.Path, "mount_point": full.MountPoint,
 				"free_bytes": full.Free, "size_bytes": full.Size}
 		}
-		writeJSON(io.Stdout, map[string]any{"error": e})
+		WriteJSON(io.Stdout, map[string]any{"error": e})
 	}
 	return kind.ExitCode()
 }
 
-// messages splits err's chain into one message per layer, each without the
+// Messages splits err's chain into one message per layer, each without the
 // text of its cause.
-func messages(err error) []string {
+func Messages(err error) []string {
 	var layers []error
 	for e := err; e != nil; {
 		layers = append(layers, e)
@@ -119,7 +126,8 @@ func messages(err error) []string {
 	return out
 }
 
-func writeJSON(w io.Writer, v any) error {
+// WriteJSON writes v as indented JSON: a command's answer with --json.
+func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
@@ -158,14 +166,4 @@ func Load(dir string) (*Context, error) {
 		return nil, err
 	}
 	return &Context{Repo: repo, Settings: settings, Store: s}, nil
-}
-
-// command parses args into grammar and runs run, reporting its error under
-// name; asJSON points at the command's --json flag (nil: none).
-func command(name, desc string, grammar any, args []string, io IO, asJSON *bool, run func() error) int {
-	_, code, done := parse(name, desc, grammar, args, io)
-	if done {
-		return code
-	}
-	return Report(io, name, run(), asJSON != nil && *asJSON)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The values [agent] backend and [sandbox] mode accept.
@@ -80,4 +81,26 @@ func branchPrefixProblem(p string) string {
 		}
 	}
 	return ""
+}
+
+// replicasProblem checks a stream replica count: JetStream keeps one to
+// five copies of a stream.
+func replicasProblem(n int) (msg, hint string) {
+	if n >= 1 && n <= 5 {
+		return "", ""
+	}
+	return "not a replica count JetStream allows (1 to 5)", "use 1 for a single server and 3 for a three-node cluster, or leave it unset"
+}
+
+// parseAckWait parses an ack wait: a positive Go duration.
+func parseAckWait(v string) (d time.Duration, msg, hint string) {
+	const h = `give a duration such as "30s" or "2m": how long a killed builder's commit waits before another builder gets it`
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, "not a duration", h
+	}
+	if d <= 0 {
+		return 0, "not a positive duration", h
+	}
+	return d, "", ""
 }

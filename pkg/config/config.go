@@ -21,6 +21,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"time"
+
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // FileName is the configuration file Load reads from the repository root.
@@ -47,8 +51,21 @@ type Settings struct {
 	BranchPrefix   string   // [agent] branch-prefix, default "ferry/"
 	Backend        string   // "auto" | "reflink" | "copy" | "overlay" (FERRY_BACKEND, [agent] backend)
 	SandboxMode    string   // "auto" | "on" | "off" (FERRY_SANDBOX, [sandbox] mode)
-	BusURL         string   // FERRY_NATS_URL, [bus] url; "" for none
-	File           string   // path of the ferry.toml that was read, "" if there was none
+	// BusURL names an external NATS server or cluster (comma-separated
+	// URLs): FERRY_NATS_URL, else [bus] url. Empty: ferry-watch hosts the
+	// embedded bus and the others find it through <store parent>/bus.
+	// Decided here once; nothing else reads the variable.
+	BusURL string
+	// BusReplicas is the replica count of the streams Ferry creates
+	// (FERRY_BUS_REPLICAS, [bus] replicas): 3 on a three-node cluster. 0
+	// creates R1 streams and keeps the count of existing ones.
+	BusReplicas int
+	// AckWait is how long the bus waits for a follower to acknowledge a
+	// message before redelivering it, e.g. after the builder was killed
+	// (FERRY_ACK_WAIT, [bus] ack-wait, a Go duration such as "30s"); 0
+	// means the bus package's default.
+	AckWait time.Duration
+	File    string // path of the ferry.toml that was read, "" if there was none
 }
 
 // DefaultWarm returns the warm commands used when ferry.toml sets none: a
@@ -141,6 +158,12 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	if t.Bus.URL != nil {
 		s.BusURL = *t.Bus.URL
 	}
+	if t.Bus.Replicas != nil {
+		s.BusReplicas = *t.Bus.Replicas
+	}
+	if t.Bus.AckWait != nil {
+		s.AckWait, _, _ = parseAckWait(*t.Bus.AckWait) // checked with the file
+	}
 	return nil
 }
 
@@ -157,7 +180,7 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 		// names the store, and only says where worktrees go when nothing
 		// more specific does.
 		if s.WorktreeParent == "" {
-			s.WorktreeParent = filepath.Join(home, "worktrees")
+			s.WorktreeParent = store.Worktrees(home)
 		}
 	}
 	if v := env.Getenv("FERRY_WORKTREES"); v != "" {
@@ -182,6 +205,23 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 	if v := env.Getenv("FERRY_NATS_URL"); v != "" {
 		s.BusURL = v
 	}
+	if v := env.Getenv("FERRY_BUS_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return envError("FERRY_BUS_REPLICAS", v, "not a whole number", "set it to the number of servers in the cluster, e.g. 3, or unset it")
+		}
+		if msg, hint := replicasProblem(n); msg != "" {
+			return envError("FERRY_BUS_REPLICAS", v, msg, hint)
+		}
+		s.BusReplicas = n
+	}
+	if v := env.Getenv("FERRY_ACK_WAIT"); v != "" {
+		d, msg, hint := parseAckWait(v)
+		if msg != "" {
+			return envError("FERRY_ACK_WAIT", v, msg, hint)
+		}
+		s.AckWait = d
+	}
 	return nil
 }
 
@@ -199,7 +239,7 @@ func (s *Settings) applyDefaults(env Env, goos string) error {
 		if err != nil {
 			return err
 		}
-		s.WorktreeParent = filepath.Join(dir, "ferry", "worktrees")
+		s.WorktreeParent = filepath.Join(dir, "ferry", "worktrees") // the data dir, not the store: not a store path
 	}
 	if s.Warm == nil {
 		// Both generated commands: the caller drops clippy when

@@ -50,7 +50,9 @@ type sandboxTable struct {
 }
 
 type busTable struct {
-	URL *string `toml:"url"`
+	URL      *string `toml:"url"`
+	Replicas *int    `toml:"replicas"`
+	AckWait  *string `toml:"ack-wait"`
 }
 
 type platformTables struct {
@@ -72,6 +74,8 @@ func (t *tables) override(o *tables) {
 	set(&t.Agent.Backend, o.Agent.Backend)
 	set(&t.Sandbox.Mode, o.Sandbox.Mode)
 	set(&t.Bus.URL, o.Bus.URL)
+	set(&t.Bus.Replicas, o.Bus.Replicas)
+	set(&t.Bus.AckWait, o.Bus.AckWait)
 }
 
 func set[T any](dst **T, src *T) {
@@ -245,6 +249,18 @@ func (d *document) checkTables(t *tables, prefix string) error {
 	if v := t.Sandbox.Mode; v != nil {
 		if msg, hint := sandboxModeProblem(*v); msg != "" {
 			key := prefix + "sandbox.mode"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
+	if v := t.Bus.Replicas; v != nil {
+		if msg, hint := replicasProblem(*v); msg != "" {
+			key := prefix + "bus.replicas"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %d: %s", key, *v, msg))
+		}
+	}
+	if v := t.Bus.AckWait; v != nil {
+		if _, msg, hint := parseAckWait(*v); msg != "" {
+			key := prefix + "bus.ack-wait"
 			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
 		}
 	}

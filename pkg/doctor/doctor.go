@@ -11,8 +11,13 @@
 // error spawn would meet: 4 (failure.Blocked) for a blocked sandbox.
 //
 // Checks try the operation rather than read version numbers: the sandbox is
-// built for real (sandbox.Probe), the overlay is mounted for real
-// (platform.OverlayBlocker), clones are made for real (fork.Select). What is
+// built for real (sandbox.Probe); the overlay is mounted and clones are made
+// for real by the probes spawn's fork.Select asks (fork.OverlayBlocker,
+// fork.ReflinkBlocker), and the backend spawn would use is fork.Auto's
+// choice from them, so doctor and spawn cannot disagree. What a store
+// without clones costs is said in the words of that backend (its Cost): an
+// overlay copies nothing, and only a fallback to copy costs a full copy of
+// the target per agent. What is
 // read from /proc/sys goes through the platform.Host given, so tests name
 // every blocker from prepared roots. The package never prints; package cli
 // renders a Report.
@@ -82,8 +87,8 @@ type Check struct {
 type Spawn struct {
 	// Works is whether spawn can work here; Report.ExitCode says how not.
 	Works bool `json:"works"`
-	// Backend is the fork backend spawn would use ("reflink", "copy"), ""
-	// when the configured one is refused.
+	// Backend is the fork backend spawn would use ("reflink", "overlay",
+	// "copy"), "" when the configured one is refused.
 	Backend       string `json:"backend"`
 	BackendReason string `json:"backend_reason"`
 	// Isolation is IsolationSandbox or IsolationRefused.
@@ -146,16 +151,11 @@ type Options struct {
 	// ferry.toml or the environment is broken.
 	Settings  *config.Settings
 	ConfigErr error
-	// StoreDir is the repository's store (<store parent>/<key>); it need
-	// not exist.
-	StoreDir string
-	// Store is that store, for the bases check; nil skips it.
+	// Store is the repository's store; it need not exist (the store checks
+	// then probe its nearest existing ancestor). Nil outside a repository.
+	// Its CheckOwner runs first: when it fails the store is not probed,
+	// since the probes would write into directories someone else controls.
 	Store *store.Store
-	// CheckOwner checks that nobody but the caller (and root) can change
-	// the store's path (store.(*Store).CheckOwner); nil leaves the check
-	// out. When it fails the store is not probed: the probes would write
-	// into directories someone else controls.
-	CheckOwner func() error
 	// TempDir is where the sandbox is tried and, outside a repository, the
 	// overlay; "" means os.TempDir().
 	TempDir string
@@ -181,11 +181,11 @@ func Run(o Options) *Report {
 			why = headline(o.NotRepo)
 		}
 		r.Note = why + ": host checks only (the overlay is tried in " + tmp + ", not in a store)"
-		r.Checks = append(r.Checks, checkOverlay(o.Host, tmp, ""))
+		r.Checks = append(r.Checks, checkOverlay(o.Host, tmp, false))
 		if userns.Status == Blocked {
 			r.err = sandboxError(userns, "auto")
 		}
-	case o.ConfigErr != nil || o.Settings == nil:
+	case o.ConfigErr != nil || o.Settings == nil || o.Store == nil:
 		err := o.ConfigErr
 		if err == nil {
 			err = errors.New("no settings given")
@@ -193,10 +193,10 @@ func Run(o Options) *Report {
 		r.Note = "the configuration is broken: host checks only (the overlay is tried in " + tmp + ", not in the store)"
 		r.Checks = append(r.Checks,
 			Check{Name: CheckConfig, Status: Blocked, Detail: headline(err), Hint: failure.HintOf(err)},
-			checkOverlay(o.Host, tmp, ""))
+			checkOverlay(o.Host, tmp, false))
 		r.err = err
 	default:
-		r.Store = o.StoreDir
+		r.Store = o.Store.Dir
 		r.inRepo(o, userns)
 	}
 	if r.err != nil {
@@ -211,37 +211,42 @@ func Run(o Options) *Report {
 // inRepo runs the store checks and decides what spawn would do.
 func (r *Report) inRepo(o Options, userns Check) {
 	s := o.Settings
-	if o.CheckOwner != nil {
-		if err := o.CheckOwner(); err != nil {
-			r.Checks = append(r.Checks, Check{Name: CheckOwner, Status: Blocked, Detail: err.Error(), Hint: failure.HintOf(err)})
-			why := "the store is refused (see the " + CheckOwner + " check)"
-			r.Spawn = &Spawn{BackendReason: why, Isolation: IsolationRefused, IsolationReason: why}
-			r.err = err
-			return
-		}
-		r.Checks = append(r.Checks, Check{Name: CheckOwner, Status: OK,
-			Detail: "the store parent, bin/, bus/ and the way to them are yours alone (or root's)"})
-	}
-	dir, err := existingAncestor(o.StoreDir)
-	if err != nil {
-		r.Checks = append(r.Checks, Check{Name: CheckFilesystem, Status: Blocked, Path: o.StoreDir,
-			Detail: err.Error(), Hint: "set FERRY_HOME or [store] dir in ferry.toml to a directory you can write"})
-		r.Spawn = &Spawn{Isolation: IsolationRefused, IsolationReason: "the store cannot be created"}
-		r.err = fmt.Errorf("store %s: %w", o.StoreDir, err)
+	if err := o.Store.CheckOwner(); err != nil {
+		r.Checks = append(r.Checks, Check{Name: CheckOwner, Status: Blocked, Detail: err.Error(), Hint: failure.HintOf(err)})
+		why := "the store is refused (see the " + CheckOwner + " check)"
+		r.Spawn = &Spawn{BackendReason: why, Isolation: IsolationRefused, IsolationReason: why}
+		r.err = err
 		return
 	}
-	overlay := checkOverlay(o.Host, dir, s.Backend)
+	r.Checks = append(r.Checks, Check{Name: CheckOwner, Status: OK,
+		Detail: "the store parent, bin/, bus/ and the way to them are yours alone (or root's)"})
+	dir, err := existingAncestor(o.Store.Dir)
+	if err != nil {
+		r.Checks = append(r.Checks, Check{Name: CheckFilesystem, Status: Blocked, Path: o.Store.Dir,
+			Detail: err.Error(), Hint: "set FERRY_HOME or [store] dir in ferry.toml to a directory you can write"})
+		r.Spawn = &Spawn{Isolation: IsolationRefused, IsolationReason: "the store cannot be created"}
+		r.err = fmt.Errorf("store %s: %w", o.Store.Dir, err)
+		return
+	}
+	// What the configured backend needs makes its check blocked, not a
+	// warning, when the store lacks it (auto needs nothing: it picks).
+	var set fork.Backend
+	var setErr error
+	if s.Backend != fork.NameAuto {
+		set, setErr = fork.ByName(s.Backend)
+	}
+	var need fork.Needs
+	if set != nil {
+		need = set.Needs()
+	}
+	overlay := checkOverlay(o.Host, dir, need.Overlay)
 	r.Checks = append(r.Checks, overlay)
 	fs := checkFilesystem(dir)
 	r.Checks = append(r.Checks, fs)
-	reflink := checkReflink(dir, fs.Detail, s.Backend)
+	reflink := checkReflink(dir, fs.Detail, need.Clones)
 	r.Checks = append(r.Checks, reflink)
-	var basesErr error
-	if o.Store != nil {
-		var c Check
-		c, basesErr = checkBases(o.Store)
-		r.Checks = append(r.Checks, c)
-	}
+	bases, basesErr := checkBases(o.Store)
+	r.Checks = append(r.Checks, bases)
 	defer func() {
 		if r.err == nil && basesErr != nil {
 			r.err = basesErr
@@ -265,30 +270,27 @@ func (r *Report) inRepo(o Options, userns Check) {
 	default:
 		sp.Isolation = IsolationSandbox
 		sp.IsolationReason = fmt.Sprintf("user namespaces work, so builds run at the canonical paths %s and %s",
-			filepath.Join(o.StoreDir, "mnt", "src"), filepath.Join(o.StoreDir, "mnt", "target"))
+			o.Store.MntSrc(), o.Store.MntTarget())
 	}
 
 	// auto follows fork.Auto, the rule Select applies, decided from the
-	// checks above so a prepared host is judged as it would be.
-	auto := fork.Auto(reflink.Status == OK, overlay.Status == OK && sp.Isolation == IsolationSandbox)
+	// same probes (fork.ReflinkBlocker, fork.OverlayBlocker) so a prepared
+	// host is judged as it would be.
+	have := fork.Needs{Clones: reflink.Status == OK, Overlay: overlay.Status == OK, Sandbox: sp.Isolation == IsolationSandbox}
+	var used fork.Backend
 	switch {
-	case s.Backend == fork.NameAuto && auto == fork.NameReflink:
-		sp.Backend = auto
-		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) clones files, so forks share the base's blocks", fs.Detail)
-	case s.Backend == fork.NameAuto && auto == fork.NameOverlay:
-		sp.Backend = auto
-		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) cannot clone files, and an unprivileged overlay mounts there, "+
-			"so each agent's target is an overlay on the base's: spawn makes two empty directories, and the agent's processes share one namespace", fs.Detail)
 	case s.Backend == fork.NameAuto:
-		sp.Backend = auto
-		why := "the namespace sandbox it is mounted in is unavailable"
-		if overlay.Status != OK {
-			why = "the overlay is blocked (" + overlay.Detail + ")"
+		used = fork.Auto(have)
+		sp.Backend = used.Name()
+		sp.BackendReason = "auto: " + autoInputs(have, fs.Detail, overlay) + ", so " + used.Cost()
+	case setErr != nil:
+		sp.BackendReason = setErr.Error()
+		if r.err == nil {
+			r.err = setErr
 		}
-		sp.BackendReason = fmt.Sprintf("auto: the store's filesystem (%s) cannot clone files and %s, so each fork copies the base's target", fs.Detail, why)
-	case s.Backend == fork.NameReflink && reflink.Status != OK, s.Backend == fork.NameOverlay && overlay.Status != OK:
+	case need.Clones && !have.Clones, need.Overlay && !have.Overlay:
 		c := reflink
-		if s.Backend == fork.NameOverlay {
+		if need.Overlay && !have.Overlay {
 			c = overlay
 		}
 		err := failure.New(failure.Blocked, "see the "+c.Name+" check, or use backend auto to let Ferry choose",
@@ -300,22 +302,48 @@ func (r *Report) inRepo(o Options, userns Check) {
 		if r.err == nil {
 			r.err = err
 		}
-	case s.Backend == fork.NameOverlay && sp.Isolation != IsolationSandbox:
-		sp.BackendReason = "an overlay agent needs the namespace sandbox, which is unavailable"
+	case need.Sandbox && !have.Sandbox:
+		sp.BackendReason = fmt.Sprintf("fork backend %s needs the namespace sandbox, which is unavailable", s.Backend)
 		if r.err == nil {
 			r.err = failure.New(failure.Blocked, "use backend copy, or fix the userns check", "%s", sp.BackendReason)
 		}
 	default:
-		if _, err := fork.ByName(s.Backend); err != nil {
-			sp.BackendReason = err.Error()
-			if r.err == nil {
-				r.err = err
-			}
-			break
-		}
+		used = set
 		sp.Backend = s.Backend
-		sp.BackendReason = fmt.Sprintf("backend %q is set (FERRY_BACKEND or [agent] backend)", s.Backend)
+		sp.BackendReason = fmt.Sprintf("backend %q is set (FERRY_BACKEND or [agent] backend): %s", s.Backend, used.Cost())
 	}
+	if c := r.Check(CheckReflink); used != nil && c.Blocker != nil {
+		withoutClones(c, used)
+	}
+}
+
+// autoInputs says what auto found in the store: clones, else whether the
+// overlay works there and the sandbox it is mounted in.
+func autoInputs(have fork.Needs, fs string, overlay Check) string {
+	switch {
+	case have.Clones:
+		return fmt.Sprintf("the store's filesystem (%s) clones files", fs)
+	case !have.Overlay:
+		return fmt.Sprintf("the store's filesystem (%s) cannot clone files and the overlay is blocked (%s)", fs, overlay.Detail)
+	case !have.Sandbox:
+		return fmt.Sprintf("the store's filesystem (%s) cannot clone files and the namespace sandbox the overlay is mounted in is unavailable", fs)
+	}
+	return fmt.Sprintf("the store's filesystem (%s) cannot clone files, and an unprivileged overlay mounts there", fs)
+}
+
+// withoutClones words a reflink check that found no clones after the
+// backend spawn will use instead (used): what its forks cost, and what
+// clones would change. The probe's blocker names only the cause; a store
+// without clones costs a full copy per fork only when spawn copies.
+func withoutClones(c *Check, used fork.Backend) {
+	if used.Needs().Clones {
+		return // reflink itself, set and blocked: the check says why
+	}
+	c.Detail += "; spawn uses backend " + used.Name() + ": " + used.Cost()
+	b := *c.Blocker
+	b.Problem = fmt.Sprintf("%s Spawn uses backend %s instead: %s. With clones (backend %s), %s.",
+		b.Problem, used.Name(), used.Cost(), fork.Reflink().Name(), fork.Reflink().Cost())
+	c.Blocker = &b
 }
 
 // checkUserns tries the namespace sandbox: the static probe first, whose
@@ -409,12 +437,12 @@ func checkBases(s *store.Store) (Check, error) {
 	return c, nil
 }
 
-// checkOverlay tries an overlay with its upper in dir. Without it auto
-// falls back to copy, so a blocker is a warning, unless the backend is set
-// to overlay.
-func checkOverlay(h platform.Host, dir, backend string) Check {
+// checkOverlay tries an overlay agent with its layers in dir, as spawn
+// would (fork.OverlayBlocker). Without it auto falls back to copy, so a
+// blocker is a warning, unless the configured backend needs the overlay.
+func checkOverlay(h platform.Host, dir string, needed bool) Check {
 	c := Check{Name: CheckOverlay, Path: dir}
-	b, err := h.OverlayBlocker(dir)
+	b, err := fork.OverlayBlocker(h, dir)
 	switch {
 	case err != nil:
 		c.Status, c.Detail = Warning, "could not probe: "+err.Error()
@@ -426,7 +454,7 @@ func checkOverlay(h platform.Host, dir, backend string) Check {
 		c.Status, c.Blocker = Warning, b
 		c.Detail = blockedBy(b)
 	}
-	if c.Status != OK && backend == fork.NameOverlay {
+	if c.Status != OK && needed {
 		c.Status = Blocked
 	}
 	return c
@@ -441,11 +469,13 @@ func checkFilesystem(dir string) Check {
 	return Check{Name: CheckFilesystem, Status: OK, Path: dir, Detail: fs}
 }
 
-// checkReflink tries a clone in dir: without one Ferry copies (a warning),
-// unless the backend is set to reflink (blocked).
-func checkReflink(dir, fs, backend string) Check {
+// checkReflink tries a clone in dir, as spawn would (fork.ReflinkBlocker).
+// Without one Ferry uses another backend (a warning, which inRepo words
+// after the backend spawn will use), unless the configured backend needs
+// clones (blocked).
+func checkReflink(dir, fs string, needed bool) Check {
 	c := Check{Name: CheckReflink, Path: dir}
-	b, err := platform.ReflinkBlocker(dir)
+	b, err := fork.ReflinkBlocker(dir)
 	switch {
 	case err != nil:
 		c.Status, c.Detail = Warning, "could not probe: "+err.Error()
@@ -453,9 +483,9 @@ func checkReflink(dir, fs, backend string) Check {
 		c.Status, c.Detail = OK, fs+" clones files: forks share the base's blocks"
 	default:
 		c.Status, c.Blocker = Warning, b
-		c.Detail = fs + " cannot clone files: each fork is a full copy"
+		c.Detail = fs + " cannot clone files"
 	}
-	if c.Status != OK && backend == fork.NameReflink {
+	if c.Status != OK && needed {
 		c.Status = Blocked
 	}
 	return c

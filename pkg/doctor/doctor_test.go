@@ -8,13 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
-	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -54,7 +56,7 @@ func inRepo(h platform.Host, parent, backend, mode string) Options {
 		Host:     h,
 		Repo:     "/src/project",
 		Settings: &config.Settings{StoreParent: parent, Backend: backend, SandboxMode: mode},
-		StoreDir: filepath.Join(parent, "project-0123456789ab"),
+		Store:    testStore(parent),
 	}
 }
 
@@ -277,7 +279,7 @@ func TestRealMachine(t *testing.T) {
 }
 
 func xfsParent(t *testing.T) string {
-	root := os.Getenv("FERRY_TEST_XFS")
+	root := knobs.XFS()
 	if root == "" && unpriv.IsChild() && unix.Access("/mnt/ferry-xfs", unix.W_OK) == nil {
 		root = "/mnt/ferry-xfs"
 	}
@@ -396,8 +398,6 @@ func TestStoreOthersCanChange(t *testing.T) {
 	os.Mkdir(parent, 0o755)
 	os.Chmod(parent, 0o777)
 	o := inRepo(platform.Real(), parent, "auto", "auto")
-	s := &store.Store{Parent: parent, Dir: o.StoreDir}
-	o.CheckOwner = s.CheckOwner
 	r := Run(o)
 	c := r.Check(CheckOwner)
 	if c == nil || c.Status != Blocked || !strings.Contains(c.Detail, parent+" is writable by group and others") ||
@@ -421,4 +421,17 @@ func TestStoreOthersCanChange(t *testing.T) {
 	if c := r.Check(CheckOwner); c == nil || c.Status != OK || r.Check(CheckOverlay) == nil {
 		t.Fatalf("after chmod: %+v", r.Checks)
 	}
+}
+
+// testStore is the store of a repository at /src/project under parent
+// (nothing is created).
+func testStore(parent string) *store.Store {
+	return must(store.Open(parent, "/src/project/.git", "/src/project"))
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -14,9 +14,13 @@ import (
 // shares extents; the files are new inodes either way.
 func Copy() Backend { return copyBackend{} }
 
-type copyBackend struct{}
+type copyBackend struct{ bindForks }
 
 func (copyBackend) Name() string { return NameCopy }
+
+func (copyBackend) Needs() Needs { return Needs{} }
+
+func (copyBackend) Cost() string { return "each fork is a full copy of the base's target" }
 
 func (copyBackend) Fork(p Paths) (Stats, error) { return forkTree(p, copyFile) }
 

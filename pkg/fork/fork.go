@@ -65,19 +65,38 @@
 //   - PrivateBytes is upper/'s usage: near zero after the fork, growing by
 //     what is written through the view.
 //
-// Backends are chosen by trying the operation in the store (CanReflink,
-// the platform's overlay probe), never by kernel version or filesystem
-// name, and an explicit backend that is unavailable is an error, never a
-// silent fallback.
+// Backends are chosen by trying the operation in the store (ReflinkBlocker,
+// OverlayBlocker), never by kernel version or filesystem name, and an
+// explicit backend that is unavailable is an error, never a silent
+// fallback. Spawn (Select) and ferry doctor ask the same probes and apply
+// the same rule (Auto, over each backend's Needs), so doctor describes the
+// backend spawn will really use, in that backend's words (Cost).
+//
+// A backend also owns how its forks are used once made (Lifecycle): how a
+// session enters the agent's sandbox, whether the caller is in it already,
+// which processes count as the fork's users, and what rm must hold and
+// check before removing it; Mounted is what gc checks. Package agent asks
+// the backend its agent recorded and never compares backend names
+// (TestNoBackendNameCompared fails on a comparison outside this package).
+// The reason is the overlay: its fork exists only inside a namespace every
+// process of the agent shares, so entering it is a protocol (mount.lock,
+// ns.json, a scan of every mountinfo, a volatile upper checked against the
+// boot, backoff and refusal; see overlay_session.go), its users include
+// processes that hold no lock but still see the mount, and removing it
+// must wait for them. Reflink and copy forks are plain directories,
+// bind-mounted per call, whose users are the holders of busy.lock. Keeping
+// each protocol with the backend whose fork needs it means a new backend
+// is one file here, not a branch in every caller.
 package fork
 
 import (
-	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Paths of one fork.
@@ -87,7 +106,7 @@ type Paths struct {
 }
 
 // Target is where the fork lives: AgentDir/target.
-func (p Paths) Target() string { return filepath.Join(p.AgentDir, "target") }
+func (p Paths) Target() string { return store.AgentFiles(p.AgentDir).Target }
 
 // Stats describes one fork.
 type Stats struct {
@@ -112,7 +131,9 @@ type OverlaySpec struct {
 	Work  string
 }
 
-// Backend makes and measures forks of a base's target dir.
+// Backend makes and measures forks of a base's target dir, and says how the
+// agent lifecycle uses them. Package agent asks its agent's backend (ByName,
+// with the name the agent recorded at spawn) and never compares names.
 type Backend interface {
 	// Name is the name an agent records at spawn: "reflink", "overlay" or
 	// "copy".
@@ -124,6 +145,43 @@ type Backend interface {
 	// PrivateBytes is the disk space the fork uses that the base does not
 	// share with it.
 	PrivateBytes(p Paths) (int64, error)
+	// Needs is what the backend needs of the host and the store (see
+	// Auto and the probes).
+	Needs() Needs
+	// Cost says in a short clause what a fork costs and what it costs the
+	// agent's sessions, for diagnostics: "each fork is a full copy of the
+	// base's target".
+	Cost() string
+
+	Lifecycle
+}
+
+// Lifecycle is what the agent lifecycle needs from a backend once the fork
+// exists: how a session enters the agent's sandbox, whether the caller is
+// in it already, who uses the fork, and what removing it must wait for.
+// Reflink and copy forks are directories bind-mounted per call; the
+// overlay's is a mount that every process of the agent shares, entered by
+// the protocol in overlay_session.go.
+type Lifecycle interface {
+	// Enter prepares plan's command in a's sandbox: plan holds the
+	// worktree's bind mount, the sealed store and the command, and Enter
+	// adds the fork (TargetSpec's bind or overlay), takes what admits the
+	// session and hands it to the command. busy is the caller's shared
+	// hold on a's busy.lock: the session owns it once Enter succeeds, and
+	// the caller still does when Enter fails.
+	Enter(a Agent, plan sandbox.Plan, busy *lock.Lock) (*Session, error)
+	// InSandbox reports whether the canonical target this process sees
+	// is a's fork. (The caller checks the canonical checkout.)
+	InSandbox(a Agent) bool
+	// Users are the processes that use a's fork (holders of busy.lock,
+	// and whatever else the backend counts), lowest pid first, without
+	// this process. Best effort: for naming processes and for ferry list.
+	Users(a Agent) []int
+	// Exclude keeps new sessions out of a's fork and refuses
+	// (failure.Refused, naming them) while processes still use it: what rm
+	// must hold before it removes an agent. release lets sessions in
+	// again; it is safe to call more than once.
+	Exclude(a Agent) (release func(), err error)
 }
 
 // Backend names.
@@ -135,9 +193,7 @@ const (
 )
 
 const (
-	hintNames   = "use one of auto, reflink, overlay, copy"
-	hintReflink = "put the store on a filesystem that clones files (XFS made with mkfs.xfs -m reflink=1, or btrfs), " +
-		"or use backend copy, or auto to let Ferry choose"
+	hintNames    = "use one of auto, reflink, overlay, copy"
 	hintHardlink = "Ferry never forks with hardlinks: Cargo rewrites fingerprint files with File::create, " +
 		"truncating the existing inode, so a hardlinked fork would let an agent's rebuild modify the base; " +
 		"use reflink (copy-on-write, new inodes), copy, or auto"
@@ -145,61 +201,52 @@ const (
 
 // Select returns the backend for name for a store at storeDir.
 //
-// "auto" is reflink when a clone works in storeDir, else overlay when an
-// unprivileged overlay mounts with its upper there (which needs the
-// namespace sandbox), else copy. An explicit "reflink" or "overlay" that
-// does not work here is a failure.Blocked error naming what blocks it;
-// "hardlink" and unknown names are failure.Usage.
+// "auto" is Auto's choice from the probes: reflink when a clone works in
+// storeDir, else overlay when an unprivileged overlay mounts with its upper
+// there (which needs the namespace sandbox), else copy. The overlay is
+// probed only when clones do not work. An explicit "reflink" or "overlay"
+// that does not work here is a failure.Blocked error naming what blocks it;
+// "hardlink" and unknown names are failure.Usage. A probe that cannot run
+// is an error, never a silent choice.
 func Select(name, storeDir string) (Backend, error) {
 	switch name {
 	case NameAuto:
-		err := probeClone(storeDir)
-		if err == nil {
-			return Reflink(), nil
-		}
-		if !errors.Is(err, errNoClone) {
-			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
-		}
-		_, blocker, err := selectOverlay(storeDir)
+		clones, err := ReflinkBlocker(storeDir)
 		if err != nil {
 			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
 		}
-		return ByName(Auto(false, blocker == nil))
+		if clones == nil {
+			return Auto(Needs{Clones: true}), nil
+		}
+		overlay, err := overlayBlocker(storeDir)
+		if err != nil {
+			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
+		}
+		// The overlay probe mounts in a new user and mount namespace:
+		// where it works, so does the sandbox.
+		return Auto(Needs{Overlay: overlay == nil, Sandbox: overlay == nil}), nil
 	case NameReflink:
-		err := probeClone(storeDir)
-		if err == nil {
-			return Reflink(), nil
+		b, err := ReflinkBlocker(storeDir)
+		if err != nil {
+			return nil, fmt.Errorf("fork backend reflink: %w", err)
 		}
-		if errors.Is(err, errNoClone) {
-			return nil, failure.Wrap(failure.Blocked, err, hintReflink,
-				"fork backend reflink is not available in %s (%s)", storeDir, fsName(storeDir))
+		if b != nil {
+			return nil, failure.Wrap(failure.Blocked, b, b.Remedy,
+				"fork backend reflink is not available in %s (%s)", storeDir, b.Value)
 		}
-		return nil, fmt.Errorf("fork backend reflink: %w", err)
+		return Reflink(), nil
 	case NameOverlay:
-		b, blocker, err := selectOverlay(storeDir)
+		b, err := overlayBlocker(storeDir)
 		if err != nil {
 			return nil, fmt.Errorf("fork backend overlay: %w", err)
 		}
-		if blocker != nil {
-			return nil, failure.Wrap(failure.Blocked, blocker.AsError(), blocker.Remedy,
+		if b != nil {
+			return nil, failure.Wrap(failure.Blocked, b.AsError(), b.Remedy,
 				"fork backend overlay is not available in %s", storeDir)
 		}
-		return b, nil
+		return Overlay(), nil
 	}
 	return ByName(name)
-}
-
-// Auto is the backend auto means, given whether the store clones files and
-// whether an unprivileged overlay works there (in the namespace sandbox).
-// Select probes both; ferry doctor applies it to its own checks.
-func Auto(clones, overlay bool) string {
-	switch {
-	case clones:
-		return NameReflink
-	case overlay:
-		return NameOverlay
-	}
-	return NameCopy
 }
 
 // ByName returns the backend an agent recorded at spawn, without probing.

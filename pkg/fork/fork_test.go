@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/platform"
@@ -24,7 +25,7 @@ const ciXFS = "/mnt/ferry-xfs"
 // xfsRoot returns a writable directory on a filesystem that clones, or why
 // there is none.
 func xfsRoot() (dir, why string) {
-	if d := os.Getenv("FERRY_TEST_XFS"); d != "" {
+	if d := knobs.XFS(); d != "" {
 		return d, ""
 	}
 	// unpriv.Rerun gives the re-run a fixed environment without

@@ -4,21 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/platform"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Overlay forks by copying nothing: the agent's target is an overlayfs with
 // the base target as its read-only lower layer and the agent's own upper/
 // and work/ dirs, mounted inside the agent's namespace (package sandbox,
-// and the join-or-create protocol of package agent). Spawn makes two empty
+// and the join-or-create protocol in overlay_session.go). Spawn makes two empty
 // directories, so its cost does not grow with the target; the kernel copies
 // a file up into upper/ when Cargo first writes it, preserving its mtime,
 // and never writes to the lower. The fork exists only inside a namespace
@@ -30,9 +28,15 @@ type overlayBackend struct{}
 
 func (overlayBackend) Name() string { return NameOverlay }
 
+func (overlayBackend) Needs() Needs { return Needs{Overlay: true, Sandbox: true} }
+
+func (overlayBackend) Cost() string {
+	return "forks copy nothing, and an agent's processes share one namespace, entered through its mount lock"
+}
+
 // Upper and Work are an overlay agent's layer dirs.
-func (p Paths) Upper() string { return filepath.Join(p.AgentDir, "upper") }
-func (p Paths) Work() string  { return filepath.Join(p.AgentDir, "work") }
+func (p Paths) Upper() string { return store.AgentFiles(p.AgentDir).Upper }
+func (p Paths) Work() string  { return store.AgentFiles(p.AgentDir).Work }
 
 // Fork makes upper/ and work/, empty, after checking that the base target
 // is a directory overlayfs can name. Both are made in a temporary sibling
@@ -68,26 +72,28 @@ func (overlayBackend) Fork(p Paths) (Stats, error) {
 			RemoveTree(tmp)
 		}
 	}()
-	for _, d := range []string{"upper", "work"} {
-		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
+	// The layers are made in tmp under their final names, then renamed.
+	staged := store.AgentFiles(tmp)
+	for _, d := range []string{staged.Upper, staged.Work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
 			return Stats{}, err
 		}
 	}
 	// The upper dir is the root of the merged view, whose mode and times
 	// are then the upper's: give it the base target's.
-	if err := os.Chmod(filepath.Join(tmp, "upper"), os.FileMode(st.Mode&0o777)); err != nil {
+	if err := os.Chmod(staged.Upper, os.FileMode(st.Mode&0o777)); err != nil {
 		return Stats{}, err
 	}
-	if err := setTimes(filepath.Join(tmp, "upper"), &st); err != nil {
+	if err := setTimes(staged.Upper, &st); err != nil {
 		return Stats{}, err
 	}
 	// work first: an upper without its work dir is unusable, so its
 	// presence marks a finished fork. A plain rename would replace an empty
 	// directory that appeared since the check.
-	if err := renameNoReplace(filepath.Join(tmp, "work"), p.Work()); err != nil {
+	if err := renameNoReplace(staged.Work, p.Work()); err != nil {
 		return Stats{}, err
 	}
-	if err := renameNoReplace(filepath.Join(tmp, "upper"), p.Upper()); err != nil {
+	if err := renameNoReplace(staged.Upper, p.Upper()); err != nil {
 		os.Remove(p.Work())
 		return Stats{}, err
 	}
@@ -117,31 +123,6 @@ func expressible(path string) error {
 			"overlay: %s holds a comma, colon or backslash, which overlayfs's mount options cannot express", path)
 	}
 	return nil
-}
-
-// overlayBlocker is platform's probe; a variable so tests can refuse it.
-var overlayBlocker = func(dir string) (*platform.Blocker, error) { return platform.Real().OverlayBlocker(dir) }
-
-// selectOverlay returns the overlay backend if an unprivileged overlay
-// mounts with its upper in storeDir, or the blocker.
-func selectOverlay(storeDir string) (Backend, *platform.Blocker, error) {
-	// Every process after the first joins the agent's namespace through
-	// nsenter (package sandbox), so an overlay agent needs it.
-	if _, err := exec.LookPath("nsenter"); err != nil {
-		return nil, &platform.Blocker{
-			Check: platform.CheckOverlay, Setting: "nsenter", Value: "not found",
-			Problem: "util-linux nsenter, which joins an overlay agent's namespace, is not on PATH.",
-			Remedy:  "Install util-linux (apt-get install util-linux, dnf install util-linux), or use backend copy.",
-		}, nil
-	}
-	b, err := overlayBlocker(storeDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	if b != nil {
-		return nil, b, nil
-	}
-	return Overlay(), nil, nil
 }
 
 // ResetOverlay empties an overlay fork's layers, so that its view is the

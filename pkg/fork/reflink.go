@@ -20,9 +20,15 @@ import (
 // base and the agent on the same one.
 func Reflink() Backend { return reflinkBackend{} }
 
-type reflinkBackend struct{}
+type reflinkBackend struct{ bindForks }
 
 func (reflinkBackend) Name() string { return NameReflink }
+
+func (reflinkBackend) Needs() Needs { return Needs{Clones: true} }
+
+func (reflinkBackend) Cost() string {
+	return "forks share the base's blocks (a clone per file), and each call gets a sandbox of its own"
+}
 
 func (reflinkBackend) Fork(p Paths) (Stats, error) { return forkTree(p, cloneFile) }
 
@@ -59,88 +65,6 @@ func cloneFile(dst, src int) error {
 			"clone (FICLONE)")
 	}
 	return fmt.Errorf("clone (FICLONE): %w", err)
-}
-
-// errNoClone marks a probe whose clone the filesystem refused.
-var errNoClone = errors.New("the filesystem cannot clone files")
-
-// CanReflink reports whether files in dir can be cloned, by trying: it
-// clones a temporary file into another in dir and removes both. An error
-// means the probe itself failed (dir missing or not writable).
-func CanReflink(dir string) (bool, error) {
-	err := probeClone(dir)
-	if err == nil {
-		return true, nil
-	}
-	if errors.Is(err, errNoClone) {
-		return false, nil
-	}
-	return false, err
-}
-
-// probeClone returns nil if a clone works in dir, an error wrapping
-// errNoClone (and the errno) if the filesystem refuses it, or another error
-// if the probe could not be made.
-func probeClone(dir string) error {
-	src, err := os.CreateTemp(dir, ".ferry-clone-probe-*")
-	if err != nil {
-		return fmt.Errorf("probe for clones: %w", err)
-	}
-	defer os.Remove(src.Name())
-	defer src.Close()
-	dst, err := os.CreateTemp(dir, ".ferry-clone-probe-*")
-	if err != nil {
-		return fmt.Errorf("probe for clones: %w", err)
-	}
-	defer os.Remove(dst.Name())
-	defer dst.Close()
-	// Some data, so the probe clones extents and not only an empty inode.
-	if _, err := src.Write(make([]byte, 4096)); err != nil {
-		return fmt.Errorf("probe for clones: %w", err)
-	}
-	err = unix.IoctlFileClone(int(dst.Fd()), int(src.Fd()))
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOTTY), errors.Is(err, unix.EINVAL),
-		errors.Is(err, unix.EXDEV), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM):
-		// EOPNOTSUPP is the usual answer (ext4, XFS without reflink=1,
-		// tmpfs); the others come from filesystems and kernels without
-		// the ioctl at all.
-		return fmt.Errorf("%w (FICLONE: %w)", errNoClone, err)
-	}
-	return fmt.Errorf("probe for clones in %s: FICLONE: %w", dir, err)
-}
-
-// fsName names the filesystem dir is on, from statfs's type, for messages.
-func fsName(dir string) string {
-	var s unix.Statfs_t
-	if err := unix.Statfs(dir, &s); err != nil {
-		return "unknown filesystem"
-	}
-	switch uint32(s.Type) {
-	case unix.EXT4_SUPER_MAGIC:
-		return "ext4"
-	case unix.XFS_SUPER_MAGIC:
-		return "xfs"
-	case unix.BTRFS_SUPER_MAGIC:
-		return "btrfs"
-	case unix.TMPFS_MAGIC:
-		return "tmpfs"
-	case unix.OVERLAYFS_SUPER_MAGIC:
-		return "overlayfs"
-	case unix.NFS_SUPER_MAGIC:
-		return "nfs"
-	case unix.F2FS_SUPER_MAGIC:
-		return "f2fs"
-	case unix.BCACHEFS_SUPER_MAGIC:
-		return "bcachefs"
-	case unix.FUSE_SUPER_MAGIC:
-		return "fuse"
-	case 0x2fc12fc1:
-		return "zfs"
-	}
-	return fmt.Sprintf("filesystem type 0x%x", uint32(s.Type))
 }
 
 // FIEMAP, from linux/fiemap.h and linux/fs.h. x/sys/unix does not define

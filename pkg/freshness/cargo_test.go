@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/git"
 )
 

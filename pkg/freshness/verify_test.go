@@ -2,7 +2,6 @@ package freshness
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -10,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/git"
 )
 
@@ -48,9 +47,7 @@ type testRepo struct {
 
 func newTestRepo(t *testing.T) *testRepo {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("skipping: git not found on PATH")
-	}
+	fixture.RequireGit(t)
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "repo")
 	if err := os.Mkdir(dir, 0o755); err != nil {

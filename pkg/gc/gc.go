@@ -5,10 +5,11 @@
 // garbage: older bases and partial ones a crashed build left. A base whose
 // lock is held (a build in progress) is skipped, never waited for. Agents
 // whose spawn died (state "creating", lock free) are rolled back, and agent
-// dirs left without a record by an interrupted rm are removed. A base whose
-// target is still the lower layer of a mounted overlay (a process of a
-// removed overlay agent, in a namespace nested inside its sandbox) is kept,
-// and so is such an agent dir.
+// dirs left without a record by an interrupted rm are removed. A base that a
+// mounted fork still reads, and an agent dir a mounted fork still writes
+// into, are kept: package fork says which (fork.Mounted: an overlay that a
+// process of a removed overlay agent, in a namespace nested inside its
+// sandbox, still has mounted).
 //
 // Lock files go too, or the store would keep one per base ever built. A
 // deleted base's bases/<id>.lock is removed last, after its directory, while
@@ -40,7 +41,6 @@ import (
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
-	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -50,7 +50,7 @@ type Result struct {
 	Bases         []string `json:"bases"`          // deleted
 	Kept          []string `json:"kept"`           // current or referenced
 	SkippedLocked []string `json:"skipped_locked"` // being built
-	SkippedInUse  []string `json:"skipped_in_use"` // still an overlay's lower layer
+	SkippedInUse  []string `json:"skipped_in_use"` // still read by a mounted fork (an overlay's lower layer)
 	Agents        []string `json:"agents"`         // unfinished spawns rolled back
 	Leftovers     []string `json:"leftovers"`      // agent dirs without a record, removed
 	SweptLocks    []string `json:"swept_locks"`    // ids whose bases/<id>.lock had no base dir, removed
@@ -80,7 +80,7 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 	roots := map[string]bool{}
 	for _, a := range agents {
 		if a.State != agent.Ready {
-			al, err := lock.TryTake(agent.LockPath(s, a.Name))
+			al, err := lock.TryTake(s.Agent(a.Name).Lock)
 			if err == nil {
 				// Its spawner is gone: roll the spawn back.
 				if !dry {
@@ -103,8 +103,8 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 	if cur != "" {
 		roots[cur] = true
 	}
-	live := sandbox.LiveOverlays()
-	if err := removeLeftovers(s, agents, live, dry, res); err != nil {
+	mounted := fork.ScanMounted()
+	if err := removeLeftovers(s, agents, mounted, dry, res); err != nil {
 		return nil, err
 	}
 
@@ -124,7 +124,7 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 			res.Kept = append(res.Kept, id)
 			continue
 		}
-		if sandbox.MountedLowerIn(live, filepath.Join(s.BaseDir(id), "target")) {
+		if mounted.BaseTarget(s.Base(id).Target) {
 			res.SkippedInUse = append(res.SkippedInUse, id)
 			continue
 		}
@@ -220,9 +220,9 @@ func noBaseDir(s *store.Store, id string) (bool, error) {
 }
 
 // removeLeftovers removes agent dirs without a record (an rm or a spawn
-// interrupted after removing it), unless a live overlay still writes there.
+// interrupted after removing it), unless a mounted fork still writes there.
 // The caller holds the store lock, which spawn takes to create a record.
-func removeLeftovers(s *store.Store, agents []*agent.Record, live []sandbox.LiveOverlay, dry bool, res *Result) error {
+func removeLeftovers(s *store.Store, agents []*agent.Record, mounted fork.Mounted, dry bool, res *Result) error {
 	ents, err := os.ReadDir(s.AgentsDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -238,21 +238,12 @@ func removeLeftovers(s *store.Store, agents []*agent.Record, live []sandbox.Live
 		if !e.IsDir() || known[e.Name()] {
 			continue
 		}
-		dir := agent.Dir(s, e.Name())
-		if _, err := os.Stat(filepath.Join(dir, "agent.json")); err == nil {
+		paths := s.Agent(e.Name())
+		dir := paths.Dir
+		if _, err := os.Stat(paths.Record); err == nil {
 			continue // recorded since the list was read
 		}
-		resolved := dir
-		if r, err := filepath.EvalSymlinks(dir); err == nil {
-			resolved = r
-		}
-		inUse := false
-		for _, o := range live {
-			if store.Within(o.Upper, resolved) || store.Within(o.Work, resolved) {
-				inUse = true
-			}
-		}
-		if inUse {
+		if mounted.AgentDir(dir) {
 			continue
 		}
 		if !dry {
@@ -270,13 +261,13 @@ func removeLeftovers(s *store.Store, agents []*agent.Record, live []sandbox.Live
 // (deleted by the next pass), never a ready base with pieces missing.
 func deleteBase(repo *git.Repo, s *store.Store, id string) error {
 	dir := s.BaseDir(id)
-	if err := os.Remove(filepath.Join(dir, "base.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(s.Base(id).Record); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	if err := atomicfile.SyncDir(dir); err != nil {
 		return err
 	}
-	if err := repo.WorktreeRemove(filepath.Join(dir, "src")); err != nil {
+	if err := repo.WorktreeRemove(s.Base(id).Src); err != nil {
 		return err
 	}
 	return os.RemoveAll(dir)

@@ -177,11 +177,11 @@ func (e *env) resolvedTarget(t *testing.T, id string) string {
 // agent.json (state), the worktree on branch ferry/<name> and a fork.
 func (e *env) makeAgent(t *testing.T, name, baseID, state, backend string) *agent.Record {
 	t.Helper()
-	dir := agent.Dir(e.s, name)
+	dir := e.s.Agent(name).Dir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l, err := lock.TryTake(agent.LockPath(e.s, name))
+	l, err := lock.TryTake(e.s.Agent(name).Lock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func (e *env) makeAgent(t *testing.T, name, baseID, state, backend string) *agen
 
 func (e *env) writeAgent(t *testing.T, r *agent.Record) {
 	t.Helper()
-	if err := atomicfile.WriteJSON(filepath.Join(agent.Dir(e.s, r.Name), "agent.json"), r, 0o644); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(e.s.Agent(r.Name).Dir, "agent.json"), r, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := agent.Read(e.s, r.Name); err != nil || got.Name != r.Name || got.State != r.State {
@@ -615,7 +615,7 @@ func TestRemovesLeftoverAgentDirs(t *testing.T) {
 	// An rm interrupted after removing the record: the overlay mounted once
 	// left a whiteout and a copied-up file in upper/, the agent made a
 	// read-only dir, and work/work (mode 0) holds an entry.
-	orphan := agent.Dir(e.s, "orphan")
+	orphan := e.s.Agent("orphan").Dir
 	for _, d := range []string{"upper", "work"} {
 		if err := os.MkdirAll(filepath.Join(orphan, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -636,8 +636,8 @@ func TestRemovesLeftoverAgentDirs(t *testing.T) {
 	// Leftovers where a live overlay still writes: one holding only its
 	// upper dir (busy-upper), one only its work dir (busy-work), as a
 	// process in a namespace nested in a removed agent's sandbox would.
-	busyUpper := agent.Dir(e.s, "busy-upper")
-	busyWork := agent.Dir(e.s, "busy-work")
+	busyUpper := e.s.Agent("busy-upper").Dir
+	busyWork := e.s.Agent("busy-work").Dir
 	res := func(p string) string {
 		t.Helper()
 		if err := os.MkdirAll(p, 0o755); err != nil {
@@ -663,7 +663,7 @@ func TestRemovesLeftoverAgentDirs(t *testing.T) {
 	// Not agent dirs: ignored.
 	writeFile(t, filepath.Join(e.s.AgentsDir(), "stray-file"), "x\n")
 
-	recordedTree := tree(t, agent.Dir(e.s, "recorded"))
+	recordedTree := tree(t, e.s.Agent("recorded").Dir)
 	before := tree(t, e.s.AgentsDir())
 	want := gc.Result{DryRun: true, Kept: []string{cur}, Leftovers: []string{"orphan"}}
 	checkResult(t, e.gc(t, true), want)
@@ -696,7 +696,7 @@ func TestRemovesLeftoverAgentDirs(t *testing.T) {
 		}
 	}
 
-	if got := tree(t, agent.Dir(e.s, "recorded")); got != recordedTree {
+	if got := tree(t, e.s.Agent("recorded").Dir); got != recordedTree {
 		t.Errorf("agent with a record was touched:\nbefore\n%s\nafter\n%s", recordedTree, got)
 	}
 	if got, err := agent.Read(e.s, "recorded"); err != nil || got.State != agent.Ready {
@@ -716,7 +716,7 @@ func TestRemovesLeftoverAgentDirs(t *testing.T) {
 // and work/work is left with mode 0.
 func mountOnce(t *testing.T, e *env, name, lower string) {
 	t.Helper()
-	dir, err := filepath.EvalSymlinks(agent.Dir(e.s, name))
+	dir, err := filepath.EvalSymlinks(e.s.Agent(name).Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -753,11 +753,11 @@ func TestRollsBackUnfinishedSpawns(t *testing.T) {
 	dead := e.makeAgent(t, "dead", deadBase, agent.Creating, fork.NameCopy)
 	live := e.makeAgent(t, "spawning", liveBase, agent.Creating, fork.NameCopy)
 	// The fork of a read-only base dir is read-only too.
-	if err := os.Chmod(filepath.Join(agent.Target(e.s, "dead"), "debug"), 0o555); err != nil {
+	if err := os.Chmod(filepath.Join(e.s.Agent("dead").Target, "debug"), 0o555); err != nil {
 		t.Fatal(err)
 	}
 
-	l, err := lock.Take(agent.LockPath(e.s, live.Name))
+	l, err := lock.Take(e.s.Agent(live.Name).Lock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -771,13 +771,13 @@ func TestRollsBackUnfinishedSpawns(t *testing.T) {
 		if !e.registered(t, r.Worktree) || !exists(t, filepath.Join(r.Worktree, "README")) || !e.branchExists(r.Branch) {
 			t.Errorf("%s: agent %s's worktree or branch is gone", what, r.Name)
 		}
-		if !exists(t, filepath.Join(agent.Target(e.s, r.Name), "debug", "artifact")) {
+		if !exists(t, filepath.Join(e.s.Agent(r.Name).Target, "debug", "artifact")) {
 			t.Errorf("%s: agent %s's fork is gone", what, r.Name)
 		}
 	}
 	rolledBack := func(r *agent.Record) {
 		t.Helper()
-		if exists(t, agent.Dir(e.s, r.Name)) {
+		if exists(t, e.s.Agent(r.Name).Dir) {
 			t.Errorf("agent %s's dir still on disk", r.Name)
 		}
 		if e.registered(t, r.Worktree) || exists(t, r.Worktree) {

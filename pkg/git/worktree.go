@@ -234,7 +234,7 @@ func (r *Repo) adminDirOf(worktree string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	base := filepath.Join(common, "worktrees")
+	base := filepath.Join(common, "worktrees") // git's own layout: not a store path
 	ents, err := os.ReadDir(base)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil

@@ -2,20 +2,16 @@ package pipeline
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/failure"
 )
 
 // BuilderOptions configure the following base builder.
 type BuilderOptions struct {
 	Env
-	AckWait time.Duration // redelivery after a crash; 0 means the bus default
-	Shim    bool          // warm through the shim (see base.Options)
+	Shim bool // warm through the shim (see base.Options)
 }
 
 // RunBuilder consumes commit.seen and builds each commit's base with the
@@ -29,7 +25,7 @@ type BuilderOptions struct {
 // unacknowledged, and whoever gets it next rebuilds from a clean slate.
 func RunBuilder(ctx context.Context, o BuilderOptions) error {
 	e := o.Env
-	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-base"), func(err error) { e.logf("ferry-base: outbox: %v", err) })
+	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-base"), func(err error) { e.Logf("ferry-base: outbox: %v", err) })
 	if err != nil {
 		return err
 	}
@@ -38,7 +34,7 @@ func RunBuilder(ctx context.Context, o BuilderOptions) error {
 		Durable: bus.DurableName("ferry-base", e.Store.Key, consumerHost(e)),
 		Kinds:   []events.Kind{events.KindCommitSeen},
 		RepoKey: e.Store.Key,
-		AckWait: o.AckWait,
+		AckWait: e.Settings.AckWait,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -46,11 +42,11 @@ func RunBuilder(ctx context.Context, o BuilderOptions) error {
 		}
 		return err
 	}
-	e.logf("ferry-base: following commits of %s", e.Store.Key)
+	e.Logf("ferry-base: following commits of %s", e.Store.Key)
 	for {
 		m, err := cons.Next(ctx)
 		if bus.Rejected(err) {
-			e.logf("ferry-base: rejected a message: %v", err)
+			e.Logf("ferry-base: rejected a message: %v", err)
 			continue
 		}
 		if err != nil {
@@ -76,13 +72,9 @@ func RunBuilder(ctx context.Context, o BuilderOptions) error {
 func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Message, cs *events.CommitSeen) error {
 	e := o.Env
 	stop := m.KeepAlive() // heartbeat through long builds
-	start := time.Now()
-	res, err := base.Build(ctx, base.Options{
+	_, err := BuildBase(ctx, e.OnConn(ctx, conn), base.Options{
 		Repo: e.Repo, Settings: e.Settings, Store: e.Store, Rev: cs.Commit,
 		Progress: e.Log, Shim: o.Shim,
-		OnBuilding: func(p *base.Plan) {
-			publish(ctx, e, conn, &events.BaseBuilding{BaseID: p.ID, Commit: p.Commit, Fingerprint: p.Fingerprint()})
-		},
 	})
 	stop()
 	if ctx.Err() != nil {
@@ -92,23 +84,13 @@ func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Mess
 		return nil
 	}
 	if err != nil {
-		var fe *failure.Error
-		ev := &events.BaseFailed{Commit: cs.Commit, Error: err.Error(), ExitKind: failure.KindOf(err).String(),
-			ExitCode: failure.KindOf(err).ExitCode()}
-		if errors.As(err, &fe) {
-			ev.Error = fe.Error()
-		}
-		e.logf("ferry-base: %s failed: %v", short(cs.Commit), err)
-		publish(ctx, e, conn, ev)
-	} else {
-		r := res.Record
-		publish(ctx, e, conn, &events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
-			Current: true, Reused: res.Reused, Seconds: time.Since(start).Seconds(), Warnings: r.Warnings})
+		e.Logf("ferry-base: %s failed: %v", Short(cs.Commit), err)
 	}
 	return m.Ack(ctx)
 }
 
-func short(c string) string {
+// Short is a commit or base id cut to 12 characters, for messages.
+func Short(c string) string {
 	if len(c) > 12 {
 		return c[:12]
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/ferrydev/ferry/events"
-	"github.com/ferrydev/ferry/events/eventstest"
+	"github.com/ferrydev/ferry/internal/eventstest"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/store"

@@ -5,14 +5,13 @@ import (
 
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/gc"
 )
 
 // RunGC collects once from the store, then again on every base.ready and
 // agent.removed, until ctx ends. A trigger for something already collected
 // is a no-op: gc works from the store, not from the event.
 func RunGC(ctx context.Context, e Env) error {
-	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-gc"), func(err error) { e.logf("ferry-gc: outbox: %v", err) })
+	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-gc"), func(err error) { e.Logf("ferry-gc: outbox: %v", err) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -37,7 +36,7 @@ func RunGC(ctx context.Context, e Env) error {
 	for {
 		m, err := cons.Next(ctx)
 		if bus.Rejected(err) {
-			e.logf("ferry-gc: rejected a message: %v", err)
+			e.Logf("ferry-gc: rejected a message: %v", err)
 			continue
 		}
 		if err != nil {
@@ -47,25 +46,23 @@ func RunGC(ctx context.Context, e Env) error {
 			return err
 		}
 		if err := collect(ctx, e, conn); err != nil {
-			e.logf("ferry-gc: %v", err)
+			e.Logf("ferry-gc: %v", err)
 			m.Nak(0)
 			continue
 		}
 		if err := m.Ack(ctx); err != nil && ctx.Err() == nil {
-			e.logf("ferry-gc: ack: %v", err)
+			e.Logf("ferry-gc: ack: %v", err)
 		}
 	}
 }
 
 func collect(ctx context.Context, e Env, conn *bus.Conn) error {
-	res, err := gc.Run(e.Repo, e.Store, false)
+	res, err := Collect(e.OnConn(ctx, conn), e, false)
 	if err != nil {
 		return err
 	}
-	if len(res.Bases)+len(res.Agents) == 0 {
-		return nil
+	if len(res.Bases)+len(res.Agents) > 0 {
+		e.Logf("ferry-gc: deleted %d base(s), rolled back %d agent(s)", len(res.Bases), len(res.Agents))
 	}
-	e.logf("ferry-gc: deleted %d base(s), rolled back %d agent(s)", len(res.Bases), len(res.Agents))
-	publish(ctx, e, conn, &events.GCCollected{DeletedBases: res.Bases, KeptBases: res.Kept, RolledBackAgents: res.Agents})
 	return nil
 }

@@ -18,12 +18,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ferrydev/ferry/events"
-	"github.com/ferrydev/ferry/events/eventstest"
+	"github.com/ferrydev/ferry/internal/eventstest"
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/config"
-	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/pipeline"
 	"github.com/ferrydev/ferry/pkg/sandbox"
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 	// Each test decides where its bus is; an external one named by the
 	// environment running the tests must not leak in.
 	os.Unsetenv("FERRY_NATS_URL")
-	os.Unsetenv(pipeline.EnvReplicas)
+	os.Unsetenv("FERRY_BUS_REPLICAS")
 	code := m.Run()
 	testenv.Cleanup()
 	os.Exit(code)

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,16 +39,17 @@ type Env struct {
 	Bus *bus.Config
 }
 
-func (e Env) logf(format string, args ...any) {
+// Logf writes one line of diagnostics to the log.
+func (e Env) Logf(format string, args ...any) {
 	if e.Log != nil {
 		fmt.Fprintf(e.Log, format+"\n", args...)
 	}
 }
 
-// BusConfig is how the stage called name reaches the bus. Without e.Bus,
-// the streams a stage creates get the replica count FERRY_BUS_REPLICAS
-// names (3 on a three-node cluster); unset or not a positive number, new
-// streams are R1 and existing ones keep theirs.
+// BusConfig is how the stage called name reaches the bus: e.Bus when set
+// (tests, in-process hosts), else what the settings decided (an external
+// URL, or the embedded bus found through the store parent, and the
+// streams' replica count).
 func (e Env) BusConfig(name string) bus.Config {
 	if e.Bus != nil {
 		c := *e.Bus
@@ -59,19 +59,7 @@ func (e Env) BusConfig(name string) bus.Config {
 		}
 		return c
 	}
-	return bus.Config{Parent: e.Store.Parent, URL: e.Settings.BusURL, Name: name, Replicas: envReplicas()}
-}
-
-// EnvReplicas names the replica count of the streams the stages create on
-// an external cluster.
-const EnvReplicas = "FERRY_BUS_REPLICAS"
-
-func envReplicas() int {
-	n, err := strconv.Atoi(os.Getenv(EnvReplicas))
-	if err != nil || n < 1 {
-		return 0
-	}
-	return n
+	return bus.Config{Parent: e.Store.Parent, URL: e.Settings.BusURL, Name: name, Replicas: e.Settings.BusReplicas}
 }
 
 // Emit publishes ev for a one-shot command after the state it reports is
@@ -84,7 +72,7 @@ func Emit(e Env, name string, ev events.Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := bus.Emit(ctx, e.BusConfig(name), ev); err != nil {
-		e.logf("%s: warning: event %s not recorded: %v", name, ev.Kind(), err)
+		e.Logf("%s: warning: event %s not recorded: %v", name, ev.Kind(), err)
 	}
 }
 
@@ -93,7 +81,7 @@ func Emit(e Env, name string, ev events.Event) {
 func publish(ctx context.Context, e Env, c *bus.Conn, ev events.Event) {
 	ev = events.Stamp(ev, e.Store.Key)
 	if _, err := c.PublishOrQueue(ctx, ev); err != nil {
-		e.logf("ferry: warning: event %s not recorded: %v", ev.Kind(), err)
+		e.Logf("ferry: warning: event %s not recorded: %v", ev.Kind(), err)
 	}
 }
 
@@ -117,7 +105,7 @@ func consumer(ctx context.Context, e Env, conn *bus.Conn, o bus.ConsumerOptions)
 		if err == nil || ctx.Err() != nil || !unanswered(err) {
 			return cons, err
 		}
-		e.logf("%s: waiting for the bus: %v", o.Durable, err)
+		e.Logf("%s: waiting for the bus: %v", o.Durable, err)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -13,12 +13,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ferrydev/ferry/events"
-	"github.com/ferrydev/ferry/events/eventstest"
+	"github.com/ferrydev/ferry/internal/bustest"
+	"github.com/ferrydev/ferry/internal/eventstest"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/bus/bustest"
 	"github.com/ferrydev/ferry/pkg/pipeline"
+	"github.com/ferrydev/ferry/pkg/pipeline/watcher"
 )
 
 // The builder killed with SIGKILL in the middle of a build: nothing of the
@@ -371,7 +372,7 @@ func TestRefMovesDuringBuild(t *testing.T) {
 	busCfg := make(chan bus.Config, 1)
 	watcherDone := make(chan error, 1)
 	go func() {
-		watcherDone <- pipeline.RunWatcher(ctx, pipeline.WatcherOptions{Env: e, Rev: "HEAD",
+		watcherDone <- watcher.Run(ctx, watcher.Options{Env: e, Rev: "HEAD",
 			Interval: 100 * time.Millisecond, Ready: func(c bus.Config) { busCfg <- c }})
 	}()
 	var cfg bus.Config
@@ -411,10 +412,15 @@ func TestRefMovesDuringBuild(t *testing.T) {
 	eventstest.For(ev, wait, building(c1))
 	w.waitStarted()
 	var moves []string
+	prev := c1
 	for i := 0; i < 5; i++ {
 		c := w.commit()
 		moves = append(moves, c)
-		eventstest.For(ev, wait, seen(c)) // announced while the build runs
+		cs := eventstest.For(ev, wait, seen(c)) // announced while the build runs
+		if cs.Previous != prev {
+			t.Errorf("commit.seen of %s names %q as previous, want %s", short(c), cs.Previous, short(prev))
+		}
+		prev = c
 	}
 	if w.ready(eventstest.For(ev, wait, building(c1)).BaseID) || count(ev, readyFor(c1)) != 0 {
 		t.Fatal("the first build finished before the ref stopped moving; the test proves nothing")

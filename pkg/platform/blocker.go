@@ -13,7 +13,7 @@ const (
 	// CheckOverlay is an unprivileged overlay mount (see Host.OverlayBlocker).
 	CheckOverlay = "overlay"
 	// CheckReflink is cloning files in the store (see ReflinkBlocker): its
-	// absence costs a full copy per fork rather than blocking Ferry.
+	// absence makes Ferry fork with another backend rather than blocking it.
 	CheckReflink = "reflink"
 )
 

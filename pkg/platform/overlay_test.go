@@ -8,8 +8,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ferrydev/ferry/internal/unpriv"
 	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/internal/unpriv"
 )
 
 const osreleaseFile = "sys/kernel/osrelease"
@@ -20,7 +22,7 @@ const ciXFS = "/mnt/ferry-xfs"
 // xfsDir returns a fresh directory on a filesystem that clones, or skips.
 func xfsDir(t *testing.T) string {
 	t.Helper()
-	root := os.Getenv("FERRY_TEST_XFS")
+	root := knobs.XFS()
 	if root == "" && unpriv.IsChild() && unix.Access(ciXFS, unix.W_OK) == nil {
 		// unpriv.Rerun passes FERRY_TEST_XFS on; an empty one means the
 		// parent had none, but .ci/run's mount may still be there.

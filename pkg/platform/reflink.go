@@ -14,11 +14,14 @@ import (
 // filesystem when the filesystem refuses it, and an error when the probe
 // itself could not be made (dir missing or not writable).
 //
-// The missing capability does not stop Ferry: a store that cannot clone
-// forks by copying, which costs a full copy of the base's target per agent.
-// The probe is the same operation package fork's CanReflink tries; it lives
-// here too, with the errno kept, so that the blocker can say what refused,
-// and so that fork can later consult this package without a cycle.
+// This is the one reflink probe: package fork's ReflinkBlocker, which spawn
+// (fork.Select) and ferry doctor both ask, is this function. It lives here,
+// beside the overlay probe, because what it reports is a fact about the
+// host's filesystem, with the errno kept so the blocker can say what
+// refused. What the missing capability costs is not this package's to say:
+// a store that cannot clone forks with another backend (auto picks the
+// overlay where it mounts, else copy), and the blocker's Problem names only
+// the cause, for the caller to add what spawn will do instead.
 func ReflinkBlocker(dir string) (*Blocker, error) {
 	src, err := os.CreateTemp(dir, ".ferry-clone-probe-*")
 	if err != nil {
@@ -68,12 +71,12 @@ func reflinkBlocker(dir, fs string, err error) *Blocker {
 		Check:   CheckReflink,
 		Setting: SettingFilesystem,
 		Value:   fs,
-		Problem: fmt.Sprintf("The %s filesystem holding %s cannot clone files (FICLONE: %s), so every agent's fork copies the base's target in full instead of sharing its blocks.", fs, dir, errnoName(err)),
+		Problem: fmt.Sprintf("The %s filesystem holding %s cannot clone files (FICLONE: %s).", fs, dir, errnoName(err)),
 		Remedy:  reflinkRemedy,
 		err:     err,
 	}
 	if fs == FSXFS {
-		b.Problem = fmt.Sprintf("The XFS filesystem holding %s was made without reflink=1 (FICLONE: %s), so every agent's fork copies the base's target in full instead of sharing its blocks.", dir, errnoName(err))
+		b.Problem = fmt.Sprintf("The XFS filesystem holding %s was made without reflink=1 (FICLONE: %s), so it cannot clone files.", dir, errnoName(err))
 		b.Remedy = "XFS cannot turn reflink on in place (`xfs_info <mountpoint>` shows reflink=0); make a new one with it:\n" +
 			"  sudo mkfs.xfs -m reflink=1 <device>\n" + reflinkRemedy
 	}
@@ -82,4 +85,4 @@ func reflinkBlocker(dir, fs string, err error) *Blocker {
 
 const reflinkRemedy = `Put Ferry's store on a filesystem that clones files (XFS made with mkfs.xfs -m reflink=1, or btrfs), for example:
   export FERRY_HOME=/mnt/xfs/ferry
-or set [store] dir in ferry.toml. Until then use backend auto or copy: each fork is then a copy, which works but costs the target's size and time per agent.`
+or set [store] dir in ferry.toml. Until then use backend auto, which forks another way (` + "`ferry doctor`" + ` says which, and what it costs), or copy.`

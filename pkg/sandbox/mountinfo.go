@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ferrydev/ferry/pkg/platform"
 )
 
 // Mount is one line of a /proc/<pid>/mountinfo.
@@ -22,7 +24,7 @@ type Mount struct {
 // work dir is work: an overlay that writes into those directories. Paths
 // are compared as the kernel prints them, resolved; callers resolve theirs.
 func (m *Mount) OverlayOn(upper, work string) bool {
-	if m.FSType != "overlay" {
+	if m.FSType != platform.FSOverlay {
 		return false
 	}
 	u, w := m.Options["upperdir"], m.Options["workdir"]
@@ -32,7 +34,7 @@ func (m *Mount) OverlayOn(upper, work string) bool {
 // IsOverlay reports whether m is exactly the overlay with upper and work as
 // its upper and work dirs.
 func (m *Mount) IsOverlay(upper, work string) bool {
-	return m.FSType == "overlay" && m.Options["upperdir"] == filepath.Clean(upper) && m.Options["workdir"] == filepath.Clean(work)
+	return m.FSType == platform.FSOverlay && m.Options["upperdir"] == filepath.Clean(upper) && m.Options["workdir"] == filepath.Clean(work)
 }
 
 // ReadMountinfo parses a mountinfo file.
@@ -172,7 +174,7 @@ func LiveOverlays() []LiveOverlay {
 				continue // exited, or not ours to read
 			}
 			for _, m := range mounts {
-				if m.FSType == "overlay" {
+				if m.FSType == platform.FSOverlay {
 					found = append(found, layers{m.Options["lowerdir"], m.Options["upperdir"], m.Options["workdir"]})
 				}
 			}

@@ -83,7 +83,7 @@ type Overlay struct {
 	// that unmounting (and syncfs) otherwise does. The kernel leaves
 	// work/work/incompat/volatile behind and refuses to mount over it
 	// again: the caller decides whether the upper can be trusted (see
-	// agent's enter) and clears it. A kernel without the option gets the
+	// the overlay backend's Enter in package fork) and clears it. A kernel without the option gets the
 	// mount without it.
 	Volatile bool `json:"volatile"`
 }
@@ -100,7 +100,7 @@ func (o Overlay) Options() string {
 // VolatileMarker is the directory the kernel leaves in an overlay's work
 // dir after a volatile mount.
 func (o Overlay) VolatileMarker() string {
-	return filepath.Join(o.Work, "work", "incompat", "volatile")
+	return filepath.Join(o.Work, "work", "incompat", "volatile") // overlayfs's own layout: not a store path
 }
 
 // Namespace is a live user and mount namespace to join instead of creating

@@ -82,7 +82,7 @@ func report(err error) int {
 // reached as cargo: the first one whose cargo resolves to the shim itself.
 func (c *Call) findShimDir() string {
 	for _, dir := range filepath.SplitList(cargoenv.Get(c.Env, "PATH")) {
-		p := filepath.Join(dir, "cargo")
+		p := filepath.Join(dir, "cargo") // a PATH entry's cargo: not a store path
 		if r, err := filepath.EvalSymlinks(p); err == nil && r == c.Self {
 			return dir
 		}
@@ -96,7 +96,7 @@ func (c *Call) RealCargo() (string, error) {
 		if dir == "" || dir == c.ShimDir {
 			continue
 		}
-		p := filepath.Join(dir, "cargo")
+		p := filepath.Join(dir, "cargo") // a PATH entry's cargo: not a store path
 		fi, err := os.Stat(p)
 		if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
 			continue
@@ -143,9 +143,7 @@ func (c *Call) warm(cargo, src, target string) error {
 	if err != nil {
 		return err
 	}
-	if ws != "." {
-		target = filepath.Join(target, "ferry-ws", ws)
-	}
+	target = store.NestedTarget(target, ws)
 	return c.exec(cargo, c.Dir, c.Args, append(cargoenv.Without(c.Env), cargoenv.Target(target)...))
 }
 
@@ -160,12 +158,10 @@ func (c *Call) resolve() (*agent.Record, *store.Store, string, error) {
 	if err != nil {
 		return nil, nil, "", nil
 	}
-	parent := filepath.Dir(c.ShimDir)
 	if c.ShimDir == "" {
 		return nil, nil, "", nil
 	}
-	key := store.Key(common)
-	s := &store.Store{Parent: parent, Dir: filepath.Join(parent, key), Key: key}
+	s := store.OfShim(c.ShimDir, common)
 	if _, err := os.Stat(s.AgentsDir()); err != nil {
 		return nil, nil, "", nil
 	}
@@ -241,10 +237,7 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	if err != nil {
 		return 0, err
 	}
-	target := mntTarget
-	if ws != "." {
-		target = filepath.Join(mntTarget, "ferry-ws", ws)
-	}
+	target := store.NestedTarget(mntTarget, ws)
 	env := cargoEnv(c.Env, a.Name, target, canonical)
 	args := c.canonicalArgs(top, mntSrc)
 

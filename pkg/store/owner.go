@@ -71,12 +71,6 @@ const (
 	RoleStore  = "store"
 )
 
-// BusDir is the bus directory under the store parent: <parent>/bus.
-func BusDir(parent string) string { return filepath.Join(parent, "bus") }
-
-// BusDir is the bus directory of the store's parent.
-func (s *Store) BusDir() string { return BusDir(s.Parent) }
-
 // OwnerError says why a directory on a store path cannot be trusted: who
 // owns it, with what mode, and which path it was met on.
 type OwnerError struct {

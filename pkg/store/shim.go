@@ -8,9 +8,6 @@ import (
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
-// ShimDir is where the shim is installed as cargo: <store parent>/bin.
-func (s *Store) ShimDir() string { return filepath.Join(s.Parent, "bin") }
-
 // InstallShim makes <store parent>/bin/cargo a link to the ferry-shim
 // binary installed beside the running executable (or named by shimBin).
 // It replaces the link atomically, so a concurrent cargo call never finds
@@ -42,7 +39,7 @@ func (s *Store) InstallShim(shimBin string) error {
 	if err := CheckOwned(RoleShim, dir); err != nil {
 		return err
 	}
-	link := filepath.Join(dir, "cargo")
+	link := ShimLink(s.Parent)
 	if cur, err := os.Readlink(link); err == nil && cur == shimBin {
 		return nil
 	}

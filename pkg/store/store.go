@@ -119,7 +119,7 @@ func (s *Store) Init() error {
 	if err := s.CheckOwner(); err != nil {
 		return err
 	}
-	metaPath := filepath.Join(s.Dir, "store.json")
+	metaPath := s.MetaPath()
 	var m Meta
 	switch err := atomicfile.ReadJSON(metaPath, &m); {
 	case errors.Is(err, fs.ErrNotExist):
@@ -159,21 +159,6 @@ func within(p, dir string) bool {
 
 // Within reports whether path p lies inside dir (both resolved).
 func Within(p, dir string) bool { return within(resolve(p), resolve(dir)) }
-
-func (s *Store) LockPath() string    { return filepath.Join(s.Dir, "lock") }
-func (s *Store) CurrentPath() string { return filepath.Join(s.Dir, "current") }
-func (s *Store) MntSrc() string      { return filepath.Join(s.Dir, "mnt", "src") }
-func (s *Store) MntTarget() string   { return filepath.Join(s.Dir, "mnt", "target") }
-func (s *Store) BasesDir() string    { return filepath.Join(s.Dir, "bases") }
-func (s *Store) AgentsDir() string   { return filepath.Join(s.Dir, "agents") }
-func (s *Store) TmpDir() string      { return filepath.Join(s.Dir, "tmp") }
-
-// BaseDir is the directory of base id.
-func (s *Store) BaseDir(id string) string { return filepath.Join(s.BasesDir(), id) }
-
-// BaseLock is the lock file of base id, beside its directory so that
-// discarding the directory never drops a held lock.
-func (s *Store) BaseLock(id string) string { return filepath.Join(s.BasesDir(), id+".lock") }
 
 // Current returns the id of the current base, or "" when there is none.
 func (s *Store) Current() (string, error) {

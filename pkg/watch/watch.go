@@ -133,14 +133,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// LockPath is <store>/watch.lock.
-func LockPath(s *store.Store) string { return filepath.Join(s.Dir, "watch.lock") }
-
 // TakeLock takes watch.lock, refusing when another watcher holds it.
 func TakeLock(s *store.Store) (*lock.Lock, error) {
-	l, err := lock.TryTake(LockPath(s))
+	l, err := lock.TryTake(s.WatchLockPath())
 	if err == lock.ErrBusy {
-		pid := lock.Owner(LockPath(s))
+		pid := lock.Owner(s.WatchLockPath())
 		return nil, failure.New(failure.Refused,
 			fmt.Sprintf("stop it first (kill %d), or let it keep watching", pid),
 			"another watcher (pid %d) is watching this repository", pid)

@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/base"
-	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/fork"
 )
 
@@ -101,7 +101,7 @@ type agentRun struct {
 }
 
 func runAgents(bin string, n, large int, xfs string) error {
-	if err := fixture.CheckTools(fixture.DebianRegistry); err != nil {
+	if err := fixture.CheckTools(""); err != nil {
 		return err
 	}
 	bin, _ = filepath.Abs(bin)

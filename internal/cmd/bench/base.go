@@ -16,7 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 
@@ -24,13 +25,16 @@ func main() {
 	sandbox.Init()
 	bin := flag.String("bin", "bin", "directory holding Ferry's binaries")
 	n := flag.Int("n", 3, "repetitions of each measurement")
-	only := flag.String("only", "", "run one section: base, agents, overlay, pipeline")
+	only := flag.String("only", "", "run one section: binaries, base, agents, overlay, pipeline")
 	large := flag.Int("large", 100, "extra crates in the larger generated workspace (0: skip it)")
-	xfs := flag.String("xfs", os.Getenv("FERRY_TEST_XFS"), "a directory on a filesystem with reflink, for the reflink figures")
+	xfs := flag.String("xfs", knobs.XFS(), "a directory on a filesystem with reflink, for the reflink figures")
 	sizes := flag.String("sizes", "1,2,4,8", "base target sizes of the spawn scaling table, as multiples of the fixture's")
 	flag.Parse()
 	var err error
-	if *only == "" || *only == "base" {
+	if *only == "" || *only == "binaries" {
+		err = binarySizes(*bin)
+	}
+	if err == nil && (*only == "" || *only == "base") {
 		err = runBase(*bin, *n)
 	}
 	if err == nil && (*only == "" || *only == "agents") {
@@ -48,6 +52,22 @@ func main() {
 	}
 }
 
+// binarySizes prints each binary's size: each links what its one job needs
+// (pkg/cli's dependency test checks what), and only ferry-watch hosts the
+// NATS server.
+func binarySizes(bin string) error {
+	fmt.Printf("== Binaries (%s)\n", bin)
+	for _, name := range []string{"ferry", "ferry-base", "ferry-spawn", "ferry-gc", "ferry-watch", "ferry-shim", "ferry-rustc"} {
+		fi, err := os.Stat(filepath.Join(bin, name))
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  %-12s %6.1f MB\n", name, float64(fi.Size())/1e6)
+	}
+	fmt.Println()
+	return nil
+}
+
 type sample struct {
 	plainWorktree, plainWarm, plainTotal time.Duration
 	ferryTotal, ferryWarm, ferryWorktree time.Duration
@@ -55,7 +75,7 @@ type sample struct {
 }
 
 func runBase(bin string, n int) error {
-	if err := fixture.CheckTools(fixture.DebianRegistry); err != nil {
+	if err := fixture.CheckTools(""); err != nil {
 		return err
 	}
 	bin, _ = filepath.Abs(bin)

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
@@ -91,7 +91,7 @@ func (w *ws) agentDir(name string) (string, error) {
 }
 
 func runOverlay(bin string, n int, xfs, sizeList string) error {
-	if err := fixture.CheckTools(fixture.DebianRegistry); err != nil {
+	if err := fixture.CheckTools(""); err != nil {
 		return err
 	}
 	sizes, err := parseSizes(sizeList)

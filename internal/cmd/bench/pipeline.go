@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ferrydev/ferry/events"
+	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/fixture"
 	"github.com/ferrydev/ferry/pkg/pipeline"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -24,7 +24,7 @@ import (
 // runPipeline measures the event pipeline: ref move to base.building, the
 // publish cost of one-shot commands, and idle memory of ferry up.
 func runPipeline(bin string, n int) error {
-	if err := fixture.CheckTools(fixture.DebianRegistry); err != nil {
+	if err := fixture.CheckTools(""); err != nil {
 		return err
 	}
 	bin, _ = filepath.Abs(bin)

@@ -3,11 +3,17 @@
 // hosting the bus, the builder, gc), lets it build the base of HEAD and of
 // a new commit, spawns three agents, edits one, builds all three through the
 // cargo shim, prints the event log, and stops everything. `make demo` runs it.
+//
+// The sample workspace has registry crates (serde, regex) from Debian's
+// crate packages, which script/bootstrap installs. Where they cannot be had
+// (no root, not Debian) the demo generates the workspace without them and
+// says so, rather than failing: what it shows does not depend on them.
 package main
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -17,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/fixture"
+	"github.com/ferrydev/ferry/internal/fixture"
 )
 
 func main() {
@@ -82,8 +88,13 @@ func (d *demo) waitCurrent(commit string, timeout time.Duration) (*baseEntry, er
 }
 
 func run(bin, dir string, keep bool) error {
-	if err := fixture.CheckTools(fixture.DebianRegistry); err != nil {
-		return fmt.Errorf("%w\n  hint: apt-get install librust-serde-dev librust-serde-derive-dev librust-regex-dev", err)
+	if err := fixture.CheckCommands(); err != nil {
+		return fmt.Errorf("%w\n  hint: run script/bootstrap", err)
+	}
+	opts, what := fixture.Options{}, "path deps, proc macro, build script, serde, regex"
+	var noRegistry *fixture.RegistryError
+	if errors.As(fixture.CheckRegistry(""), &noRegistry) {
+		opts.NoRegistry, what = true, "path deps, proc macro, build script; no registry crates"
 	}
 	bin, _ = filepath.Abs(bin)
 	if dir == "" {
@@ -98,9 +109,18 @@ func run(bin, dir string, keep bool) error {
 	}
 	d := &demo{bin: bin, repoDir: filepath.Join(dir, "workspace"), home: filepath.Join(dir, "ferry-home")}
 
-	step("1. generate a sample Cargo workspace (path deps, proc macro, build script, serde, regex)")
+	step("1. generate a sample Cargo workspace (" + what + ")")
+	if noRegistry != nil {
+		note := noRegistry.Dir + " lacks the crate sources " + strings.Join(noRegistry.Missing, ", ")
+		if noRegistry.Err != nil {
+			note = "no crate sources (" + noRegistry.Err.Error() + ")"
+		}
+		fmt.Printf("   note: %s;\n", note)
+		fmt.Printf("   the workspace leaves out serde and regex; the rest of the demo is the same with them\n")
+		fmt.Printf("   hint: %s\n", noRegistry.Hint())
+	}
 	t := time.Now()
-	repo, err := fixture.Generate(d.repoDir, fixture.Options{})
+	repo, err := fixture.Generate(d.repoDir, opts)
 	if err != nil {
 		return err
 	}
@@ -176,8 +196,8 @@ func run(bin, dir string, keep bool) error {
 		json.Unmarshal(out, &a)
 		worktrees[name] = a.Worktree
 		fork := fmt.Sprintf("%s fork of %d files", a.Backend, a.Fork.Files)
-		if a.Backend == "overlay" {
-			fork = "overlay on the base's target (nothing copied)"
+		if a.Fork.Files == 0 {
+			fork = a.Backend + " fork on the base's target (nothing copied)"
 		}
 		fmt.Printf("   %-6s %.2fs  %s, %d files + %d dirs stamped\n", name, dt.Seconds(), fork, a.Stamp.Files, a.Stamp.Dirs)
 	}

@@ -58,6 +58,12 @@ type Options struct {
 	// ReadyTimeout bounds the wait for the server to accept connections;
 	// 0 means 10 s.
 	ReadyTimeout time.Duration
+	// Offline opens the bus directory's stored streams for this process
+	// alone, to read the event log while no host runs: the server listens
+	// on no port and bus.json is not written (clients use ClientConfig).
+	// It takes bus.lock like a host, so it never opens a store a running
+	// host is writing.
+	Offline bool
 }
 
 // Host is a running embedded bus.
@@ -68,6 +74,7 @@ type Host struct {
 	token string
 	info  bus.Info
 
+	offline  bool // wrote no bus.json
 	stopOnce sync.Once
 }
 
@@ -96,7 +103,7 @@ func Start(o Options) (_ *Host, err error) {
 	if err := store.CheckOwned(store.RoleBus, dir); err != nil {
 		return nil, err
 	}
-	lockPath := filepath.Join(dir, bus.LockFile)
+	lockPath := store.BusFiles(dir).Lock
 	l, err := lock.TryTake(lockPath)
 	if errors.Is(err, lock.ErrBusy) {
 		pid := lock.Owner(lockPath)
@@ -115,7 +122,7 @@ func Start(o Options) (_ *Host, err error) {
 	if err := l.WriteOwner(); err != nil {
 		return nil, fmt.Errorf("start the bus: record owner: %w", err)
 	}
-	token, err := loadToken(filepath.Join(dir, bus.TokenFile))
+	token, err := loadToken(store.BusFiles(dir).Token)
 	if err != nil {
 		return nil, err
 	}
@@ -130,10 +137,11 @@ func Start(o Options) (_ *Host, err error) {
 		NoLog:              o.Log == nil,
 		Debug:              o.Debug,
 		JetStream:          true,
-		StoreDir:           filepath.Join(dir, bus.StoreDir),
+		StoreDir:           store.BusFiles(dir).JetStream,
 		SyncAlways:         true,
 		JetStreamMaxMemory: 64 << 20, // Ferry's streams are file-backed
 		MaxPayload:         1 << 20,
+		DontListen:         o.Offline,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -177,7 +185,11 @@ func Start(o Options) (_ *Host, err error) {
 	}
 
 	h.info = bus.Info{URL: srv.ClientURL(), PID: os.Getpid(), Started: time.Now().UTC()}
-	if err := atomicfile.WriteJSON(filepath.Join(dir, bus.InfoFile), h.info, 0o644); err != nil {
+	if o.Offline {
+		h.offline = true
+		return h, nil
+	}
+	if err := atomicfile.WriteJSON(store.BusFiles(dir).Info, h.info, 0o644); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -244,8 +256,12 @@ func (h *Host) ClientConfig(name string) bus.Config {
 func (h *Host) Shutdown() error {
 	var err error
 	h.stopOnce.Do(func() {
-		if rerr := os.Remove(filepath.Join(h.dir, bus.InfoFile)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = rerr
+		// An offline host wrote no bus.json; one found then is a dead
+		// host's, which the next host replaces.
+		if !h.offline {
+			if rerr := os.Remove(store.BusFiles(h.dir).Info); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = rerr
+			}
 		}
 		h.stopServer()
 	})

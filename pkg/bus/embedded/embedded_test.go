@@ -17,11 +17,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ferrydev/ferry/internal/bustest"
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/bus/bustest"
 	"github.com/ferrydev/ferry/pkg/bus/embedded"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 func TestHostFilesAndLoopback(t *testing.T) {
@@ -34,13 +35,13 @@ func TestHostFilesAndLoopback(t *testing.T) {
 	if in.URL != h.URL() || in.PID != os.Getpid() || in.Started.IsZero() {
 		t.Fatalf("bus.json = %+v, host URL %s", in, h.URL())
 	}
-	for name, want := range map[string]os.FileMode{bus.InfoFile: 0o644, bus.TokenFile: 0o600} {
+	for name, want := range map[string]os.FileMode{"bus.json": 0o644, "token": 0o600} {
 		fi, err := os.Stat(filepath.Join(h.Dir(), name))
 		if err != nil || fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %v, %v; want %04o", name, fi.Mode().Perm(), err, want)
 		}
 	}
-	tok, _ := os.ReadFile(filepath.Join(h.Dir(), bus.TokenFile))
+	tok, _ := os.ReadFile(store.BusFiles(h.Dir()).Token)
 	if strings.TrimSpace(string(tok)) != h.Token() || len(h.Token()) < 32 {
 		t.Fatalf("token file %q, host token %q", tok, h.Token())
 	}
@@ -146,7 +147,7 @@ func TestShutdownRemovesInfoAndFreesTheDirectory(t *testing.T) {
 	if err := h.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(h.Dir(), bus.InfoFile)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(store.BusFiles(h.Dir()).Info); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("bus.json after shutdown: %v", err)
 	}
 	if c, err := net.DialTimeout("tcp", strings.TrimPrefix(url1, "nats://"), time.Second); err == nil {
@@ -171,13 +172,13 @@ func TestShutdownRemovesInfoAndFreesTheDirectory(t *testing.T) {
 func TestTokenReadableByOthersIsRefused(t *testing.T) {
 	dir := bus.Dir(t.TempDir())
 	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, bus.TokenFile), []byte("secret\n"), 0o644)
+	os.WriteFile(store.BusFiles(dir).Token, []byte("secret\n"), 0o644)
 	_, err := embedded.Start(embedded.Options{Dir: dir})
 	if failure.KindOf(err) != failure.Refused || !strings.Contains(failure.HintOf(err), "chmod 600") {
 		t.Fatalf("start with a 0644 token: %v", err)
 	}
 	// The refused start released the lock: after fixing the mode it starts.
-	os.Chmod(filepath.Join(dir, bus.TokenFile), 0o600)
+	os.Chmod(store.BusFiles(dir).Token, 0o600)
 	h, err := embedded.Start(embedded.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -266,14 +267,14 @@ func TestStartRefusesATokenOfAnotherUser(t *testing.T) {
 	uid, _ := strconv.Atoi(u.Uid)
 	dir := bus.Dir(t.TempDir())
 	os.Mkdir(dir, 0o700)
-	tok := filepath.Join(dir, bus.TokenFile)
+	tok := store.BusFiles(dir).Token
 	os.WriteFile(tok, []byte("theirs\n"), 0o600)
 	os.Chown(tok, uid, uid)
 	_, err = embedded.Start(embedded.Options{Dir: dir})
 	if failure.KindOf(err) != failure.Refused || !strings.Contains(err.Error(), "owned by ferrytest") {
 		t.Fatalf("start with their token: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, bus.InfoFile)); err == nil {
+	if _, err := os.Stat(store.BusFiles(dir).Info); err == nil {
 		t.Fatal("a refused start wrote bus.json")
 	}
 }

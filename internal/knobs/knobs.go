@@ -1,0 +1,49 @@
+// Package knobs names the test knobs: the environment variables that only
+// tests, and people running them, set. Nothing a user configures is here:
+// Ferry's settings and their FERRY_* variables are package config's, and a
+// test in package config fails on a FERRY_* name used anywhere else that is
+// neither a setting, a knob, nor one of the variables Ferry passes between
+// its own processes.
+package knobs
+
+import "os"
+
+const (
+	// Failpoint arms internal/failpoint in the binaries under test: a crash
+	// test stops a Ferry process at a named step.
+	Failpoint = "FERRY_FAILPOINT"
+	// TestXFS is a directory on an XFS filesystem with reflink, for the
+	// reflink tests and figures (.ci/run mounts one).
+	TestXFS = "FERRY_TEST_XFS"
+	// TestUser is the unprivileged user the sandbox tests re-run as
+	// (default ferrytest, which .ci/run creates).
+	TestUser = "FERRY_TEST_USER"
+	// UnprivChild marks the unprivileged re-run itself.
+	UnprivChild = "FERRY_UNPRIV_CHILD"
+	// OracleSeed, OracleAgents and OracleRounds replay a run of the
+	// correctness oracle.
+	OracleSeed   = "FERRY_ORACLE_SEED"
+	OracleAgents = "FERRY_ORACLE_AGENTS"
+	OracleRounds = "FERRY_ORACLE_ROUNDS"
+	// Require, set to 1 (make test sets it), fails a test whose
+	// prerequisite is missing where plain go test skips it.
+	Require = "FERRY_TEST_REQUIRE"
+	// Registry replaces Debian's directory of crate sources for the
+	// fixture workspace; an empty directory shows a host without them.
+	Registry = "FERRY_FIXTURE_REGISTRY"
+)
+
+// DefaultTestUser is the account .ci/run creates for the unprivileged
+// re-runs.
+const DefaultTestUser = "ferrytest"
+
+// XFS is the TestXFS directory, "" when unset.
+func XFS() string { return os.Getenv(TestXFS) }
+
+// User is the unprivileged test user's name.
+func User() string {
+	if u := os.Getenv(TestUser); u != "" {
+		return u
+	}
+	return DefaultTestUser
+}

@@ -1,0 +1,227 @@
+// Package basecmd is the command layer of ferry-base (`ferry base`): build
+// or reuse the base of a commit, list and verify bases, and follow the bus
+// building every commit ferry-watch announces. It links the NATS client,
+// not the server.
+package basecmd
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/pipeline"
+)
+
+type grammar struct {
+	Build  buildCmd  `cmd:"" default:"withargs" help:"Build (or reuse) the immutable warm base of a commit and make it current."`
+	List   listCmd   `cmd:"" help:"List the bases of this repository."`
+	Verify verifyCmd `cmd:"" help:"Check that ready bases still hold the target they were built with (exit 6 if one does not)."`
+}
+
+type buildCmd struct {
+	Rev     string `help:"Revision to build." default:"HEAD" placeholder:"R"`
+	Cold    bool   `help:"Build from scratch, never seeded from another base."`
+	Rebuild bool   `help:"Discard the base of R if it is ready and build it again (the fix for a base changed after it was built)."`
+	Follow  bool   `help:"Keep building: consume commit.seen events from the bus (see ferry-watch) until stopped."`
+	JSON    bool   `name:"json" help:"Print the base record as JSON."`
+}
+
+type listCmd struct {
+	JSON bool `name:"json" help:"Print the bases as JSON."`
+}
+
+const desc = "Build immutable warm bases: one Cargo build per commit, at canonical paths inside a namespace sandbox."
+
+var examples = []string{
+	"ferry base                  # build (or reuse) the base of HEAD and make it current",
+	"ferry base --rev main~3 --json",
+	"ferry base list",
+	"ferry base verify --all",
+}
+
+// Main runs ferry-base with args and returns its exit code; name is the
+// command as typed (cli.Name).
+func Main(name string, args []string, io cli.IO) int {
+	var c grammar
+	ctx, code, done := cli.Parse(name, desc, examples, &c, args, io)
+	if done {
+		return code
+	}
+	switch ctx.Command() {
+	case "list":
+		return cli.Report(io, name, c.List.run(io), c.List.JSON)
+	case "verify":
+		err := c.Verify.run(io)
+		// With --json the results are the answer on stdout, changed bases
+		// included; the refusal then goes to stderr only.
+		return cli.Report(io, name, err, c.Verify.JSON && !c.Verify.answered)
+	default:
+		return cli.Report(io, name, c.Build.run(io), c.Build.JSON)
+	}
+}
+
+func env(fc *cli.Context, io cli.IO) pipeline.Env {
+	return pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+}
+
+func (c *buildCmd) run(io cli.IO) error {
+	fc, err := cli.Load(".")
+	if err != nil {
+		return err
+	}
+	stop := cli.StopOnSignals()
+	defer stop.Release()
+	if c.Follow {
+		if err := fc.Store.Init(); err != nil {
+			return err
+		}
+		err := pipeline.RunBuilder(stop.Context(), pipeline.BuilderOptions{Env: env(fc, io), Shim: true})
+		return stop.Err("ferry base --follow", err)
+	}
+	e := env(fc, io)
+	res, err := pipeline.BuildBase(stop.Context(), e.OneShot("ferry-base"), base.Options{
+		Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store,
+		Rev: c.Rev, Cold: c.Cold, Rebuild: c.Rebuild, Progress: io.Stderr, Shim: true,
+	})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return cli.WriteJSON(io.Stdout, struct {
+			*base.Record
+			Reused bool `json:"reused"`
+		}{res.Record, res.Reused})
+	}
+	r := res.Record
+	verb := "built"
+	if res.Reused {
+		verb = "reused"
+	}
+	fmt.Fprintf(io.Stdout, "%s base %s\n  commit  %s\n  src     %s\n  target  %s\n  cargo   %s\n",
+		verb, r.ID, r.Commit, r.Src, r.Target, r.Toolchain.Cargo)
+	if !res.Reused {
+		fmt.Fprintf(io.Stdout, "  time    %s total: worktree %s, stamp %s, warm %s\n",
+			cli.Seconds(r.Timings.Total), cli.Seconds(r.Timings.Worktree), cli.Seconds(r.Timings.Stamp), cli.Seconds(r.Timings.Warm))
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(io.Stdout, "  warning %s\n", w)
+	}
+	return nil
+}
+
+func (c *listCmd) run(io cli.IO) error {
+	fc, err := cli.Load(".")
+	if err != nil {
+		return err
+	}
+	list, err := base.List(fc.Store)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		if list == nil {
+			list = []base.Entry{}
+		}
+		return cli.WriteJSON(io.Stdout, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(io.Stdout, "no bases yet: run `ferry base` to build one")
+		return nil
+	}
+	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CURRENT\tID\tSTATE\tCOMMIT\tCARGO\tCREATED")
+	for _, e := range list {
+		cur := ""
+		if e.Current {
+			cur = "*"
+		}
+		commit, cargo, created := "-", "-", "-"
+		if e.Record != nil {
+			commit = cli.Short(e.Record.Commit)
+			cargo = e.Record.Toolchain.CargoVersion
+			created = e.Record.Created.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cur, e.ID, e.State, commit, cargo, created)
+	}
+	return tw.Flush()
+}
+
+type verifyCmd struct {
+	Rev  string `help:"Verify the ready bases of this revision (default: the current base)." placeholder:"R"`
+	All  bool   `help:"Verify every ready base."`
+	JSON bool   `name:"json" help:"Print one result per base as JSON."`
+
+	answered bool
+}
+
+type verifyResult struct {
+	ID      string  `json:"id"`
+	Commit  string  `json:"commit"`
+	Current bool    `json:"current"`
+	OK      bool    `json:"ok"`
+	Problem string  `json:"problem,omitempty"`
+	Hint    string  `json:"hint,omitempty"`
+	Seconds float64 `json:"seconds"`
+}
+
+func (c *verifyCmd) run(io cli.IO) error {
+	fc, err := cli.Load(".")
+	if err != nil {
+		return err
+	}
+	list, err := base.List(fc.Store)
+	if err != nil {
+		return err
+	}
+	commit := ""
+	if c.Rev != "" {
+		if commit, err = fc.Repo.ResolveCommit(c.Rev); err != nil {
+			return err
+		}
+	}
+	results := []verifyResult{}
+	bad := 0
+	for _, e := range list {
+		if e.Record == nil || (!c.All && commit == "" && !e.Current) || (commit != "" && e.Record.Commit != commit) {
+			continue
+		}
+		t := time.Now()
+		v := verifyResult{ID: e.ID, Commit: e.Record.Commit, Current: e.Current, OK: true}
+		if err := base.Verify(e.Record); err != nil {
+			msgs := cli.Messages(err)
+			v.OK, v.Problem, v.Hint = false, msgs[len(msgs)-1], failure.HintOf(err)
+			bad++
+		}
+		v.Seconds = time.Since(t).Seconds()
+		results = append(results, v)
+	}
+	if len(results) == 0 {
+		what := "no current base"
+		if commit != "" {
+			what = "no ready base at " + cli.Short(commit)
+		}
+		return failure.New(failure.Usage, "build one with `ferry base`, or list them with `ferry base list`", "%s to verify", what)
+	}
+	if c.JSON {
+		if err := cli.WriteJSON(io.Stdout, results); err != nil {
+			return err
+		}
+		c.answered = true
+	} else {
+		for _, v := range results {
+			if v.OK {
+				fmt.Fprintf(io.Stdout, "ok       %s (%s)\n", v.ID, cli.Seconds(v.Seconds))
+			} else {
+				fmt.Fprintf(io.Stdout, "CHANGED  %s\n  %s\n  fix: %s\n", v.ID, v.Problem, v.Hint)
+			}
+		}
+	}
+	if bad > 0 {
+		return failure.New(failure.Refused, "rebuild each changed base with `ferry base --rebuild --rev COMMIT`",
+			"%d of %d base(s) changed after they were built", bad, len(results))
+	}
+	return nil
+}

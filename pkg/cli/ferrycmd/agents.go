@@ -1,0 +1,228 @@
+package ferrycmd
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/pipeline"
+)
+
+// resolveAgent returns the named agent, or the one whose worktree holds the
+// working directory when name is empty.
+func resolveAgent(fc *cli.Context, name string) (*agent.Record, error) {
+	if name != "" {
+		return agent.Get(fc.Store, name)
+	}
+	r, err := agent.FindByWorktree(fc.Store, fc.Repo.Top)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, failure.New(failure.Usage, "name the agent (see `ferry list`), or run this inside an agent's worktree",
+			"%s is not an agent's worktree", fc.Repo.Top)
+	}
+	return agent.Get(fc.Store, r.Name)
+}
+
+const runUsage = `Usage: ferry run [NAME] -- CMD [ARGS...]
+
+Run CMD in agent NAME's sandbox (default: the agent whose worktree holds the
+working directory), with its shim first on PATH and FERRY_AGENT set. The
+exit status is CMD's (128+signal when it was killed).
+
+Examples:
+  ferry run fix-parser -- cargo test
+  cd "$(ferry spawn a)" && ferry run -- cargo build
+
+` + cli.SeeExitCodes
+
+// runAgent is `ferry run [NAME] -- CMD`.
+func runAgent(args []string, io cli.IO) int {
+	var name string
+	var cmd []string
+	for i, a := range args {
+		if a == "--" {
+			cmd = args[i+1:]
+			args = args[:i]
+			break
+		}
+	}
+	switch {
+	case len(args) == 1 && (args[0] == "-h" || args[0] == "--help"):
+		fmt.Fprintln(io.Stdout, runUsage)
+		return 0
+	case len(args) > 1 || len(cmd) == 0:
+		return cli.Report(io, "ferry run", failure.New(failure.Usage, "usage: ferry run [NAME] -- CMD [ARGS...]", "bad arguments"), false)
+	case len(args) == 1:
+		name = args[0]
+	}
+	return sessionIn(io, "ferry run", name, cmd)
+}
+
+type shellCmd struct {
+	Name string `arg:"" optional:"" help:"Agent name (default: the agent of the working directory)."`
+}
+
+func shellAgent(args []string, io cli.IO) int {
+	var c shellCmd
+	_, code, done := cli.Parse("ferry shell", "Open a shell ($SHELL) in an agent's sandbox; its exit status is the shell's.",
+		[]string{"ferry shell fix-parser"}, &c, args, io)
+	if done {
+		return code
+	}
+	sh := os.Getenv("SHELL")
+	if sh == "" {
+		sh = "/bin/sh"
+	}
+	return sessionIn(io, "ferry shell", c.Name, []string{sh})
+}
+
+func sessionIn(io cli.IO, prog, name string, argv []string) int {
+	fc, err := cli.Load(".")
+	if err != nil {
+		return cli.Report(io, prog, err, false)
+	}
+	r, err := resolveAgent(fc, name)
+	if err != nil {
+		return cli.Report(io, prog, err, false)
+	}
+	if err := fc.Store.InstallShim(""); err != nil {
+		return cli.Report(io, prog, err, false)
+	}
+	dir, _ := os.Getwd()
+	if !strings.HasPrefix(dir+"/", r.Worktree+"/") {
+		dir = r.Worktree
+	}
+	code, err := agent.Run(fc.Store, r, agent.RunOptions{Argv: argv, Dir: dir, Env: os.Environ()})
+	if err != nil {
+		return cli.Report(io, prog, err, false)
+	}
+	return code
+}
+
+type envCmd struct {
+	Name string `arg:"" optional:"" help:"Agent name (default: the agent of the working directory)."`
+	JSON bool   `name:"json" help:"Print the variables as JSON."`
+}
+
+func envAgent(args []string, io cli.IO) int {
+	var c envCmd
+	return cli.Run("ferry env", "Print the environment that makes cargo build as an agent: eval it in a shell inside the agent's worktree.",
+		[]string{`eval "$(ferry env fix-parser)"`, `cd "$(ferry spawn a)" && eval "$(ferry env)"`}, &c, args, io, &c.JSON, func() error {
+			fc, err := cli.Load(".")
+			if err != nil {
+				return err
+			}
+			r, err := resolveAgent(fc, c.Name)
+			if err != nil {
+				return err
+			}
+			if err := fc.Store.InstallShim(""); err != nil {
+				return err
+			}
+			vars := map[string]string{"FERRY_WORKTREE": r.Worktree}
+			for _, kv := range agent.Environ(fc.Store, r, []string{"PATH=" + os.Getenv("PATH")}) {
+				k, v, _ := strings.Cut(kv, "=")
+				vars[k] = v
+			}
+			if c.JSON {
+				return cli.WriteJSON(io.Stdout, vars)
+			}
+			for _, k := range []string{"PATH", "FERRY_AGENT", "FERRY_WORKTREE"} {
+				fmt.Fprintf(io.Stdout, "export %s=%s\n", k, shellQuote(vars[k]))
+			}
+			return nil
+		})
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+type listCmd struct {
+	JSON bool `name:"json" help:"Print the agents as JSON."`
+}
+
+type listEntry struct {
+	*agent.Record
+	Busy         bool  `json:"busy"`
+	PrivateBytes int64 `json:"private_bytes"`
+}
+
+func listAgents(args []string, io cli.IO) int {
+	var c listCmd
+	return cli.Run("ferry list", "List agents: base, backend, state, private disk use, and whether processes run for them.",
+		[]string{"ferry list", "ferry list --json"}, &c, args, io, &c.JSON, func() error {
+			fc, err := cli.Load(".")
+			if err != nil {
+				return err
+			}
+			all, err := agent.All(fc.Store)
+			if err != nil {
+				return err
+			}
+			out := []listEntry{}
+			for _, r := range all {
+				e := listEntry{Record: r}
+				e.Busy, _ = agent.Busy(fc.Store, r.Name)
+				if b, err := fork.ByName(r.Backend); err == nil {
+					e.PrivateBytes, _ = b.PrivateBytes(fork.Paths{AgentDir: fc.Store.Agent(r.Name).Dir})
+				}
+				out = append(out, e)
+			}
+			if c.JSON {
+				return cli.WriteJSON(io.Stdout, out)
+			}
+			if len(out) == 0 {
+				fmt.Fprintln(io.Stdout, "no agents: create one with `ferry spawn NAME`")
+				return nil
+			}
+			tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSTATE\tBASE\tBACKEND\tPRIVATE\tBUSY\tWORKTREE")
+			for _, e := range out {
+				busy := "-"
+				if e.Busy {
+					busy = "busy"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.State, cli.Short(e.Base), e.Backend, cli.Bytes(e.PrivateBytes), busy, e.Worktree)
+			}
+			return tw.Flush()
+		})
+}
+
+type rmCmd struct {
+	Name  string `arg:"" help:"Agent name."`
+	Force bool   `help:"Remove even with uncommitted changes, keeping commits no ref reaches under refs/ferry/orphaned/."`
+	JSON  bool   `name:"json" help:"Print what was removed as JSON."`
+}
+
+func rmAgent(args []string, io cli.IO) int {
+	var c rmCmd
+	return cli.Run("ferry rm", "Remove an agent: its worktree, its fork and (when unchanged) its branch.",
+		[]string{"ferry rm fix-parser", "ferry rm fix-parser --force"}, &c, args, io, &c.JSON, func() error {
+			fc, err := cli.Load(".")
+			if err != nil {
+				return err
+			}
+			e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+			rm, err := pipeline.Remove(e.OneShot("ferry-rm"), e, c.Name, c.Force)
+			if err != nil {
+				return err
+			}
+			if c.JSON {
+				return cli.WriteJSON(io.Stdout, rm)
+			}
+			fmt.Fprintf(io.Stdout, "removed agent %s (%s)\n", rm.Name, rm.Worktree)
+			if rm.BranchKept != "" {
+				fmt.Fprintf(io.Stdout, "kept branch %s: it carries %d commit(s)\n", rm.BranchKept, rm.BranchCommits)
+			}
+			if rm.OrphanRef != "" {
+				fmt.Fprintf(io.Stdout, "kept unreachable commits under %s\n", rm.OrphanRef)
+			}
+			return nil
+		})
+}

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// InvokedAs is how the front (ferry) tells a stage binary the command the
+// user typed ("ferry base"), so that usage lines and errors say it. (Not
+// argv[0]: multi-call binaries, test harnesses among them, dispatch on it.)
+const InvokedAs = "FERRY_INVOKED_AS"
+
+// Name is the command's name as the user typed it: what the front passed
+// in InvokedAs (which it removes from the environment, so the processes
+// the command starts do not inherit it), else the binary's file name.
+func Name(argv0 string) string {
+	bin := filepath.Base(argv0)
+	typed := os.Getenv(InvokedAs)
+	os.Unsetenv(InvokedAs)
+	if stage, ok := strings.CutPrefix(typed, "ferry "); ok && "ferry-"+stage == bin {
+		return typed
+	}
+	return bin
+}
+
+// SeeExitCodes ends every command's description: the table itself is in
+// the top help only.
+const SeeExitCodes = "Exit codes are listed by `ferry --help`."
+
+// Parse parses args into grammar for the command called name. done is true
+// when the command has finished (help printed, or a usage error reported)
+// with exit status code. desc is the command's description; examples, one
+// per line, follow it under "Examples:".
+func Parse(name, desc string, examples []string, grammar any, args []string, io IO) (ctx *kong.Context, code int, done bool) {
+	exited := false
+	text := desc
+	if len(examples) > 0 {
+		text += "\n\nExamples:\n  " + strings.Join(examples, "\n  ")
+	}
+	parser, err := kong.New(grammar,
+		kong.Name(name),
+		kong.Description(text+"\n\n"+SeeExitCodes),
+		kong.Writers(io.Stdout, io.Stderr),
+		kong.Exit(func(c int) { exited, code = true, c }),
+	)
+	if err != nil {
+		return nil, Report(io, name, err, false), true
+	}
+	ctx, err = parser.Parse(args)
+	if exited {
+		return nil, code, true
+	}
+	if err != nil {
+		return nil, Report(io, name, failure.Wrap(failure.Usage, err, "run `"+name+" --help` for usage", "bad arguments"), false), true
+	}
+	return ctx, 0, false
+}
+
+// Run parses args into grammar and runs run, reporting its error under
+// name; asJSON points at the command's --json flag (nil: it has none).
+func Run(name, desc string, examples []string, grammar any, args []string, io IO, asJSON *bool, run func() error) int {
+	_, code, done := Parse(name, desc, examples, grammar, args, io)
+	if done {
+		return code
+	}
+	return Report(io, name, run(), asJSON != nil && *asJSON)
+}

@@ -1,0 +1,422 @@
+package fork
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// An overlay agent's target exists only inside a namespace that mounted it,
+// and two overlays on one upper dir must never be mounted at once (the
+// kernel only warns, and the two views diverge). So every process of an
+// overlay agent runs in one shared namespace, entered by this protocol,
+// which lives here, with the backend whose fork needs it, rather than in
+// package agent: the agent lifecycle asks its backend how to enter, who
+// uses the fork and what removing it must wait for, and never needs to know
+// that a backend mounts anything.
+//
+//   - Every process using the overlay holds mount.lock shared through an
+//     inherited descriptor (as every process run for any agent holds
+//     busy.lock).
+//   - Under the agent lock, Enter tries mount.lock exclusively. When it
+//     gets it and no readable /proc/<pid>/mountinfo shows an overlay on the
+//     agent's upper or work dir (a process in a nested namespace may have
+//     closed its descriptor and still have the overlay mounted), it creates
+//     the namespace, mounts the overlay there, records the namespace in
+//     ns.json, and turns the lock shared for the new process tree.
+//   - Otherwise it joins a live process of the namespace ns.json records,
+//     after checking that this process shows the agent's overlay on the
+//     canonical target (namespace ids can be reused).
+//   - When neither works (the last session is exiting, or only a nested
+//     namespace still has the overlay), it retries with backoff for up to
+//     EnterPatience, then refuses naming the processes.
+//
+// Users, Exclude and Mounted count the same processes: those holding
+// busy.lock or mount.lock, and those that still see the overlay.
+
+// EnterPatience bounds how long an overlay agent's Enter waits for an
+// overlay that is mounted but cannot be joined to go away.
+var EnterPatience = 10 * time.Second
+
+// nsRecord is ns.json: the namespace an overlay agent's processes share.
+type nsRecord struct {
+	Pid     int       `json:"pid"`   // the process that created it
+	User    string    `json:"user"`  // "user:[4026532...]"
+	Mount   string    `json:"mount"` // "mnt:[4026532...]"
+	Upper   string    `json:"upper"`
+	Work    string    `json:"work"`
+	Boot    string    `json:"boot"` // the kernel's boot_id when it was mounted
+	Created time.Time `json:"created"`
+}
+
+// overlayOf returns the overlay agent a's target is, with resolved paths
+// (as the kernel prints them in mountinfo).
+func overlayOf(a Agent) (sandbox.Overlay, error) {
+	target, err := a.BaseTarget()
+	if err != nil {
+		return sandbox.Overlay{}, failure.Wrap(failure.Refused, err, "remove the agent with `ferry rm` and spawn it again",
+			"agent %q's base %s cannot be read: its overlay has no lower layer", a.Name, a.Base)
+	}
+	dir, err := filepath.EvalSymlinks(a.Files.Dir)
+	if err != nil {
+		return sandbox.Overlay{}, err
+	}
+	lower, err := filepath.EvalSymlinks(target)
+	if err != nil {
+		return sandbox.Overlay{}, failure.Wrap(failure.Refused, err, "remove the agent with `ferry rm` and spawn it again",
+			"agent %q's base target %s is missing", a.Name, target)
+	}
+	mnt, err := filepath.EvalSymlinks(a.Mount)
+	if err != nil {
+		return sandbox.Overlay{}, err
+	}
+	p := Paths{BaseTarget: lower, AgentDir: dir}
+	for _, d := range []string{p.Upper(), p.Work()} {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			return sandbox.Overlay{}, failure.New(failure.Refused, "remove the agent with `ferry rm --force "+a.Name+"` and spawn it again",
+				"overlay agent %q has no %s", a.Name, d)
+		}
+	}
+	return sandbox.Overlay{Lower: lower, Upper: p.Upper(), Work: p.Work(), Target: mnt, Volatile: true}, nil
+}
+
+// Enter mounts the agent's overlay in a new namespace or joins the live one
+// (the protocol above), under the agent lock.
+func (overlayBackend) Enter(a Agent, plan sandbox.Plan, busy *lock.Lock) (*Session, error) {
+	ov, err := overlayOf(a)
+	if err != nil {
+		return nil, err
+	}
+	plan.Overlays = []sandbox.Overlay{ov}
+	agentLock, err := lock.Take(a.Files.Lock)
+	if err != nil {
+		return nil, err
+	}
+	x := newSession(busy)
+	// Released once the command runs (or on failure): the mount lock is
+	// then held shared by the new process tree.
+	x.agentLock = agentLock
+	x.locks = append(x.locks, agentLock)
+	fail := func(err error) (*Session, error) {
+		x.locks = x.locks[1:] // busy stays the caller's on failure
+		x.Close()
+		return nil, err
+	}
+	// rm removes the record first, under the agent lock: a process that
+	// waited for the lock finds no agent, never a fork half removed.
+	if _, err := os.Stat(a.Files.Record); err != nil {
+		return fail(failure.Wrap(failure.Refused, err, "list agents with `ferry list`", "agent %q was removed", a.Name))
+	}
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 10*time.Millisecond, time.Second, EnterPatience
+	bo.Reset()
+	for {
+		done, err := x.tryEnter(a, plan, ov)
+		if err != nil {
+			return fail(err)
+		}
+		if done {
+			return x, nil
+		}
+		wait := bo.NextBackOff()
+		if wait == backoff.Stop {
+			return fail(refuseEntry(a, ov))
+		}
+		time.Sleep(wait)
+	}
+}
+
+// tryEnter makes one attempt: create, join, or neither (done false).
+func (x *Session) tryEnter(a Agent, plan sandbox.Plan, ov sandbox.Overlay) (bool, error) {
+	mountPath := a.Files.MountLock
+	ml, err := lock.TryTake(mountPath)
+	if err == nil {
+		if len(sandbox.OverlayUsers(ov.Upper, ov.Work)) > 0 {
+			ml.Release()
+			return false, nil // mounted by a process that no longer holds the lock
+		}
+		if err := trustUpper(a, ov); err != nil {
+			ml.Release()
+			return true, err
+		}
+		cmd, err := sandbox.Command(plan)
+		if err != nil {
+			ml.Release()
+			return true, err
+		}
+		x.Mode, x.Cmd = EnterCreate, cmd
+		x.locks = append(x.locks, ml)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, x.busy().File(), ml.File())
+		cmd.OnStart = func(pid int) error {
+			user, mnt := cmd.Namespaces()
+			if err := recordNamespace(a, pid, user, mnt, ov); err != nil {
+				return err
+			}
+			if err := ml.Downgrade(); err != nil {
+				return fmt.Errorf("share %s: %w", mountPath, err)
+			}
+			x.releaseAgentLock()
+			return nil
+		}
+		return true, nil
+	}
+	if err != lock.ErrBusy {
+		return true, err
+	}
+	ns, ok := liveNamespace(a, ov)
+	if !ok {
+		return false, nil
+	}
+	ml, err = lock.TryShared(mountPath)
+	if err != nil {
+		ns.User.Close()
+		ns.Mount.Close()
+		if err == lock.ErrBusy {
+			return false, nil
+		}
+		return true, err
+	}
+	plan.Join = ns
+	cmd, err := sandbox.Command(plan)
+	if err != nil {
+		ns.User.Close()
+		ns.Mount.Close()
+		ml.Release()
+		return true, err
+	}
+	x.Mode, x.Cmd, x.ns = EnterJoin, cmd, ns
+	x.locks = append(x.locks, ml)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, x.busy().File(), ml.File())
+	cmd.OnStart = func(int) error {
+		x.releaseAgentLock()
+		return nil
+	}
+	return true, nil
+}
+
+// Agent overlays are mounted volatile: without it, the last process of an
+// agent's namespace would wait, as it exits, for the kernel to sync the whole
+// filesystem of the upper dir (with other agents' builds writing, hundreds
+// of milliseconds on every cargo call that ends a namespace). The price is
+// that the kernel never flushes the upper for us, so after a crash it may
+// hold torn files with fresh mtimes, which Cargo would trust. The kernel
+// marks a volatile upper (work/work/incompat/volatile) and refuses to mount
+// it again; before mounting, trustUpper clears the mark when ns.json shows
+// the upper was last mounted in this boot (the page cache still holds
+// everything written), and otherwise empties the upper: the agent's target
+// is then the base's again, exactly as spawn left it, and Cargo rebuilds
+// what the worktree changed since.
+
+// bootID names this boot of the kernel.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// trustUpper readies an overlay agent's layers for a new mount; the caller
+// holds the agent lock and mount.lock exclusively, and nothing has the
+// overlay mounted.
+func trustUpper(a Agent, ov sandbox.Overlay) error {
+	if _, err := os.Lstat(ov.VolatileMarker()); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if rec, err := readNS(a); err == nil && rec.Boot != "" && rec.Boot == bootID() {
+		// Same boot: the overlay recreates work/work on mount anyway.
+		inner := filepath.Join(ov.Work, "work") // overlayfs's own layout: not a store path
+		if err := RemoveTree(inner); err != nil {
+			return fmt.Errorf("clear agent %s's volatile mark: %w", a.Name, err)
+		}
+		return nil
+	}
+	if err := ResetOverlay(Paths{BaseTarget: ov.Lower, AgentDir: filepath.Dir(ov.Upper)}); err != nil {
+		return fmt.Errorf("agent %s's overlay was last mounted before a reboot, so its upper may hold unflushed writes: %w", a.Name, err)
+	}
+	return nil
+}
+
+// recordNamespace writes ns.json for the namespace pid was started in.
+func recordNamespace(a Agent, pid int, user, mnt string, ov sandbox.Overlay) error {
+	if user == "" || mnt == "" {
+		return fmt.Errorf("record agent %s's namespace: the sandbox did not name it", a.Name)
+	}
+	return atomicfile.ReplaceJSON(a.Files.NS, &nsRecord{
+		Pid: pid, User: user, Mount: mnt, Upper: ov.Upper, Work: ov.Work, Boot: bootID(), Created: time.Now().UTC(),
+	}, 0o644)
+}
+
+// readNS returns an overlay agent's ns.json.
+func readNS(a Agent) (*nsRecord, error) {
+	var n nsRecord
+	if err := atomicfile.ReadJSON(a.Files.NS, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// liveNamespace finds a process in the namespace ns.json records that shows
+// the agent's overlay on the canonical target, and opens its namespaces.
+// The descriptors keep the namespaces alive even if that process exits.
+func liveNamespace(a Agent, ov sandbox.Overlay) (*sandbox.Namespace, bool) {
+	rec, err := readNS(a)
+	if err != nil || rec.Upper != ov.Upper {
+		return nil, false
+	}
+	for _, pid := range sandbox.InNamespace(rec.Mount) {
+		ns, err := openNamespace(pid, rec)
+		if err != nil {
+			continue
+		}
+		mounts, err := sandbox.ReadMountinfo(fmt.Sprintf("/proc/%d/mountinfo", pid))
+		if m := sandbox.TopMount(mounts, ov.Target); err != nil || m == nil || !m.IsOverlay(ov.Upper, ov.Work) {
+			ns.User.Close()
+			ns.Mount.Close()
+			continue
+		}
+		return ns, true
+	}
+	return nil, false
+}
+
+// openNamespace opens pid's user and mount namespaces and checks, on the
+// opened descriptors, that they are the recorded ones (pid may have exited
+// and been reused in between).
+func openNamespace(pid int, rec *nsRecord) (*sandbox.Namespace, error) {
+	open := func(kind, want string) (*os.File, error) {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/%s", pid, kind))
+		if err != nil {
+			return nil, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil || kind+":["+strconv.FormatUint(st.Ino, 10)+"]" != want {
+			f.Close()
+			return nil, errors.New("not the recorded namespace")
+		}
+		return f, nil
+	}
+	user, err := open("user", rec.User)
+	if err != nil {
+		return nil, err
+	}
+	mnt, err := open("mnt", rec.Mount)
+	if err != nil {
+		user.Close()
+		return nil, err
+	}
+	return &sandbox.Namespace{User: user, Mount: mnt}, nil
+}
+
+// refuseEntry names the processes that keep the overlay from being entered.
+func refuseEntry(a Agent, ov sandbox.Overlay) error {
+	return failure.New(failure.Refused,
+		"wait for them to exit, or stop them (a process in a nested namespace, such as unshare or bwrap, keeps the overlay mounted), then try again",
+		"agent %q's overlay is still mounted where Ferry cannot join it (waited %s)%s", a.Name, EnterPatience, pidList(mountUsers(a.Files.MountLock, ov.Upper, ov.Work)))
+}
+
+// mountUsers returns the processes that hold mountPath or see an overlay
+// on upper or work, lowest pid first.
+func mountUsers(mountPath, upper, work string) []int {
+	return otherPids(append(lock.Holders(mountPath), sandbox.OverlayUsers(upper, work)...))
+}
+
+// InSandbox reports whether the canonical target this process sees is the
+// agent's overlay.
+func (overlayBackend) InSandbox(a Agent) bool {
+	ov, err := overlayOf(a)
+	if err != nil {
+		return false
+	}
+	mounts, err := sandbox.ReadMountinfo("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	m := sandbox.TopMount(mounts, ov.Target)
+	return m != nil && m.IsOverlay(ov.Upper, ov.Work)
+}
+
+// Users are the processes holding busy.lock or mount.lock, and those that
+// see the agent's overlay (in a nested namespace, without either lock).
+// Best effort: only processes this one may inspect are seen.
+func (overlayBackend) Users(a Agent) []int {
+	dir := a.Files.Dir
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = d // as the kernel prints it in mountinfo
+	}
+	files := store.AgentFiles(dir)
+	return otherPids(append(lock.Holders(a.Files.Busy), mountUsers(a.Files.MountLock, files.Upper, files.Work)...))
+}
+
+// Exclude takes busy.lock and mount.lock exclusively, which keeps new
+// sessions and new mounts out, and refuses while a process still uses the
+// overlay: one in a nested namespace may see it without holding either.
+func (b overlayBackend) Exclude(a Agent) (func(), error) {
+	busy, err := excludeBusy(a)
+	if err != nil {
+		return nil, err
+	}
+	ml, err := lock.TryTake(a.Files.MountLock)
+	if err != nil && err != lock.ErrBusy {
+		busy.Release()
+		return nil, err
+	}
+	release := func() {
+		ml.Release()
+		busy.Release()
+	}
+	if pids := b.Users(a); err == lock.ErrBusy || len(pids) > 0 {
+		release()
+		return nil, failure.New(failure.Refused, "stop them (exit the agent's shells and builds, and namespaces made inside them) and try again",
+			"processes still use agent %q's overlay%s", a.Name, pidList(pids))
+	}
+	return release, nil
+}
+
+// Mounted is one look at the forks still mounted on this host, in every
+// mount namespace this process may inspect: what gc must check before it
+// deletes an agent dir that has no record any more, or a base no record
+// references. A reflink or copy fork is a plain directory whose users hold
+// busy.lock, which rm checks; only an overlay stays in use through a mount
+// that can outlive every lock (a process in a namespace nested inside the
+// agent's sandbox), and it reads the base's target as its lower layer.
+//
+// One scan serves a whole gc pass: it reads one mountinfo per mount
+// namespace and root (about 15 ms for 480 processes). Processes this one
+// may not inspect are not seen, so the answer is a lower bound.
+type Mounted struct{ live []sandbox.LiveOverlay }
+
+// ScanMounted scans the host's mounts.
+func ScanMounted() Mounted { return Mounted{live: sandbox.LiveOverlays()} }
+
+// AgentDir reports whether a mounted fork still writes into the agent dir
+// dir.
+func (m Mounted) AgentDir(dir string) bool {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r // as the kernel prints it
+	}
+	for _, o := range m.live {
+		if store.Within(o.Upper, dir) || store.Within(o.Work, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// BaseTarget reports whether a mounted fork still reads the base target
+// dir.
+func (m Mounted) BaseTarget(dir string) bool { return sandbox.MountedLowerIn(m.live, dir) }

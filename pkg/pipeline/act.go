@@ -1,0 +1,131 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"time"
+
+	"github.com/ferrydev/ferry/events"
+	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/bus"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/gc"
+)
+
+// Act, then announce. Each state change Ferry makes is one function here
+// that changes the store and then announces the event that reports it: the
+// one-shot commands (ferry base, spawn, rm, gc) and the following stages
+// (ferry-base --follow, ferry-gc --follow) call the same function, so an
+// event is built in one place and carries every field whichever process
+// made the change.
+
+// Announcer publishes the event of a state change that is already durable.
+// It never fails the change: an event it cannot deliver waits in the
+// outbox, or is reported on the log.
+type Announcer interface {
+	Announce(ev events.Event)
+}
+
+// OneShot is the announcer of a one-shot command called name: each event
+// is published within a short bound, or waits in the store's outbox for the
+// next process that reaches the bus (see Emit).
+func (e Env) OneShot(name string) Announcer { return oneShot{e, name} }
+
+type oneShot struct {
+	e    Env
+	name string
+}
+
+func (o oneShot) Announce(ev events.Event) { Emit(o.e, o.name, ev) }
+
+// OnConn is the announcer of a long-running stage connected to the bus:
+// events go over its connection, queued in the outbox while the bus is
+// away.
+func (e Env) OnConn(ctx context.Context, c *bus.Conn) Announcer { return onConn{ctx, e, c} }
+
+type onConn struct {
+	ctx context.Context
+	e   Env
+	c   *bus.Conn
+}
+
+func (o onConn) Announce(ev events.Event) { publish(o.ctx, o.e, o.c, ev) }
+
+var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// BuildBase builds the base o describes, or reuses it, and makes it current
+// (base.Build), announcing base.building once a build starts, then
+// base.ready, or base.failed with the warm command that failed. An
+// interrupted build announces no failure: its commit is not at fault, and
+// whoever builds it next announces the outcome.
+func BuildBase(ctx context.Context, a Announcer, o base.Options) (*base.Result, error) {
+	var plan *base.Plan
+	onBuilding := o.OnBuilding
+	o.OnBuilding = func(p *base.Plan) {
+		plan = p
+		a.Announce(&events.BaseBuilding{BaseID: p.ID, Commit: p.Commit, Fingerprint: p.Fingerprint()})
+		if onBuilding != nil {
+			onBuilding(p)
+		}
+	}
+	start := time.Now()
+	res, err := base.Build(ctx, o)
+	if err == nil {
+		r := res.Record
+		a.Announce(&events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
+			Current: true, Reused: res.Reused, Seconds: time.Since(start).Seconds(), Warnings: r.Warnings})
+		return res, nil
+	}
+	if failure.KindOf(err) == failure.Interrupted || errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	kind := failure.KindOf(err)
+	ev := &events.BaseFailed{Error: err.Error(), ExitKind: kind.String(), ExitCode: kind.ExitCode(), Command: base.FailedCommand(err)}
+	switch {
+	case plan != nil:
+		ev.BaseID, ev.Commit, ev.Fingerprint = plan.ID, plan.Commit, plan.Fingerprint()
+	case fullCommit.MatchString(o.Rev):
+		ev.Commit = o.Rev // failed before its id was known (the toolchain, say)
+	default:
+		return nil, err // a revision that names no commit: nothing to announce
+	}
+	a.Announce(ev)
+	return nil, err
+}
+
+// Spawn creates an agent (agent.Spawn) and announces agent.spawned.
+func Spawn(a Announcer, o agent.SpawnOptions) (*agent.Record, error) {
+	r, err := agent.Spawn(o)
+	if err != nil {
+		return nil, err
+	}
+	a.Announce(&events.AgentSpawned{Name: r.Name, Branch: r.Branch, Worktree: r.Worktree,
+		BaseID: r.Base, Backend: r.Backend, StartCommit: r.StartCommit})
+	return r, nil
+}
+
+// Remove removes an agent (agent.Remove) and announces agent.removed.
+func Remove(a Announcer, e Env, name string, force bool) (*agent.Removal, error) {
+	rm, err := agent.Remove(e.Repo, e.Store, name, force)
+	if err != nil {
+		return nil, err
+	}
+	a.Announce(&events.AgentRemoved{Name: rm.Name, Branch: rm.Branch, Worktree: rm.Worktree,
+		BaseID: rm.Base, Forced: force, OrphanRef: rm.OrphanRef})
+	return rm, nil
+}
+
+// Collect runs one gc pass (gc.Run) and, when it deleted a base or rolled
+// back a spawn, announces gc.collected. A dry run announces nothing.
+func Collect(a Announcer, e Env, dry bool) (*gc.Result, error) {
+	res, err := gc.Run(e.Repo, e.Store, dry)
+	if err != nil {
+		return nil, err
+	}
+	if !dry && len(res.Bases)+len(res.Agents) > 0 {
+		a.Announce(&events.GCCollected{DeletedBases: res.Bases, KeptBases: res.Kept, RolledBackAgents: res.Agents})
+	}
+	return res, nil
+}

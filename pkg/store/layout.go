@@ -1,0 +1,177 @@
+package store
+
+import "path/filepath"
+
+// The layout: every path under the store parent is named here, and nowhere
+// else (TestNoStorePathJoinedElsewhere checks the code, and
+// TestReadmeShowsTheLayout the README's tree):
+//
+//	<parent>/                         FERRY_HOME, [store] dir, or the platform cache dir
+//	  bin/cargo                       the shim (a link to ferry-shim)
+//	  bus/ bus.json token bus.lock    the embedded bus's address, token and host lock
+//	    jetstream/                    its stream store
+//	  worktrees/                      agent worktrees, when FERRY_HOME names the parent
+//	  <repo-name>-<hash>/             one store per repository (Key)
+//	    store.json lock current watch.lock
+//	    mnt/src mnt/target            canonical mountpoints (empty on the host)
+//	    outbox/<event id>.json        events waiting for the bus
+//	    tmp/                          scratch
+//	    bases/<commit>-<fp>/          immutable once base.json exists
+//	      base.json src/ target/
+//	    bases/<commit>-<fp>.lock
+//	    agents/<name>/
+//	      agent.json lock busy.lock
+//	      target/                     reflink and copy forks (ferry-ws/<path>/ inside)
+//	      upper/ work/                overlay forks
+//	      mount.lock ns.json          overlay: in-use lock and live namespace
+
+// Names are the file and directory names of the layout, as the README's
+// store tree shows them.
+var Names = []string{
+	"bin", "cargo", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
+	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
+	"bases", "base.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
+	"mount.lock", "ns.json",
+}
+
+// ShimDir is where the shim is installed as cargo: <parent>/bin.
+func ShimDir(parent string) string { return filepath.Join(parent, "bin") }
+
+// ShimDir is the shim's directory of the store's parent.
+func (s *Store) ShimDir() string { return ShimDir(s.Parent) }
+
+// OfShim returns the store of the repository whose git common dir is
+// commonDir under the store parent holding shimDir (the PATH entry through
+// which the shim was reached as cargo). Unlike Open it checks nothing: the
+// shim runs on every cargo call, and the command that installed it checked
+// the path.
+func OfShim(shimDir, commonDir string) *Store {
+	parent := filepath.Dir(filepath.Clean(shimDir))
+	if r, err := filepath.EvalSymlinks(parent); err == nil {
+		parent = r
+	}
+	key := Key(commonDir)
+	return &Store{Parent: parent, Dir: filepath.Join(parent, key), Key: key, commonDir: filepath.Clean(commonDir)}
+}
+
+// ShimLink is the shim as cargo: <parent>/bin/cargo.
+func ShimLink(parent string) string { return filepath.Join(ShimDir(parent), "cargo") }
+
+// BusDir is the bus directory under the store parent: <parent>/bus.
+func BusDir(parent string) string { return filepath.Join(parent, "bus") }
+
+// BusDir is the bus directory of the store's parent.
+func (s *Store) BusDir() string { return BusDir(s.Parent) }
+
+// Bus names the files of a bus directory.
+type Bus struct {
+	Info      string // bus.json: where the embedded bus listens, written by its host
+	Token     string // the client token, 0600
+	Lock      string // held by the host for its lifetime; records its pid
+	JetStream string // the server's stream store
+}
+
+// BusFiles names the files of the bus directory dir.
+func BusFiles(dir string) Bus {
+	return Bus{
+		Info:      filepath.Join(dir, "bus.json"),
+		Token:     filepath.Join(dir, "token"),
+		Lock:      filepath.Join(dir, "bus.lock"),
+		JetStream: filepath.Join(dir, "jetstream"),
+	}
+}
+
+// Worktrees is the worktree parent under a store parent that FERRY_HOME
+// names, when nothing names one of its own.
+func Worktrees(parent string) string { return filepath.Join(parent, "worktrees") }
+
+// OutboxDir is where the events of repository key's one-shot commands wait
+// for the bus.
+func OutboxDir(parent, key string) string { return filepath.Join(parent, key, "outbox") }
+
+// OutboxFile is where event id waits in the outbox dir.
+func OutboxFile(dir, id string) string { return filepath.Join(dir, id+".json") }
+
+// OutboxGlob matches every repository's outbox under parent.
+func OutboxGlob(parent string) string { return OutboxDir(parent, "*") }
+
+func (s *Store) MetaPath() string      { return filepath.Join(s.Dir, "store.json") }
+func (s *Store) LockPath() string      { return filepath.Join(s.Dir, "lock") }
+func (s *Store) CurrentPath() string   { return filepath.Join(s.Dir, "current") }
+func (s *Store) WatchLockPath() string { return filepath.Join(s.Dir, "watch.lock") }
+func (s *Store) MntSrc() string        { return filepath.Join(s.Dir, "mnt", "src") }
+func (s *Store) MntTarget() string     { return filepath.Join(s.Dir, "mnt", "target") }
+func (s *Store) BasesDir() string      { return filepath.Join(s.Dir, "bases") }
+func (s *Store) AgentsDir() string     { return filepath.Join(s.Dir, "agents") }
+func (s *Store) TmpDir() string        { return filepath.Join(s.Dir, "tmp") }
+func (s *Store) OutboxDir() string     { return OutboxDir(s.Parent, s.Key) }
+
+// BaseDir is the directory of base id.
+func (s *Store) BaseDir(id string) string { return filepath.Join(s.BasesDir(), id) }
+
+// BaseLock is the lock file of base id, beside its directory so that
+// discarding the directory never drops a held lock.
+func (s *Store) BaseLock(id string) string { return filepath.Join(s.BasesDir(), id+".lock") }
+
+// Base names the paths of one base.
+type Base struct {
+	Dir    string
+	Record string // base.json, the ready marker, written last
+	Src    string // the checkout
+	Target string // the warm build's target dir
+	Lock   string
+}
+
+// Base returns the paths of base id.
+func (s *Store) Base(id string) Base {
+	b := BaseFiles(s.BaseDir(id))
+	b.Lock = s.BaseLock(id)
+	return b
+}
+
+// BaseFiles names the files inside a base directory (Lock stays empty: it
+// lives beside the directory).
+func BaseFiles(dir string) Base {
+	return Base{Dir: dir, Record: filepath.Join(dir, "base.json"), Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target")}
+}
+
+// Agent names the paths of one agent.
+type Agent struct {
+	Dir       string
+	Record    string // agent.json
+	Lock      string // the agent lock (lock order: store, agent, base)
+	Busy      string // busy.lock, held shared by every process run for the agent
+	Target    string // the reflink or copy fork
+	Upper     string // the overlay fork's upper layer
+	Work      string // the overlay's work dir
+	MountLock string // overlay: held shared by every process using the mount
+	NS        string // overlay: ns.json, the live namespace
+}
+
+// Agent returns the paths of agent name.
+func (s *Store) Agent(name string) Agent { return AgentFiles(filepath.Join(s.AgentsDir(), name)) }
+
+// AgentFiles names the files of the agent directory dir.
+func AgentFiles(dir string) Agent {
+	return Agent{
+		Dir:       dir,
+		Record:    filepath.Join(dir, "agent.json"),
+		Lock:      filepath.Join(dir, "lock"),
+		Busy:      filepath.Join(dir, "busy.lock"),
+		Target:    filepath.Join(dir, "target"),
+		Upper:     filepath.Join(dir, "upper"),
+		Work:      filepath.Join(dir, "work"),
+		MountLock: filepath.Join(dir, "mount.lock"),
+		NS:        filepath.Join(dir, "ns.json"),
+	}
+}
+
+// NestedTarget is the target dir, inside an agent's (or base's) target, of
+// the Cargo workspace nested at rel in the checkout (each workspace gets
+// its own: Cargo hashes path packages relative to the workspace root).
+func NestedTarget(target, rel string) string {
+	if rel == "." || rel == "" {
+		return target
+	}
+	return filepath.Join(target, "ferry-ws", rel)
+}
