@@ -78,6 +78,7 @@ type Record struct {
 	Warm        []WarmCommand `json:"warm"`
 	Modes       Modes         `json:"modes"`
 	Seed        string        `json:"seed,omitempty"` // the base this one was seeded from; empty for a cold build
+	UnitInputs  string        `json:"unit_inputs"`    // see UnitInputs: what a seed must share
 	Stamped     StampCount    `json:"stamped"`
 	TargetSeal  TargetSeal    `json:"target_seal"` // what the target held when base.json was written
 	Timings     Timings       `json:"timings"`

@@ -35,7 +35,7 @@ type Options struct {
 	Settings *config.Settings
 	Store    *store.Store
 	Rev      string // default HEAD
-	Cold     bool   // never seed from another base (seeding comes later: every build is cold now)
+	Cold     bool   // never seed from another base: build from an empty target
 	// Rebuild discards the base of Rev when it is ready and builds it
 	// again: the fix for a base changed after it was built (see Verify).
 	Rebuild  bool
@@ -58,11 +58,12 @@ type Result struct {
 
 // Plan is what a build of Rev would produce, resolved before any lock.
 type Plan struct {
-	Commit    string
-	ID        string
-	Toolchain Toolchain
-	Warm      []WarmCommand
-	Modes     Modes
+	Commit     string
+	ID         string
+	Toolchain  Toolchain
+	Warm       []WarmCommand
+	Modes      Modes
+	UnitInputs string // see UnitInputs: a seed must have the same
 }
 
 // Fingerprint is the fingerprint part of the plan's base id.
@@ -104,6 +105,13 @@ func Resolve(o Options) (*Plan, error) {
 		p.Warm = append(p.Warm, WarmCommand{Command: c, Generated: o.Settings.WarmIsDefault && c == config.GeneratedClippy})
 	}
 	p.ID = ID(commit, Fingerprint(p.Toolchain, p.Warm, p.Modes))
+	tree, err := o.Repo.LsTree(commit)
+	if err != nil {
+		return nil, err
+	}
+	if p.UnitInputs, err = UnitInputs(tree, o.env(), o.Store.MntSrc(), cargoHome(o.env())); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -236,7 +244,7 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 		Format: Format, ID: p.ID, Commit: p.Commit, Fingerprint: strings.TrimPrefix(p.ID, p.Commit+"-"),
 		Store: s.Dir, Dir: dir, Src: s.Base(p.ID).Src, Target: s.Base(p.ID).Target,
 		MntSrc: s.MntSrc(), MntTarget: s.MntTarget(),
-		Toolchain: p.Toolchain, Modes: p.Modes, Warnings: []string{}, Incomplete: []string{},
+		Toolchain: p.Toolchain, Modes: p.Modes, UnitInputs: p.UnitInputs, Warnings: []string{}, Incomplete: []string{},
 	}
 	fmt.Fprintf(out, "ferry-base: building base %s (%s, %s)\n", p.ID, short(p.Commit), p.Toolchain.Cargo)
 
@@ -253,21 +261,35 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 	r.Timings.Worktree = since(t)
 
 	t = time.Now()
-	entries, err := o.Repo.LsFiles(r.Src)
-	if err != nil {
-		return nil, err
+	var seed *Record
+	why := "cold: --cold"
+	if !o.Cold {
+		seed, why = chooseSeed(s, p)
 	}
-	st, err := freshness.StampBaseCheckout(r.Src, entries)
-	if err != nil {
-		return nil, err
+	fmt.Fprintf(out, "ferry-base: %s\n", why)
+	if seed != nil {
+		var err error
+		if r.Stamped, err = seedFrom(o, r, seed); err != nil {
+			return nil, err
+		}
+		r.Seed = seed.ID
+	} else {
+		entries, err := o.Repo.LsFiles(r.Src)
+		if err != nil {
+			return nil, err
+		}
+		st, err := freshness.StampBaseCheckout(r.Src, entries)
+		if err != nil {
+			return nil, err
+		}
+		r.Stamped = StampCount{Files: st.Files, Dirs: st.Dirs}
+		if err := os.Mkdir(r.Target, 0o755); err != nil {
+			return nil, err
+		}
 	}
-	r.Stamped = StampCount{Files: st.Files, Dirs: st.Dirs}
 	r.Timings.Stamp = since(t)
 
 	t = time.Now()
-	if err := os.Mkdir(r.Target, 0o755); err != nil {
-		return nil, err
-	}
 	shimDir := ""
 	if o.Shim {
 		if err := s.InstallShim(""); err != nil {
