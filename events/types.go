@@ -15,12 +15,15 @@ type CommitSeen struct {
 	Previous string `json:"previous,omitempty"`
 }
 
-// BaseBuilding: a builder took the base lock and started building a base.
+// BaseBuilding: a builder took the base lock and started building a base,
+// cold or seeded.
 type BaseBuilding struct {
 	Header
 	BaseID      string `json:"base_id"` // <commit>-<fingerprint>
 	Commit      string `json:"commit"`
 	Fingerprint string `json:"fingerprint"`
+	// Seed is the base this build starts from; empty for a cold build.
+	Seed string `json:"seed,omitempty"`
 }
 
 // BaseReady: base.json of a base was renamed into place (and, when Current,
@@ -35,6 +38,11 @@ type BaseReady struct {
 	Reused      bool     `json:"reused"`             // an existing ready base, nothing built
 	Seconds     float64  `json:"seconds"`            // wall time of the build
 	Warnings    []string `json:"warnings,omitempty"` // as in base.json
+	// Seed is the base the build started from (empty for a cold build),
+	// and SeedSeconds how long that base's own build took: the refresh's
+	// saving is SeedSeconds against Seconds.
+	Seed        string  `json:"seed,omitempty"`
+	SeedSeconds float64 `json:"seed_seconds,omitempty"`
 }
 
 // BaseFailed: a base build failed and was discarded; the current base was

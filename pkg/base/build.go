@@ -64,6 +64,10 @@ type Plan struct {
 	Warm       []WarmCommand
 	Modes      Modes
 	UnitInputs string // see UnitInputs: a seed must have the same
+	// Seed is the base the build starts from, "" for a cold build; Build
+	// chooses it once the base lock is held (SeedWhy says why).
+	Seed    string
+	SeedWhy string
 }
 
 // Fingerprint is the fingerprint part of the plan's base id.
@@ -220,11 +224,19 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := discard(o, p.ID); err != nil {
 		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
 	}
+	var seed *Record
+	p.SeedWhy = "cold: --cold"
+	if !o.Cold {
+		seed, p.SeedWhy = chooseSeed(o.Store, p)
+	}
+	if seed != nil {
+		p.Seed = seed.ID
+	}
 	if o.OnBuilding != nil {
 		o.OnBuilding(p)
 	}
 
-	r, err := build(ctx, o, p, start)
+	r, err := build(ctx, o, p, seed, start)
 	if err != nil {
 		if derr := discard(o, p.ID); derr != nil {
 			err = errors.Join(err, fmt.Errorf("discard the failed base: %w", derr))
@@ -236,7 +248,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	return &Result{Record: r}, nil
 }
 
-func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, error) {
+func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Time) (*Record, error) {
 	out := o.progress()
 	s := o.Store
 	dir := s.BaseDir(p.ID)
@@ -261,12 +273,7 @@ func build(ctx context.Context, o Options, p *Plan, start time.Time) (*Record, e
 	r.Timings.Worktree = since(t)
 
 	t = time.Now()
-	var seed *Record
-	why := "cold: --cold"
-	if !o.Cold {
-		seed, why = chooseSeed(s, p)
-	}
-	fmt.Fprintf(out, "ferry-base: %s\n", why)
+	fmt.Fprintf(out, "ferry-base: %s\n", p.SeedWhy)
 	if seed != nil {
 		var err error
 		if r.Stamped, err = seedFrom(o, r, seed); err != nil {

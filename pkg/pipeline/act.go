@@ -65,7 +65,7 @@ func BuildBase(ctx context.Context, a Announcer, o base.Options) (*base.Result, 
 	onBuilding := o.OnBuilding
 	o.OnBuilding = func(p *base.Plan) {
 		plan = p
-		a.Announce(&events.BaseBuilding{BaseID: p.ID, Commit: p.Commit, Fingerprint: p.Fingerprint()})
+		a.Announce(&events.BaseBuilding{BaseID: p.ID, Commit: p.Commit, Fingerprint: p.Fingerprint(), Seed: p.Seed})
 		if onBuilding != nil {
 			onBuilding(p)
 		}
@@ -74,8 +74,14 @@ func BuildBase(ctx context.Context, a Announcer, o base.Options) (*base.Result, 
 	res, err := base.Build(ctx, o)
 	if err == nil {
 		r := res.Record
-		a.Announce(&events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
-			Current: true, Reused: res.Reused, Seconds: time.Since(start).Seconds(), Warnings: r.Warnings})
+		ev := &events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
+			Current: true, Reused: res.Reused, Seconds: time.Since(start).Seconds(), Warnings: r.Warnings, Seed: r.Seed}
+		if r.Seed != "" {
+			if s, err := base.Read(o.Store, r.Seed); err == nil {
+				ev.SeedSeconds = s.Timings.Total
+			}
+		}
+		a.Announce(ev)
 		return res, nil
 	}
 	if failure.KindOf(err) == failure.Interrupted || errors.Is(err, context.Canceled) {

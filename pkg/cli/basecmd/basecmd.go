@@ -102,6 +102,9 @@ func (c *buildCmd) run(io cli.IO) error {
 	}
 	fmt.Fprintf(io.Stdout, "%s base %s\n  commit  %s\n  src     %s\n  target  %s\n  cargo   %s\n",
 		verb, r.ID, r.Commit, r.Src, r.Target, r.Toolchain.Cargo)
+	if r.Seed != "" {
+		fmt.Fprintf(io.Stdout, "  seed    %s\n", r.Seed)
+	}
 	if !res.Reused {
 		fmt.Fprintf(io.Stdout, "  time    %s total: worktree %s, stamp %s, warm %s\n",
 			cli.Seconds(r.Timings.Total), cli.Seconds(r.Timings.Worktree), cli.Seconds(r.Timings.Stamp), cli.Seconds(r.Timings.Warm))
@@ -132,19 +135,22 @@ func (c *listCmd) run(io cli.IO) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CURRENT\tID\tSTATE\tCOMMIT\tCARGO\tCREATED")
+	fmt.Fprintln(tw, "CURRENT\tID\tSTATE\tCOMMIT\tSEED\tCARGO\tCREATED")
 	for _, e := range list {
 		cur := ""
 		if e.Current {
 			cur = "*"
 		}
-		commit, cargo, created := "-", "-", "-"
+		commit, seed, cargo, created := "-", "-", "-", "-"
 		if e.Record != nil {
 			commit = cli.Short(e.Record.Commit)
+			if e.Record.Seed != "" {
+				seed = cli.Short(e.Record.Seed)
+			}
 			cargo = e.Record.Toolchain.CargoVersion
 			created = e.Record.Created.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cur, e.ID, e.State, commit, cargo, created)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cur, e.ID, e.State, commit, seed, cargo, created)
 	}
 	return tw.Flush()
 }
