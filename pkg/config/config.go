@@ -48,9 +48,14 @@ type Settings struct {
 	WorktreeParent string   // absolute: FERRY_WORKTREES, [agent] worktree-dir, $FERRY_HOME/worktrees, or the platform data dir + /ferry/worktrees
 	Warm           []string // the [base] warm commands; DefaultWarm(true) when WarmIsDefault
 	WarmIsDefault  bool     // [base] warm is set neither at the top level nor in this platform's table
-	BranchPrefix   string   // [agent] branch-prefix, default "ferry/"
-	Backend        string   // "auto" | "reflink" | "copy" | "overlay" (FERRY_BACKEND, [agent] backend)
-	SandboxMode    string   // "auto" | "on" | "off" (FERRY_SANDBOX, [sandbox] mode)
+	// Prune lets a base be seeded from one with other unit inputs whose
+	// warm build was observed, pruning what the new build did not use
+	// ([base] prune, default true). Off, only a base with the same unit
+	// inputs seeds.
+	Prune        bool
+	BranchPrefix string // [agent] branch-prefix, default "ferry/"
+	Backend      string // "auto" | "reflink" | "copy" | "overlay" (FERRY_BACKEND, [agent] backend)
+	SandboxMode  string // "auto" | "on" | "off" (FERRY_SANDBOX, [sandbox] mode)
 	// BusURL names an external NATS server or cluster (comma-separated
 	// URLs): FERRY_NATS_URL, else [bus] url. Empty: ferry-watch hosts the
 	// embedded bus and the others find it through <store parent>/bus.
@@ -112,6 +117,7 @@ func load(repoRoot string, env Env, goos string) (*Settings, error) {
 	t := doc.effective(platformName(goos))
 
 	s := &Settings{
+		Prune:        true,
 		BranchPrefix: defaultBranchPrefix,
 		Backend:      "auto",
 		SandboxMode:  "auto",
@@ -145,6 +151,9 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	}
 	if t.Base.Warm != nil {
 		s.Warm = slices.Clone(*t.Base.Warm)
+	}
+	if t.Base.Prune != nil {
+		s.Prune = *t.Base.Prune
 	}
 	if t.Agent.BranchPrefix != nil {
 		s.BranchPrefix = *t.Agent.BranchPrefix

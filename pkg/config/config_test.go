@@ -58,6 +58,7 @@ func defaults() Settings {
 		WorktreeParent: testHome + "/.local/share/ferry/worktrees",
 		Warm:           []string{"cargo build --workspace --all-targets", "cargo clippy --workspace --all-targets"},
 		WarmIsDefault:  true,
+		Prune:          true,
 		BranchPrefix:   "ferry/",
 		Backend:        "auto",
 		SandboxMode:    "auto",
@@ -123,6 +124,7 @@ dir = "/srv/ferry"
 
 [base]
 warm = ["cargo check --workspace", "cargo test --no-run"]
+prune = false
 
 [agent]
 worktree-dir = "/srv/trees"
@@ -396,8 +398,8 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name: "unknown key in a platform table",
-			file: "[platform.linux.base]\nwarm = [\"x\"]\nprune = false\n",
-			msg:  []string{`@:3: unknown key "platform.linux.base.prune"`},
+			file: "[platform.linux.base]\nwarm = [\"x\"]\npruning = false\n",
+			msg:  []string{`@:3: unknown key "platform.linux.base.pruning"`},
 			hint: []string{"[platform.linux.base] takes: warm"},
 		},
 		{

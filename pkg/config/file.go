@@ -36,7 +36,8 @@ type storeTable struct {
 }
 
 type baseTable struct {
-	Warm *[]string `toml:"warm"`
+	Warm  *[]string `toml:"warm"`
+	Prune *bool     `toml:"prune"`
 }
 
 type agentTable struct {
@@ -69,6 +70,7 @@ type schema struct {
 func (t *tables) override(o *tables) {
 	set(&t.Store.Dir, o.Store.Dir)
 	set(&t.Base.Warm, o.Base.Warm)
+	set(&t.Base.Prune, o.Base.Prune)
 	set(&t.Agent.WorktreeDir, o.Agent.WorktreeDir)
 	set(&t.Agent.BranchPrefix, o.Agent.BranchPrefix)
 	set(&t.Agent.Backend, o.Agent.Backend)
