@@ -48,7 +48,8 @@ type Toolchain struct {
 // WarmCommand is one warm command and how it went.
 type WarmCommand struct {
 	Command   string  `json:"command"`
-	Generated bool    `json:"generated,omitempty"` // the generated clippy command: failure only warns
+	Generated bool    `json:"generated,omitempty"`  // the generated clippy command: failure only warns
+	KeepGoing bool    `json:"keep_going,omitempty"` // [base] keep-going: set for every command of a base
 	Seconds   float64 `json:"seconds"`
 	ExitCode  int     `json:"exit_code"`
 }
@@ -99,7 +100,13 @@ func Fingerprint(tc Toolchain, warm []WarmCommand, m Modes) string {
 	fmt.Fprintf(h, "ferry-base-format %d\n", Format)
 	fmt.Fprintf(h, "rustc\n%s\ncargo\n%s\n", strings.TrimSpace(tc.Rustc), strings.TrimSpace(tc.Cargo))
 	for _, w := range warm {
-		fmt.Fprintf(h, "warm %q generated=%t\n", w.Command, w.Generated)
+		fmt.Fprintf(h, "warm %q generated=%t", w.Command, w.Generated)
+		if w.KeepGoing {
+			// Only when set, so that the ids of bases warmed by configured
+			// commands without keep-going stay what they were.
+			fmt.Fprint(h, " keep-going")
+		}
+		fmt.Fprintln(h)
 	}
 	fmt.Fprintf(h, "freshness %s\nisolation %s\n", m.Freshness, m.Isolation)
 	return hex.EncodeToString(h.Sum(nil))[:16]

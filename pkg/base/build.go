@@ -90,7 +90,7 @@ func Resolve(o Options) (*Plan, error) {
 	}
 	cmds := o.Settings.Warm
 	if o.Settings.WarmIsDefault {
-		cmds = config.DefaultWarm(tc.Clippy)
+		cmds = config.DefaultWarm(tc.Clippy, o.Settings.KeepGoing && tc.AtLeast(config.KeepGoingSince[0], config.KeepGoingSince[1]))
 	}
 	p := &Plan{
 		Commit: commit,
@@ -101,7 +101,7 @@ func Resolve(o Options) (*Plan, error) {
 		Modes: Modes{Freshness: "mtime", Isolation: "namespace"},
 	}
 	for _, c := range cmds {
-		p.Warm = append(p.Warm, WarmCommand{Command: c, Generated: o.Settings.WarmIsDefault && c == config.GeneratedClippy})
+		p.Warm = append(p.Warm, WarmCommand{Command: c, Generated: o.Settings.IsGeneratedClippy(c), KeepGoing: o.Settings.KeepGoing})
 	}
 	p.ID = ID(commit, Fingerprint(p.Toolchain, p.Warm, p.Modes))
 	return p, nil
