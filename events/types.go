@@ -35,6 +35,10 @@ type BaseReady struct {
 	Reused      bool     `json:"reused"`             // an existing ready base, nothing built
 	Seconds     float64  `json:"seconds"`            // wall time of the build
 	Warnings    []string `json:"warnings,omitempty"` // as in base.json
+	// Incomplete is base.json's incomplete: what the warm build left
+	// unbuilt (targets that did not compile, a clippy command that failed),
+	// so a consumer can tell a base that is warm for every target.
+	Incomplete []string `json:"incomplete,omitempty"`
 }
 
 // BaseFailed: a base build failed and was discarded; the current base was

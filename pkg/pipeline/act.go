@@ -75,7 +75,7 @@ func BuildBase(ctx context.Context, a Announcer, o base.Options) (*base.Result, 
 	if err == nil {
 		r := res.Record
 		a.Announce(&events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
-			Current: true, Reused: res.Reused, Seconds: time.Since(start).Seconds(), Warnings: r.Warnings})
+			Current: true, Reused: res.Reused, Seconds: time.Since(start).Seconds(), Warnings: r.Warnings, Incomplete: r.Incomplete})
 		return res, nil
 	}
 	if failure.KindOf(err) == failure.Interrupted || errors.Is(err, context.Canceled) {
