@@ -3,6 +3,7 @@ package base_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -163,5 +164,35 @@ func TestBrokenLibraryDiscardsBase(t *testing.T) {
 		if d.IsDir() && d.Name() != first.Record.ID {
 			t.Errorf("the failed base left directory %s", d.Name())
 		}
+	}
+}
+
+// A configured clippy command after a build keeps the base when it hits a
+// lint clippy denies by default in a library, with keep-going: the build
+// decided that the commit compiles.
+func TestConfiguredClippyLintKeepsBase(t *testing.T) {
+	if err := exec.Command("cargo", "clippy", "--version").Run(); err != nil {
+		t.Skipf("cargo clippy is not installed: %v", err)
+	}
+	clippy := "cargo clippy -p " + fixture.ChainC + " --keep-going"
+	e := setupWith(t, fixture.Options{}, "[base]\nwarm = [\"cargo build -p "+fixture.ChainC+"\", \""+clippy+"\"]\nkeep-going = true\n")
+	// clippy::approx_constant is deny-by-default; rustc has no objection.
+	if err := e.repo.Append(fixture.LibPath(fixture.ChainC), "\n/// Close enough for rustc.\npub fn pi() -> f64 {\n    3.14\n}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.repo.Commit("Add pi"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.build(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Record
+	want := "library of crate " + fixture.ChainC + " failed clippy (" + clippy + ")"
+	if !slices.Contains(r.Incomplete, want) || r.Warm[0].ExitCode != 0 || r.Warm[1].ExitCode == 0 {
+		t.Errorf("incomplete = %q, warm = %+v; want %q", r.Incomplete, r.Warm, want)
+	}
+	if cur, _ := e.store.Current(); cur != r.ID {
+		t.Fatalf("current = %q, want %q", cur, r.ID)
 	}
 }
