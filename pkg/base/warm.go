@@ -21,7 +21,7 @@ import (
 // cache. What decides is which targets failed, read from cargo's own
 // report of them (see the package doc for the rule and its reasons).
 
-// warmOne runs warm command w (number i of n) of the base r describes and
+// warmOne runs warm command w of plan p into the base r describes and
 // appends how it went to r.Warm. A failure that leaves the base usable is
 // recorded in r.Incomplete and r.Warnings and is not an error; any other
 // failure is the error that discards the base.
@@ -59,7 +59,8 @@ func warmOne(ctx context.Context, o Options, p *Plan, r *Record, w WarmCommand, 
 	werr := &WarmError{Command: w.Command, ExitCode: code, Seconds: w.Seconds, Failed: w.Failed}
 	blocking, keep := judge(w, failed, built)
 	if !keep {
-		return failure.Wrap(failure.BuildFailed, werr, discardHint(p, w, failed, blocking), "the base of %s was not built", short(p.Commit))
+		hint := discardHint(p, w, failed, blocking, clippyCommand(w.Command) && built)
+		return failure.Wrap(failure.BuildFailed, werr, hint, "the base of %s was not built", short(p.Commit))
 	}
 
 	verb := "did not compile"
@@ -122,10 +123,18 @@ func judge(w WarmCommand, failed []failedTarget, built bool) (blocking []failedT
 }
 
 // discardHint says what to do about a failed warm command that discards
-// the base.
-func discardHint(p *Plan, w WarmCommand, failed, blocking []failedTarget) string {
+// the base; lints says it is a clippy command after a build.
+func discardHint(p *Plan, w WarmCommand, failed, blocking []failedTarget, lints bool) string {
 	see := fmt.Sprintf("run it in a checkout of %s to see why (git worktree add /tmp/check %s); the previous current base is unchanged",
 		short(p.Commit), short(p.Commit))
+	if len(blocking) == 0 && !lints {
+		// judge stopped early (w does not keep going): would it have kept the base?
+		for _, f := range failed {
+			if f.blocks() {
+				blocking = append(blocking, f)
+			}
+		}
+	}
 	switch {
 	case len(blocking) > 0:
 		names := make([]string, len(blocking))
@@ -135,7 +144,7 @@ func discardHint(p *Plan, w WarmCommand, failed, blocking []failedTarget) string
 		return fmt.Sprintf("the commit does not build (%s): agents would rebuild it and everything that depends on it, so no base is kept; fix it, or %s",
 			strings.Join(names, ", "), see)
 	case !w.KeepGoing && len(failed) > 0:
-		return "only tests, benches or examples failed: set keep-going = true in ferry.toml's [base] table (and add --keep-going to the command) to keep a base without them; " + see
+		return "with keep-going = true in ferry.toml's [base] table (and --keep-going in the command) the base would be kept without what failed; " + see
 	}
 	return see
 }

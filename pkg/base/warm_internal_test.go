@@ -137,3 +137,31 @@ func TestJudge(t *testing.T) {
 		}
 	}
 }
+
+// The hint of a discarded base says the commit does not build only when a
+// library, binary or build script failed, and names keep-going when the
+// key would have kept the base.
+func TestDiscardHint(t *testing.T) {
+	p := &Plan{Commit: strings.Repeat("a", 40)}
+	bench := failedTarget{crate: "a", desc: `bench "n"`}
+	lib := failedTarget{crate: "a", desc: "lib"}
+	strict := WarmCommand{Command: "cargo build --all-targets"}
+	clippy := WarmCommand{Command: "cargo clippy --all-targets"}
+	for _, tt := range []struct {
+		name   string
+		w      WarmCommand
+		failed []failedTarget
+		lints  bool
+		want   string
+	}{
+		{"a bench, not keeping going", strict, []failedTarget{bench}, false, "keep-going = true"},
+		{"a library, not keeping going", strict, []failedTarget{bench, lib}, false, "the commit does not build (library of crate a)"},
+		{"clippy lints, not keeping going", clippy, []failedTarget{lib}, true, "keep-going = true"},
+		{"nothing named", strict, nil, false, "run it in a checkout of aaaaaaaaaaaa"},
+	} {
+		blocking, _ := judge(tt.w, tt.failed, tt.lints)
+		if got := discardHint(p, tt.w, tt.failed, blocking, tt.lints); !strings.Contains(got, tt.want) {
+			t.Errorf("%s: hint %q lacks %q", tt.name, got, tt.want)
+		}
+	}
+}
