@@ -43,6 +43,10 @@ type BaseReady struct {
 	// saving is SeedSeconds against Seconds.
 	Seed        string  `json:"seed,omitempty"`
 	SeedSeconds float64 `json:"seed_seconds,omitempty"`
+	// Incomplete is base.json's incomplete: what the warm build left
+	// unbuilt (targets that did not compile, a clippy command that failed),
+	// so a consumer can tell a base that is warm for every target.
+	Incomplete []string `json:"incomplete,omitempty"`
 }
 
 // BaseFailed: a base build failed and was discarded; the current base was

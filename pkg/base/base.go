@@ -7,6 +7,39 @@
 // absent: base.json is written last, atomically, and is the ready marker; a
 // directory without it is a partial build that the next builder discards.
 // Nothing writes to a ready base (invariant 2 of the architecture contract).
+//
+// A warm command that fails does not always discard the base. A base is a
+// cache, and what cargo compiled is correct whether or not every target
+// did: measured on public workspaces, one bench needing nightly
+// (#![feature] on stable) failed the generated build after 21 s, and one
+// old test denied by today's rustc (invalid_from_utf8_unchecked) after
+// 113 s, each leaving agents cold for a bench or test they would never
+// build. So a command that keeps going (the generated ones, built with
+// cargo's --keep-going; configured ones with [base] keep-going = true)
+// is judged by the targets cargo reports it could not compile ("error:
+// could not compile `bar` (bench "foo")", read as the output streams past):
+//
+//   - A library (proc macros included), a binary or a build script that
+//     failed, of a member or a dependency, discards the base (exit 5): the
+//     commit does not build, every unit depending on it went unbuilt, and
+//     an agent would rebuild it and fail the same way. A base must not
+//     pretend to be warm for such a commit.
+//   - Failures limited to tests, benches, examples and targets compiled as
+//     test harnesses keep the base: nothing depends on them, and cargo
+//     built everything else. Each is named in base.json's incomplete (bench
+//     "foo" of crate bar did not compile) and warned about with what the
+//     command cost.
+//   - In a clippy command run after a command that is not clippy passed,
+//     every failure keeps the base: the build decided whether the commit
+//     compiles, and what clippy rejects there is lints. The generated
+//     clippy command only ever warns, as before.
+//   - A failure that names no target (a manifest error, a crash, a failed
+//     test run) discards the base: nothing says what it left undone.
+//
+// A command that keeps going but lacks --keep-going stops at its first
+// failure, so targets cargo had not started are missing too: the base
+// records that as incomplete. Configured commands without keep-going fail
+// the base on any failure, as always.
 package base
 
 import (
@@ -47,10 +80,18 @@ type Toolchain struct {
 
 // WarmCommand is one warm command and how it went.
 type WarmCommand struct {
-	Command   string  `json:"command"`
-	Generated bool    `json:"generated,omitempty"` // the generated clippy command: failure only warns
+	Command   string `json:"command"`
+	Generated bool   `json:"generated,omitempty"` // the generated clippy command: failure only warns
+	// KeepGoing: a failure that left only tests, benches and examples
+	// uncompiled (or, in a clippy command after a build, lints) keeps the
+	// base, with what failed in the record's incomplete ([base]
+	// keep-going; see the package doc).
+	KeepGoing bool    `json:"keep_going,omitempty"`
 	Seconds   float64 `json:"seconds"`
 	ExitCode  int     `json:"exit_code"`
+	// Failed names the targets cargo reported it could not compile, when
+	// the command failed.
+	Failed []string `json:"failed,omitempty"`
 }
 
 // Timings are wall-clock seconds of the build's phases.
@@ -100,7 +141,13 @@ func Fingerprint(tc Toolchain, warm []WarmCommand, m Modes) string {
 	fmt.Fprintf(h, "ferry-base-format %d\n", Format)
 	fmt.Fprintf(h, "rustc\n%s\ncargo\n%s\n", strings.TrimSpace(tc.Rustc), strings.TrimSpace(tc.Cargo))
 	for _, w := range warm {
-		fmt.Fprintf(h, "warm %q generated=%t\n", w.Command, w.Generated)
+		fmt.Fprintf(h, "warm %q generated=%t", w.Command, w.Generated)
+		if w.KeepGoing {
+			// Only when set, so that the ids of bases warmed by configured
+			// commands without keep-going stay what they were.
+			fmt.Fprint(h, " keep-going")
+		}
+		fmt.Fprintln(h)
 	}
 	fmt.Fprintf(h, "freshness %s\nisolation %s\n", m.Freshness, m.Isolation)
 	return hex.EncodeToString(h.Sum(nil))[:16]

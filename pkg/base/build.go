@@ -95,7 +95,7 @@ func Resolve(o Options) (*Plan, error) {
 	}
 	cmds := o.Settings.Warm
 	if o.Settings.WarmIsDefault {
-		cmds = config.DefaultWarm(tc.Clippy)
+		cmds = config.DefaultWarm(tc.Clippy, o.Settings.KeepGoing && tc.AtLeast(config.KeepGoingSince[0], config.KeepGoingSince[1]))
 	}
 	p := &Plan{
 		Commit: commit,
@@ -106,7 +106,7 @@ func Resolve(o Options) (*Plan, error) {
 		Modes: Modes{Freshness: "mtime", Isolation: "namespace"},
 	}
 	for _, c := range cmds {
-		p.Warm = append(p.Warm, WarmCommand{Command: c, Generated: o.Settings.WarmIsDefault && c == config.GeneratedClippy})
+		p.Warm = append(p.Warm, WarmCommand{Command: c, Generated: o.Settings.IsGeneratedClippy(c), KeepGoing: o.Settings.KeepGoing})
 	}
 	p.ID = ID(commit, Fingerprint(p.Toolchain, p.Warm, p.Modes))
 	tree, err := o.Repo.LsTree(commit)
@@ -312,29 +312,8 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	}
 	for i, w := range p.Warm {
 		fmt.Fprintf(out, "ferry-base: [%d/%d] %s\n", i+1, len(p.Warm), w.Command)
-		wt := time.Now()
-		code, signs, err := runWarm(ctx, o, r, w.Command, shimDir)
-		w.Seconds, w.ExitCode = since(wt), code
-		r.Warm = append(r.Warm, w)
-		if err != nil {
+		if err := warmOne(ctx, o, p, r, w, shimDir); err != nil {
 			return nil, err
-		}
-		if code != 0 {
-			if err := noSpace(r, w.Command, code, signs); err != nil {
-				// Not the commit's fault: no checkout would show why, and
-				// a generated clippy command cannot be skipped past it.
-				return nil, err
-			}
-			if w.Generated {
-				msg := fmt.Sprintf("warm command %q exited with status %d; the base is ready without it", w.Command, code)
-				r.Warnings = append(r.Warnings, msg)
-				r.Incomplete = append(r.Incomplete, w.Command)
-				fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
-				continue
-			}
-			return nil, failure.Wrap(failure.BuildFailed, &WarmError{Command: w.Command, ExitCode: code},
-				fmt.Sprintf("run it in a checkout of %s to see why (git worktree add /tmp/check %s); the previous current base is unchanged", short(p.Commit), short(p.Commit)),
-				"the base of %s was not built", short(p.Commit))
 		}
 	}
 	r.Timings.Warm = since(t)
@@ -555,11 +534,19 @@ func (t *outputTail) lastLine(texts []string) string {
 type WarmError struct {
 	Command  string
 	ExitCode int
-	Err      error // why, when Ferry knows more than the status (a full disk)
+	Seconds  float64  // how long it ran
+	Failed   []string // the targets cargo said it could not build
+	Err      error    // why, when Ferry knows more than the status (a full disk)
 }
 
 func (e *WarmError) Error() string {
 	msg := fmt.Sprintf("warm command %q failed with exit status %d", e.Command, e.ExitCode)
+	if e.Seconds > 0 {
+		msg += fmt.Sprintf(" after %.1fs", e.Seconds)
+	}
+	if len(e.Failed) > 0 {
+		msg += "; did not compile: " + strings.Join(e.Failed, ", ")
+	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}
@@ -577,10 +564,11 @@ func FailedCommand(err error) string {
 	return ""
 }
 
-// runWarm runs one warm command in the sandbox at the canonical paths and
-// returns its exit status and, when it failed, the signs of a full
-// filesystem it left. The error is for failures to run it at all.
-func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string) (int, spaceSigns, error) {
+// runWarm runs one warm command in the sandbox at the canonical paths,
+// its output going to output, and returns its exit status and, when it
+// failed, the signs of a full filesystem it left. The error is for
+// failures to run it at all.
+func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string, output io.Writer) (int, spaceSigns, error) {
 	env := warmEnv(o.env(), r, shimDir)
 	root, writable, err := o.Store.Seal()
 	if err != nil {
@@ -602,7 +590,7 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string)
 		return 0, spaceSigns{}, err
 	}
 	// stdout is the caller's answer channel: the build's output goes to stderr.
-	tail := &outputTail{w: o.progress()}
+	tail := &outputTail{w: output}
 	c.Stdout = tail
 	c.Stderr = tail
 	stopWatch := watchFree(r.Target)

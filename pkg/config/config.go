@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/store"
@@ -34,10 +35,29 @@ const FileName = "ferry.toml"
 // generated it (Settings.WarmIsDefault), a failure only warns and is
 // recorded as incomplete; the same command configured by the user fails the
 // build like any other. Use Settings.IsGeneratedClippy to tell them apart.
-const GeneratedClippy = "cargo clippy --workspace --all-targets"
+const GeneratedClippy = "cargo clippy --workspace --all-targets" + KeepGoingFlag
 
 // generatedBuild is the build command every default warm list starts with.
-const generatedBuild = "cargo build --workspace --all-targets"
+const generatedBuild = "cargo build --workspace --all-targets" + KeepGoingFlag
+
+// KeepGoingFlag is what DefaultWarm appends to its commands when asked to
+// keep going: cargo then builds every unit that does not depend on a
+// failed one, instead of stopping at the first failure. Measured on public
+// workspaces, one bench needing nightly or one old test failing a lint that
+// today's rustc denies otherwise stopped the build after 21 s and 113 s and
+// left agents cold. Cargo has it since 1.74 (KeepGoingSince).
+//
+// Settings.KeepGoing ([base] keep-going) goes with it: a failed warm
+// command keeps the base when what did not compile leaves it usable
+// (package base says when). It is true by default for the generated
+// commands, which then carry this flag, and false by default for
+// configured ones, which fail the base as they always did; configured
+// commands write the flag themselves.
+const KeepGoingFlag = " --keep-going"
+
+// KeepGoingSince is the first cargo release (major, minor) with a stable
+// --keep-going: an older cargo rejects the flag.
+var KeepGoingSince = [2]int{1, 74}
 
 const defaultBranchPrefix = "ferry/"
 
@@ -46,8 +66,9 @@ const defaultBranchPrefix = "ferry/"
 type Settings struct {
 	StoreParent    string   // absolute: FERRY_HOME, [store] dir, or the platform cache dir + /ferry
 	WorktreeParent string   // absolute: FERRY_WORKTREES, [agent] worktree-dir, $FERRY_HOME/worktrees, or the platform data dir + /ferry/worktrees
-	Warm           []string // the [base] warm commands; DefaultWarm(true) when WarmIsDefault
+	Warm           []string // the [base] warm commands; DefaultWarm(true, KeepGoing) when WarmIsDefault
 	WarmIsDefault  bool     // [base] warm is set neither at the top level nor in this platform's table
+	KeepGoing      bool     // [base] keep-going; default: WarmIsDefault (see the const KeepGoingFlag)
 	// Prune lets a base be seeded from one with other unit inputs whose
 	// warm build was observed, pruning what the new build did not use
 	// ([base] prune, default true). Off, only a base with the same unit
@@ -75,20 +96,28 @@ type Settings struct {
 
 // DefaultWarm returns the warm commands used when ferry.toml sets none: a
 // build of every target of the workspace, and clippy over the same targets
-// when clippyWorks (cargo clippy --version succeeded).
-func DefaultWarm(clippyWorks bool) []string {
+// when clippyWorks (cargo clippy --version succeeded), both with
+// KeepGoingFlag when keepGoing (Settings.KeepGoing, and a cargo that has
+// the flag).
+func DefaultWarm(clippyWorks, keepGoing bool) []string {
 	warm := []string{generatedBuild}
 	if clippyWorks {
 		warm = append(warm, GeneratedClippy)
+	}
+	if !keepGoing {
+		for i, c := range warm {
+			warm[i] = strings.TrimSuffix(c, KeepGoingFlag)
+		}
 	}
 	return warm
 }
 
 // IsGeneratedClippy reports whether cmd is the clippy command Ferry added to
-// the default warm list, whose failure only warns, rather than a command the
-// user configured, whose failure discards the base.
+// the default warm list (with or without KeepGoingFlag), whose failure only
+// warns, rather than a command the user configured, whose failure discards
+// the base unless keep-going allows it.
 func (s *Settings) IsGeneratedClippy(cmd string) bool {
-	return s.WarmIsDefault && cmd == GeneratedClippy
+	return s.WarmIsDefault && (cmd == GeneratedClippy || cmd == strings.TrimSuffix(GeneratedClippy, KeepGoingFlag))
 }
 
 // Load reads <repoRoot>/ferry.toml (an absent file is fine) and the
@@ -129,7 +158,7 @@ func load(repoRoot string, env Env, goos string) (*Settings, error) {
 	if err := s.applyEnv(env, &r); err != nil {
 		return nil, err
 	}
-	if err := s.applyDefaults(env, goos); err != nil {
+	if err := s.applyDefaults(env, goos, t.Base.KeepGoing != nil); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -154,6 +183,9 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	}
 	if t.Base.Prune != nil {
 		s.Prune = *t.Base.Prune
+	}
+	if t.Base.KeepGoing != nil {
+		s.KeepGoing = *t.Base.KeepGoing
 	}
 	if t.Agent.BranchPrefix != nil {
 		s.BranchPrefix = *t.Agent.BranchPrefix
@@ -234,8 +266,9 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 	return nil
 }
 
-// applyDefaults fills what neither the file nor the environment set.
-func (s *Settings) applyDefaults(env Env, goos string) error {
+// applyDefaults fills what neither the file nor the environment set;
+// keepGoingSet says whether the file set [base] keep-going.
+func (s *Settings) applyDefaults(env Env, goos string, keepGoingSet bool) error {
 	if s.StoreParent == "" {
 		dir, err := cacheDir(env, goos)
 		if err != nil {
@@ -251,9 +284,15 @@ func (s *Settings) applyDefaults(env Env, goos string) error {
 		s.WorktreeParent = filepath.Join(dir, "ferry", "worktrees") // the data dir, not the store: not a store path
 	}
 	if s.Warm == nil {
+		// Generated commands keep going unless the file says otherwise:
+		// a base is a cache whose artifacts are correct whether or not
+		// every test and bench compiled.
+		if !keepGoingSet {
+			s.KeepGoing = true
+		}
 		// Both generated commands: the caller drops clippy when
 		// cargo clippy --version fails, as it does for every clippy command.
-		s.Warm = DefaultWarm(true)
+		s.Warm = DefaultWarm(true, s.KeepGoing)
 		s.WarmIsDefault = true
 	}
 	return nil

@@ -56,9 +56,10 @@ func defaults() Settings {
 	return Settings{
 		StoreParent:    testHome + "/.cache/ferry",
 		WorktreeParent: testHome + "/.local/share/ferry/worktrees",
-		Warm:           []string{"cargo build --workspace --all-targets", "cargo clippy --workspace --all-targets"},
+		Warm:           []string{"cargo build --workspace --all-targets --keep-going", "cargo clippy --workspace --all-targets --keep-going"},
 		WarmIsDefault:  true,
 		Prune:          true,
+		KeepGoing:      true,
 		BranchPrefix:   "ferry/",
 		Backend:        "auto",
 		SandboxMode:    "auto",
@@ -125,6 +126,7 @@ dir = "/srv/ferry"
 [base]
 warm = ["cargo check --workspace", "cargo test --no-run"]
 prune = false
+keep-going = true
 
 [agent]
 worktree-dir = "/srv/trees"
@@ -142,6 +144,7 @@ url = "nats://127.0.0.1:4222"
 					StoreParent:    "/srv/ferry",
 					WorktreeParent: "/srv/trees",
 					Warm:           []string{"cargo check --workspace", "cargo test --no-run"},
+					KeepGoing:      true,
 					BranchPrefix:   "agents/",
 					Backend:        "copy",
 					SandboxMode:    "off",
@@ -179,6 +182,7 @@ url = "nats://127.0.0.1:4222"
 				s.Backend = "reflink"
 				s.Warm = []string{"make warm"}
 				s.WarmIsDefault = false
+				s.KeepGoing = false
 				s.File = filepath.Join(root, FileName)
 				return s
 			},
@@ -251,10 +255,44 @@ url = "nats://127.0.0.1:4222"
 		},
 		{
 			name: "user-configured clippy is kept as written",
-			file: "[base]\nwarm = [\"cargo clippy --workspace --all-targets\"]\n",
+			file: "[base]\nwarm = [\"cargo clippy --workspace --all-targets --keep-going\"]\n",
 			want: func(root string) Settings {
 				s := defaults()
 				s.Warm = []string{GeneratedClippy}
+				s.WarmIsDefault = false
+				s.KeepGoing = false
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
+			name: "configured commands keep going only when asked",
+			file: "[base]\nwarm = [\"cargo build --keep-going\"]\nkeep-going = true\n",
+			want: func(root string) Settings {
+				s := defaults()
+				s.Warm = []string{"cargo build --keep-going"}
+				s.WarmIsDefault = false
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
+			name: "generated commands stop at the first failure when asked",
+			file: "[base]\nkeep-going = false\n",
+			want: func(root string) Settings {
+				s := defaults()
+				s.Warm = []string{"cargo build --workspace --all-targets", "cargo clippy --workspace --all-targets"}
+				s.KeepGoing = false
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
+			name: "a platform table sets keep-going",
+			file: "[base]\nwarm = [\"cargo build\"]\n[platform.linux.base]\nkeep-going = true\n[platform.macos.base]\nkeep-going = false\n",
+			want: func(root string) Settings {
+				s := defaults()
+				s.Warm = []string{"cargo build"}
 				s.WarmIsDefault = false
 				s.File = filepath.Join(root, FileName)
 				return s
@@ -338,7 +376,7 @@ func TestWarmSetOnlyForOtherPlatformIsDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.WarmIsDefault || !reflect.DeepEqual(s.Warm, DefaultWarm(true)) {
+	if !s.WarmIsDefault || !reflect.DeepEqual(s.Warm, DefaultWarm(true, true)) {
 		t.Errorf("warm = %q, default %v; want the default list", s.Warm, s.WarmIsDefault)
 	}
 	s, err = load(root, newEnv(nil), "darwin")
@@ -400,7 +438,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "unknown key in a platform table",
 			file: "[platform.linux.base]\nwarm = [\"x\"]\npruning = false\n",
 			msg:  []string{`@:3: unknown key "platform.linux.base.pruning"`},
-			hint: []string{"[platform.linux.base] takes: warm"},
+			hint: []string{"[platform.linux.base] takes: warm, keep-going, prune"},
 		},
 		{
 			name: "misplaced key in a platform table is suggested within it",
@@ -418,7 +456,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "warm given a string",
 			file: "[store]\ndir = \"/s\"\n[base]\nwarm = \"cargo build\"\n",
 			msg:  []string{"@:4: base.warm must be an array of strings, not a string"},
-			hint: []string{`warm = ["cargo build --workspace --all-targets"]`},
+			hint: []string{`warm = ["cargo build --workspace --all-targets --keep-going"]`},
 		},
 		{
 			name: "warm holding a number",
@@ -430,6 +468,29 @@ func TestLoadErrors(t *testing.T) {
 			file: "[sandbox]\nmode = true\n",
 			msg:  []string{"@:2: sandbox.mode must be a string, not a boolean"},
 			hint: []string{`quote the value: mode = "…"`},
+		},
+		{
+			name: "keep-going given a string",
+			file: "[base]\nwarm = [\"cargo build\"]\nkeep-going = \"yes\"\n",
+			msg:  []string{"@:3: base.keep-going must be a boolean, not a string"},
+			hint: []string{"write true or false, unquoted: keep-going = true"},
+		},
+		{
+			name: "keep-going in a platform table given a number",
+			file: "[platform.macos.base]\nkeep-going = 1\n",
+			msg:  []string{"@:2: platform.macos.base.keep-going must be a boolean, not an integer"},
+		},
+		{
+			name: "misspelt keep-going",
+			file: "[base]\nkeep_going = true\n",
+			msg:  []string{`@:2: unknown key "base.keep_going"`},
+			hint: []string{`did you mean "base.keep-going"?`},
+		},
+		{
+			name: "integer key given a string",
+			file: "[bus]\nreplicas = \"3\"\n",
+			msg:  []string{"@:2: bus.replicas must be an integer, not a string"},
+			hint: []string{"write a whole number, unquoted: replicas = 3"},
 		},
 		{
 			name: "string key written as a table",
@@ -684,27 +745,36 @@ func TestLoadOSEnv(t *testing.T) {
 }
 
 func TestDefaultWarm(t *testing.T) {
-	if got, want := DefaultWarm(false), []string{"cargo build --workspace --all-targets"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("DefaultWarm(false) = %q, want %q", got, want)
-	}
-	if got, want := DefaultWarm(true), []string{"cargo build --workspace --all-targets", GeneratedClippy}; !reflect.DeepEqual(got, want) {
-		t.Errorf("DefaultWarm(true) = %q, want %q", got, want)
+	for _, tt := range []struct {
+		clippy, keepGoing bool
+		want              []string
+	}{
+		{false, false, []string{"cargo build --workspace --all-targets"}},
+		{false, true, []string{"cargo build --workspace --all-targets --keep-going"}},
+		{true, false, []string{"cargo build --workspace --all-targets", "cargo clippy --workspace --all-targets"}},
+		{true, true, []string{"cargo build --workspace --all-targets --keep-going", GeneratedClippy}},
+	} {
+		if got := DefaultWarm(tt.clippy, tt.keepGoing); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("DefaultWarm(%v, %v) = %q, want %q", tt.clippy, tt.keepGoing, got, tt.want)
+		}
 	}
 	// Each call returns a list of its own.
-	a := DefaultWarm(true)
+	a := DefaultWarm(true, true)
 	a[0] = "changed"
-	if DefaultWarm(true)[0] == "changed" {
+	if DefaultWarm(true, true)[0] == "changed" {
 		t.Error("DefaultWarm returned shared storage")
 	}
 }
 
 func TestIsGeneratedClippy(t *testing.T) {
-	generated := &Settings{Warm: DefaultWarm(true), WarmIsDefault: true}
+	generated := &Settings{Warm: DefaultWarm(true, true), WarmIsDefault: true}
 	configured := &Settings{Warm: []string{GeneratedClippy}}
 	switch {
 	case !generated.IsGeneratedClippy(GeneratedClippy):
 		t.Error("the default clippy command is not reported as generated")
-	case generated.IsGeneratedClippy("cargo build --workspace --all-targets"):
+	case !generated.IsGeneratedClippy(DefaultWarm(true, false)[1]):
+		t.Error("the default clippy command without --keep-going is not reported as generated")
+	case generated.IsGeneratedClippy(DefaultWarm(true, true)[0]):
 		t.Error("the default build command is reported as the generated clippy")
 	case configured.IsGeneratedClippy(GeneratedClippy):
 		t.Error("a user-configured clippy command is reported as generated")

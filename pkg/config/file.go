@@ -36,8 +36,9 @@ type storeTable struct {
 }
 
 type baseTable struct {
-	Warm  *[]string `toml:"warm"`
-	Prune *bool     `toml:"prune"`
+	Warm      *[]string `toml:"warm"`
+	KeepGoing *bool     `toml:"keep-going"`
+	Prune     *bool     `toml:"prune"`
 }
 
 type agentTable struct {
@@ -71,6 +72,7 @@ func (t *tables) override(o *tables) {
 	set(&t.Store.Dir, o.Store.Dir)
 	set(&t.Base.Warm, o.Base.Warm)
 	set(&t.Base.Prune, o.Base.Prune)
+	set(&t.Base.KeepGoing, o.Base.KeepGoing)
 	set(&t.Agent.WorktreeDir, o.Agent.WorktreeDir)
 	set(&t.Agent.BranchPrefix, o.Agent.BranchPrefix)
 	set(&t.Agent.Backend, o.Agent.Backend)
@@ -437,6 +439,10 @@ func describe(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int:
+		return "an integer"
 	case reflect.Slice:
 		return "an array of strings"
 	}
@@ -450,6 +456,10 @@ func typeHint(key []string, t reflect.Type) string {
 		return fmt.Sprintf(`quote the value: %s = "…"`, name)
 	case "an array of strings":
 		return fmt.Sprintf(`write a list of quoted commands: %s = ["%s"]`, name, generatedBuild)
+	case "a boolean":
+		return fmt.Sprintf("write true or false, unquoted: %s = true", name)
+	case "an integer":
+		return fmt.Sprintf("write a whole number, unquoted: %s = 3", name)
 	}
 	return fmt.Sprintf("[%s] is a table; it takes: %s", strings.Join(key, "."), strings.Join(keyNames(t), ", "))
 }

@@ -75,7 +75,8 @@ func BuildBase(ctx context.Context, a Announcer, o base.Options) (*base.Result, 
 	if err == nil {
 		r := res.Record
 		ev := &events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
-			Current: true, Reused: res.Reused, Seconds: time.Since(start).Seconds(), Warnings: r.Warnings, Seed: r.Seed}
+			Current: true, Reused: res.Reused, Seconds: time.Since(start).Seconds(), Warnings: r.Warnings,
+			Incomplete: r.Incomplete, Seed: r.Seed}
 		if r.Seed != "" {
 			if s, err := base.Read(o.Store, r.Seed); err == nil {
 				ev.SeedSeconds = s.Timings.Total

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ferrydev/ferry/events"
@@ -41,7 +43,10 @@ func TestBuildBaseAnnouncesEveryField(t *testing.T) {
 		t.Errorf("base.failed %+v after base.building %+v", failed, building)
 	}
 
-	os.WriteFile(filepath.Join(w.repo.Dir, config.FileName), []byte("[base]\nwarm = [\"true\"]\n"), 0o644)
+	// A command that keeps going past a bench that does not compile: the
+	// base is ready, and base.ready carries what it lacks.
+	os.WriteFile(filepath.Join(w.repo.Dir, config.FileName), []byte("[base]\nkeep-going = true\nwarm = ['''"+
+		"echo 'error: could not compile `x` (bench \"b\") due to 1 previous error' >&2; exit 101''']\n"), 0o644)
 	e = w.env(&testenv.Buffer{})
 	e.Bus = &cfg
 	res, err := pipeline.BuildBase(context.Background(), e.OneShot("ferry-base"), base.Options{
@@ -52,5 +57,10 @@ func TestBuildBaseAnnouncesEveryField(t *testing.T) {
 	ready := eventstest.For(watch, wait, func(*events.BaseReady) bool { return true })
 	if ready.BaseID != res.Record.ID || ready.Commit != res.Record.Commit || ready.Fingerprint != res.Record.Fingerprint || !ready.Current || ready.Reused {
 		t.Errorf("base.ready %+v for %s", ready, res.Record.ID)
+	}
+	if !slices.Equal(ready.Incomplete, res.Record.Incomplete) || !slices.ContainsFunc(ready.Incomplete, func(s string) bool {
+		return strings.HasPrefix(s, `bench "b" of crate x did not compile`)
+	}) {
+		t.Errorf("base.ready incomplete %q, base.json's %q", ready.Incomplete, res.Record.Incomplete)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 
@@ -91,10 +92,8 @@ func runBase(bin string, n int) error {
 	if err != nil {
 		return err
 	}
-	warm := []string{"cargo build --workspace --all-targets"}
-	if exec.Command("cargo", "clippy", "--version").Run() == nil {
-		warm = append(warm, "cargo clippy --workspace --all-targets")
-	}
+	// The commands ferry base generates, so both sides build the same.
+	warm := config.DefaultWarm(exec.Command("cargo", "clippy", "--version").Run() == nil, true)
 	fmt.Fprintf(os.Stderr, "bench: fixture workspace, %d repetitions, warm: %s\n", n, strings.Join(warm, " && "))
 
 	var samples []sample

@@ -112,6 +112,10 @@ func (c *buildCmd) run(io cli.IO) error {
 	for _, w := range r.Warnings {
 		fmt.Fprintf(io.Stdout, "  warning %s\n", w)
 	}
+	// What agents will build themselves: the base is ready without it.
+	for _, w := range r.Incomplete {
+		fmt.Fprintf(io.Stdout, "  incomplete %s\n", w)
+	}
 	return nil
 }
 
@@ -135,14 +139,19 @@ func (c *listCmd) run(io cli.IO) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CURRENT\tID\tSTATE\tCOMMIT\tSEED\tCARGO\tCREATED")
+	// INCOMPLETE counts what the warm build left unbuilt (targets that did
+	// not compile, a failed clippy command): `ferry base --json` names them.
+	fmt.Fprintln(tw, "CURRENT\tID\tSTATE\tINCOMPLETE\tCOMMIT\tSEED\tCARGO\tCREATED")
 	for _, e := range list {
 		cur := ""
 		if e.Current {
 			cur = "*"
 		}
-		commit, seed, cargo, created := "-", "-", "-", "-"
+		incomplete, commit, seed, cargo, created := "-", "-", "-", "-", "-"
 		if e.Record != nil {
+			if n := len(e.Record.Incomplete); n > 0 {
+				incomplete = fmt.Sprint(n)
+			}
 			commit = cli.Short(e.Record.Commit)
 			if e.Record.Seed != "" {
 				seed = cli.Short(e.Record.Seed)
@@ -150,7 +159,7 @@ func (c *listCmd) run(io cli.IO) error {
 			cargo = e.Record.Toolchain.CargoVersion
 			created = e.Record.Created.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cur, e.ID, e.State, commit, seed, cargo, created)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cur, e.ID, e.State, incomplete, commit, seed, cargo, created)
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,64 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/testenv"
+)
+
+// The generated warm commands keep going past a bench that needs nightly
+// and a test today's rustc denies, as real workspaces have on stable: ferry
+// base leaves a ready base whose incomplete names both, and an agent's
+// first cargo build compiles nothing.
+func TestDefaultWarmKeepsGoingPastBenchesAndTests(t *testing.T) {
+	if out, err := exec.Command("rustc", "-V").Output(); err != nil || strings.Contains(string(out), "nightly") {
+		t.Skipf("needs a stable rustc, where the fixture's nightly bench does not compile (rustc -V: %q, %v)", out, err)
+	}
+	w := &world{repo: testenv.Repo(t, fixture.Options{NightlyBench: true, DeniedLintTest: true}), bin: testenv.Binaries(t)}
+	root := t.TempDir()
+	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
+	// No ferry.toml: the generated warm commands.
+	out := w.mustFerry(t, "base", "--json")
+	var r struct {
+		Warm []struct {
+			Command  string   `json:"command"`
+			ExitCode int      `json:"exit_code"`
+			Failed   []string `json:"failed"`
+		} `json:"warm"`
+		Incomplete []string `json:"incomplete"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("ferry base --json: %v\n%s", err, out)
+	}
+	build := "cargo build --workspace --all-targets --keep-going"
+	if len(r.Warm) == 0 || r.Warm[0].Command != build || r.Warm[0].ExitCode == 0 {
+		t.Fatalf("warm = %+v, want the generated build, failed", r.Warm)
+	}
+	for _, want := range []string{
+		`bench "` + fixture.NightlyBench + `" of crate ` + fixture.ChainC + ` did not compile (` + build + `)`,
+		`test "` + fixture.DeniedLintTest + `" of crate ` + fixture.ChainC + ` did not compile (` + build + `)`,
+	} {
+		if !slices.Contains(r.Incomplete, want) {
+			t.Errorf("incomplete lacks %q: %q", want, r.Incomplete)
+		}
+	}
+	// ferry base list marks it.
+	if list := w.mustFerry(t, "base", "list"); !strings.Contains(list, "INCOMPLETE") {
+		t.Errorf("ferry base list:\n%s", list)
+	}
+
+	a := w.spawn(t, "warm")
+	_, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace")
+	if code != 0 {
+		t.Fatalf("first build failed:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "Compiling") {
+		t.Fatalf("the first build of an agent on a base that kept going compiled something:\n%s", stderr)
+	}
+}
