@@ -104,6 +104,12 @@ func Prune(o *Observation) (Pruned, error) {
 			}
 		}
 		p.Units++
+		if u.Layout == BuildUnits {
+			// build/<pkg>/ goes with its last unit, as in a cold build.
+			if err := removeEmptyDir(root, path.Dir(u.Paths[0])); err != nil {
+				return p, &PruneError{Path: path.Dir(u.Paths[0]), Err: err}
+			}
+		}
 	}
 	for _, q := range o.Orphans {
 		if err := remove(q); err != nil {
@@ -114,34 +120,63 @@ func Prune(o *Observation) (Pruned, error) {
 	return p, nil
 }
 
+// removeEmptyDir removes the directory rel below root if it is empty.
+func removeEmptyDir(root int, rel string) error {
+	parent, err := openDir(root, path.Dir(rel))
+	if err != nil || parent < 0 {
+		return err
+	}
+	defer unix.Close(parent)
+	err = unix.Unlinkat(parent, path.Base(rel), unix.AT_REMOVEDIR)
+	if err == nil || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
+}
+
+// openDir opens the directory rel below root ("." for root itself)
+// without following a symlink on the way; -1 when it is gone.
+func openDir(root int, rel string) (int, error) {
+	dir, err := unix.Dup(root)
+	if err != nil {
+		return -1, err
+	}
+	if rel == "." || rel == "" {
+		return dir, nil
+	}
+	for _, c := range strings.Split(rel, "/") {
+		if c == "" || c == "." || c == ".." {
+			unix.Close(dir)
+			return -1, fmt.Errorf("not a plain relative path: %q", rel)
+		}
+		fd, err := unix.Openat(dir, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(dir)
+		if errors.Is(err, unix.ENOENT) {
+			return -1, nil
+		}
+		if err != nil {
+			return -1, err
+		}
+		dir = fd
+	}
+	return dir, nil
+}
+
 // removeUnder removes rel (relative, with forward slashes) below the
 // directory root, and everything in it, never following a symlink: every
 // directory on the way is opened with O_NOFOLLOW from its parent. A path
 // already gone is not an error.
 func removeUnder(root int, rel string) (files int, bytes int64, err error) {
-	comps := strings.Split(rel, "/")
-	for _, c := range comps {
-		if c == "" || c == "." || c == ".." {
-			return 0, 0, fmt.Errorf("not a plain relative path: %q", rel)
-		}
+	name := path.Base(rel)
+	if rel == "" || name == "." || name == ".." || name == "/" {
+		return 0, 0, fmt.Errorf("not a plain relative path: %q", rel)
 	}
-	dir, err := unix.Dup(root)
-	if err != nil {
+	dir, err := openDir(root, path.Dir(rel))
+	if err != nil || dir < 0 {
 		return 0, 0, err
 	}
-	for _, c := range comps[:len(comps)-1] {
-		fd, err := unix.Openat(dir, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(dir)
-		if errors.Is(err, unix.ENOENT) {
-			return 0, 0, nil
-		}
-		if err != nil {
-			return 0, 0, err
-		}
-		dir = fd
-	}
 	defer unix.Close(dir)
-	return removeAt(dir, comps[len(comps)-1])
+	return removeAt(dir, name)
 }
 
 // removeAt removes name in the directory dir, recursively, without
