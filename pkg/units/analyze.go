@@ -141,8 +141,11 @@ func Analyze(target string, threshold time.Time, recs []*Record) (*Observation, 
 	s := &scan{root: filepath.Clean(target), threshold: threshold, profiles: map[string]*profile{}}
 	s.walk("")
 	a := &analysis{scan: s}
-	failed := 0
+	failed, succeeded := 0, 0
 	for _, r := range recs {
+		if r.Finished && r.Exit.Code == 0 && r.Damaged == "" && r.Unobservable == "" {
+			succeeded++
+		}
 		switch {
 		case r.Damaged != "":
 			s.incomplete(Damaged, r.File, r.Damaged)
@@ -162,7 +165,8 @@ func Analyze(target string, threshold time.Time, recs []*Record) (*Observation, 
 	if len(recs) == 0 {
 		s.incomplete(NoCalls, "", "")
 	}
-	a.decide(failed > 0)
+	// A call killed or failed may have left units it did not build.
+	a.decide(succeeded < len(recs))
 	sort.Strings(s.orphans)
 	return &Observation{
 		Target: s.root, Threshold: threshold, Calls: len(recs), Failed: failed,
@@ -174,13 +178,46 @@ type analysis struct {
 	*scan
 }
 
+// Match says how messages named a fingerprint: a set of these rules.
+type Match uint8
+
+const (
+	// ByDir: a file in the unit's own directory (a build dir, an OUT_DIR,
+	// a build unit's directory).
+	ByDir Match = 1 << iota
+	// ByHash: a file named with the unit's hash.
+	ByHash
+	// ByName: the only unit of the package holding the fingerprint Cargo
+	// names after the target (uplifted files, rustdoc's output).
+	ByName
+	// ByRebuild: among several such units, the only one rebuilt, for a
+	// message that reports a rebuild.
+	ByRebuild
+	// ByInode: among several, the one an uplifted file is a hard link of.
+	ByInode
+	// BySizeMtime: among several, the one with an output of the uplifted
+	// file's length and mtime (where Cargo copies rather than links).
+	BySizeMtime
+)
+
+func (m Match) String() string {
+	var out []string
+	for i, n := range []string{"own dir", "hash", "fingerprint name", "rebuild", "inode", "length and mtime"} {
+		if m&(1<<i) != 0 {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // resolved is where one path a message names leads.
 type resolved int
 
 const (
 	outside  resolved = iota // not in the observed target (another target, a nested workspace's)
 	none                     // in a profile dir, but no unit's
-	direct                   // in a unit's own directory, or named with its hash
+	ownDir                   // in a unit's own directory
+	hashed                   // named with a unit's hash
 	several                  // named with a hash that several units carry
 	uplifted                 // a file without a hash in a profile dir (or its examples/)
 	doc                      // rustdoc's output, in <root>/doc/
@@ -211,7 +248,7 @@ func (a *analysis) resolve(r *Record, p string) (kind resolved, units []*Unit, p
 		if u == nil {
 			return none, nil, prof, ""
 		}
-		return direct, []*Unit{u}, prof, ""
+		return ownDir, []*Unit{u}, prof, ""
 	}
 	n := len(comps)
 	switch {
@@ -232,7 +269,7 @@ func (a *analysis) resolve(r *Record, p string) (kind resolved, units []*Unit, p
 			case 0:
 				return none, nil, prof, ""
 			case 1:
-				return direct, us, prof, ""
+				return hashed, us, prof, ""
 			default:
 				return several, us, prof, ""
 			}
@@ -262,7 +299,7 @@ func (a *analysis) matchRun(r *Record, m *Message) {
 	switch kind {
 	case outside:
 		return
-	case direct:
+	case ownDir:
 	default:
 		a.incomplete(NoUnit, r.File, what)
 		return
@@ -278,7 +315,7 @@ func (a *analysis) matchRun(r *Record, m *Message) {
 		a.incomplete(NoUnit, r.File, what+": unit "+u.Dir+" holds no build script run's fingerprint")
 		return
 	}
-	a.mark(u, run, r)
+	a.mark(u, run, r, ByDir)
 }
 
 // matchArtifact matches a compiler-artifact message: by a file in a
@@ -295,7 +332,7 @@ func (a *analysis) matchArtifact(r *Record, m *Message) {
 	for _, f := range m.Files {
 		stats[f.Path] = f
 	}
-	found := map[*Unit]bool{}
+	found := map[*Unit]Match{}
 	var (
 		upl      []FileStat
 		profs    = map[*profile]bool{}
@@ -315,8 +352,10 @@ func (a *analysis) matchArtifact(r *Record, m *Message) {
 		case several:
 			a.incomplete(SeveralUnits, r.File, what+": several units carry the hash of "+p)
 			return
-		case direct:
-			found[us[0]] = true
+		case ownDir:
+			found[us[0]] |= ByDir
+		case hashed:
+			found[us[0]] |= ByHash
 		case uplifted:
 			profs[prof] = true
 			st, ok := stats[p]
@@ -335,10 +374,11 @@ func (a *analysis) matchArtifact(r *Record, m *Message) {
 	}
 	name := fingerprintName(&m.m, isDoc)
 	var u *Unit
+	var how Match
 	switch len(found) {
 	case 1:
-		for f := range found {
-			u = f
+		for f, h := range found {
+			u, how = f, h
 		}
 	case 0:
 		var cands []*Unit
@@ -350,7 +390,7 @@ func (a *analysis) matchArtifact(r *Record, m *Message) {
 			}
 		}
 		var why string
-		u, why = a.pick(cands, name, m.m.Fresh, upl)
+		u, how, why = a.pick(cands, name, m.m.Fresh, upl)
 		if u == nil {
 			if len(cands) == 0 {
 				a.incomplete(NoUnit, r.File, what+": no unit of package "+pkg+" holds fingerprint "+name)
@@ -371,7 +411,7 @@ func (a *analysis) matchArtifact(r *Record, m *Message) {
 	if !m.m.Fresh && (!f.Hash || f.ModTime.Before(a.threshold)) {
 		a.incomplete(Predates, u.Dir, fmt.Sprintf("%s was rebuilt (%s), but fingerprint %s is older than the threshold or empty", what, r.File, name))
 	}
-	a.mark(u, f, r)
+	a.mark(u, f, r, how)
 }
 
 // candidateProfiles are the profile dirs where a unit whose files carry
@@ -406,12 +446,12 @@ func (a *analysis) sortedProfiles() []*profile {
 
 // pick chooses among the candidates for a message without a hash; it
 // returns nil and why when it cannot.
-func (a *analysis) pick(cands []*Unit, name string, fresh bool, upl []FileStat) (*Unit, string) {
+func (a *analysis) pick(cands []*Unit, name string, fresh bool, upl []FileStat) (*Unit, Match, string) {
 	if len(cands) == 1 {
-		return cands[0], ""
+		return cands[0], ByName, ""
 	}
 	if len(cands) == 0 {
-		return nil, "none"
+		return nil, 0, "none"
 	}
 	if !fresh {
 		// Rebuilt: its fingerprint was written after the threshold.
@@ -422,7 +462,7 @@ func (a *analysis) pick(cands []*Unit, name string, fresh bool, upl []FileStat) 
 			}
 		}
 		if len(w) == 1 {
-			return w[0], ""
+			return w[0], ByRebuild, ""
 		}
 	}
 	same := func(match func(FileStat, *Unit) bool) *Unit {
@@ -448,7 +488,7 @@ func (a *analysis) pick(cands []*Unit, name string, fresh bool, upl []FileStat) 
 		}
 		return false
 	}); u != nil {
-		return u, ""
+		return u, ByInode, ""
 	}
 	// Where it copies instead (macOS), length and mtime tell them apart.
 	if u := same(func(st FileStat, c *Unit) bool {
@@ -459,26 +499,28 @@ func (a *analysis) pick(cands []*Unit, name string, fresh bool, upl []FileStat) 
 		}
 		return false
 	}); u != nil {
-		return u, ""
+		return u, BySizeMtime, ""
 	}
-	return nil, "and neither the inode nor the length and mtime of its files tell which"
+	return nil, 0, "and neither the inode nor the length and mtime of its files tell which"
 }
 
-// mark records that a message of call r names fingerprint f of unit u.
-func (a *analysis) mark(u *Unit, f *Fingerprint, r *Record) {
+// mark records that a message of call r names fingerprint f of unit u,
+// matched how.
+func (a *analysis) mark(u *Unit, f *Fingerprint, r *Record, how Match) {
 	f.Named = true
+	f.Match |= how
 	if !u.Named {
 		u.Named = true
-		u.Why = "reported by " + filepath.Base(r.File)
+		u.Why = fmt.Sprintf("reported by %s (%s)", filepath.Base(r.File), how)
 	}
 }
 
 // decide gives every unit its verdict. A unit a message names is used
 // (and in a directory several units share, only the fingerprints named or
 // written count). A unit written but named by no message was built by a
-// call that bypassed the shim, unless a call failed: Cargo then leaves
-// the fingerprint dir of each unit it did not build (empty, or with an
-// emptied hash) and reports nothing, and such a unit counts as unused.
+// call that bypassed the shim, unless a call did not succeed: Cargo then
+// leaves the fingerprint dir of each unit it did not build (empty, or with
+// an emptied hash) and reports nothing, and such a unit counts as unused.
 func (a *analysis) decide(someFailed bool) {
 	for _, u := range a.units {
 		switch {

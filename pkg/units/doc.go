@@ -38,9 +38,9 @@
 // message (a cargo call that bypassed the shim) although every call
 // succeeded, a directory of the target cannot be read, or a profile dir
 // holds what neither of Cargo's layouts has (see scan.go). After a call
-// that failed, a written unit no message reported is one that failed to
-// build (Cargo leaves its fingerprint dir, emptied, and reports nothing),
-// and it counts as unused.
+// that failed (or did not finish), a written unit no message reported is
+// one that failed to build (Cargo leaves its fingerprint dir, emptied, and
+// reports nothing), and it counts as unused.
 //
 // Nested workspaces' target dirs (<target>/ferry-ws/<path>/) are not
 // observed: Analyze neither scans them nor counts messages about them,

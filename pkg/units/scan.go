@@ -98,6 +98,7 @@ type Fingerprint struct {
 	ModTime time.Time // of its hash file
 	Written bool      // one of its files was written after the threshold
 	Named   bool      // a message names it
+	Match   Match     // how messages named it
 	Dropped bool      // unused in a used unit: Prune removes its files
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,9 +44,8 @@ var (
 // registry writes the crates the workspace takes from "crates.io": a
 // directory source holding tiny 1.0.0 and 1.1.0 (each with a build script)
 // and dropme 1.0.0, so that a dependency can be bumped without a network.
-func registry(t *testing.T) string {
+func registry(t *testing.T, dir string) string {
 	t.Helper()
-	dir := t.TempDir()
 	crate := func(name, ver string, files map[string]string) {
 		root := filepath.Join(dir, name+"-"+ver)
 		files["Cargo.toml"] = fmt.Sprintf("[package]\nname = %q\nversion = %q\nedition = \"2021\"\n", name, ver) + files["Cargo.toml"]
@@ -133,6 +133,7 @@ type ws struct {
 	t         *testing.T
 	reg       string
 	dir       string   // the checkout
+	cwd       string   // where cargo runs, when not dir
 	target    string   // its target dir
 	toolchain []string // arguments before the subcommand (+nightly, -Z…)
 	shimBin   string   // a PATH directory holding cargo -> ferry-shim
@@ -148,16 +149,22 @@ func needCargo(t *testing.T) {
 // newWS writes the workspace at version v, with an empty target dir.
 func newWS(t *testing.T, v version, toolchain ...string) *ws {
 	t.Helper()
+	return makeWS(t, t.TempDir, v, toolchain...)
+}
+
+// makeWS is newWS with its directories made by tmp.
+func makeWS(t *testing.T, tmp func() string, v version, toolchain ...string) *ws {
+	t.Helper()
 	needCargo(t)
 	shim := filepath.Join(testenv.Binaries(t), "ferry-shim")
-	bin := filepath.Join(t.TempDir(), "bin")
+	bin := filepath.Join(tmp(), "bin")
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(shim, filepath.Join(bin, "cargo")); err != nil {
 		t.Fatal(err)
 	}
-	w := &ws{t: t, reg: registry(t), dir: filepath.Join(t.TempDir(), "ws"), target: filepath.Join(t.TempDir(), "target"), toolchain: toolchain, shimBin: bin}
+	w := &ws{t: t, reg: registry(t, tmp()), dir: filepath.Join(tmp(), "ws"), target: filepath.Join(tmp(), "target"), toolchain: toolchain, shimBin: bin}
 	w.write(v)
 	if err := os.Mkdir(w.target, 0o755); err != nil {
 		t.Fatal(err)
@@ -229,6 +236,9 @@ func (w *ws) run(cargo string, env, args []string) result {
 	c := exec.CommandContext(ctx, cargo, args...)
 	c.Args[0] = "cargo"
 	c.Dir = w.dir
+	if w.cwd != "" {
+		c.Dir = w.cwd
+	}
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 	c.Env = append(baseEnv(), env...)
@@ -314,7 +324,10 @@ type artifact struct {
 	PackageID string   `json:"package_id"`
 	Filenames []string `json:"filenames"`
 	Fresh     bool     `json:"fresh"`
-	Target    struct {
+	Profile   struct {
+		Test bool `json:"test"`
+	} `json:"profile"`
+	Target struct {
 		Name string   `json:"name"`
 		Kind []string `json:"kind"`
 	} `json:"target"`
@@ -424,4 +437,38 @@ func requireCause(t *testing.T, o *units.Observation, want ...units.Cause) {
 			t.Errorf("the observation is also incomplete for %q:\n%s", c, text)
 		}
 	}
+}
+
+var (
+	templateOnce sync.Once
+	templateWS   *ws
+)
+
+// template returns a copy of the workspace at version 1 with its target
+// built (cargo build --all-targets, through the shim), for a test of its
+// own: the build runs once per test binary.
+func template(t *testing.T) *ws {
+	t.Helper()
+	needCargo(t)
+	templateOnce.Do(func() {
+		tmp := func() string {
+			d, err := os.MkdirTemp("", "ferry-units-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			testenv.RemoveAtExit(d)
+			return d
+		}
+		w := makeWS(t, tmp, v1)
+		units := filepath.Join(tmp(), "warm-units")
+		if err := os.Mkdir(units, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		w.mustWarm(units, warmCommand...)
+		templateWS = w
+	})
+	if templateWS == nil {
+		t.Fatal("the template workspace could not be built (see the first test that used it)")
+	}
+	return templateWS.clone(t)
 }
