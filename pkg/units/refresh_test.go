@@ -22,7 +22,8 @@ var warmCommand = []string{"build", "--all-targets"}
 // it. After the analysis and the prune, no unit of what went is left,
 // every unit the new build used is kept, the target holds exactly what a
 // cold build of the new version holds, a following build compiles nothing,
-// and the binary does what a cold build's does.
+// and the binary does what a cold build's does. The warm commands are
+// Ferry's default ones.
 func TestRefreshAcrossUnitInputs(t *testing.T) {
 	testRefresh(t, "/debug/app")
 }
@@ -35,7 +36,10 @@ func TestRefreshAcrossUnitInputsBuildUnitsLayout(t *testing.T) {
 	if err != nil {
 		t.Skipf("skipping: no nightly cargo with -Zbuild-dir-new-layout (`cargo +nightly -Zbuild-dir-new-layout build --help`: %v: %s)", err, firstLine(string(out)))
 	}
-	testRefresh(t, "/debug/app", "+nightly", "-Zbuild-dir-new-layout")
+	// Set in the environment rather than with -Z, so that the cargo
+	// check cargo clippy runs gets it too.
+	t.Setenv("CARGO_UNSTABLE_BUILD_DIR_NEW_LAYOUT", "true")
+	testRefresh(t, "/debug/app", "+nightly")
 }
 
 func firstLine(s string) string {
@@ -43,11 +47,28 @@ func firstLine(s string) string {
 	return l
 }
 
+// warmCommands are Ferry's default warm commands: the build of every
+// target, and clippy over the same targets where clippy runs.
+func warmCommands(t *testing.T, toolchain []string) [][]string {
+	cmds := [][]string{warmCommand}
+	if err := exec.Command("cargo", append(append([]string(nil), toolchain...), "clippy", "--version")...).Run(); err != nil {
+		t.Logf("warming without clippy: cargo clippy --version: %v", err)
+		return cmds
+	}
+	return append(cmds, []string{"clippy", "--workspace", "--all-targets"})
+}
+
 func testRefresh(t *testing.T, app string, toolchain ...string) {
+	cmds := warmCommands(t, toolchain)
+	warmAll := func(w *ws, dir string) {
+		for _, c := range cmds {
+			w.mustWarm(dir, c...)
+		}
+	}
 	// The seed: version 1, built cold through the shim.
 	w := newWS(t, v1, toolchain...)
 	seed, _ := unitsDir(t)
-	w.mustWarm(seed, warmCommand...)
+	warmAll(w, seed)
 	o1 := w.observe(seed)
 	requireComplete(t, o1)
 	if n := len(o1.Unused()); n != 0 {
@@ -71,7 +92,7 @@ func testRefresh(t *testing.T, app string, toolchain ...string) {
 	// The refresh: the next commit's checkout, built into the seed's target.
 	refresh, _ := unitsDir(t)
 	w.write(v2)
-	w.mustWarm(refresh, warmCommand...)
+	warmAll(w, refresh)
 	o2 := w.observe(refresh)
 	requireComplete(t, o2)
 	used := o2.Used()
@@ -110,16 +131,20 @@ func testRefresh(t *testing.T, app string, toolchain ...string) {
 
 	// A cold build of a fresh copy of the new version holds the same.
 	cold := newWS(t, v2, toolchain...)
-	cold.mustPlain(warmCommand...)
+	for _, c := range cmds {
+		cold.mustPlain(c...)
+	}
 	if got, want := entries(t, w.target), entries(t, cold.target); !slices.Equal(got, want) {
 		t.Errorf("the pruned target differs from a cold build's:\n%s", diff(got, want))
 	}
 
 	// The next build compiles nothing.
-	r := w.mustPlain(append(warmCommand, "--message-format=json")...)
-	for _, a := range artifacts(t, r.stdout) {
-		if !a.Fresh {
-			t.Errorf("the build after the prune compiled %s %v of %s", a.Target.Name, a.Target.Kind, a.PackageID)
+	for _, c := range cmds {
+		r := w.mustPlain(append(append([]string(nil), c...), "--message-format=json")...)
+		for _, a := range artifacts(t, r.stdout) {
+			if !a.Fresh {
+				t.Errorf("cargo %s after the prune compiled %s %v of %s", strings.Join(c, " "), a.Target.Name, a.Target.Kind, a.PackageID)
+			}
 		}
 	}
 	// And the binary does what the cold build's does.
@@ -131,7 +156,7 @@ func testRefresh(t *testing.T, app string, toolchain ...string) {
 }
 
 func layoutOf(toolchain []string) units.Layout {
-	if slices.Contains(toolchain, "-Zbuild-dir-new-layout") {
+	if os.Getenv("CARGO_UNSTABLE_BUILD_DIR_NEW_LAYOUT") == "true" {
 		return units.BuildUnits
 	}
 	return units.Legacy
