@@ -283,6 +283,8 @@ func TestUnknownLayout(t *testing.T) {
 		{"a directory in the profile dir", "debug/units"},
 		{"an entry of .fingerprint that is no unit", "debug/.fingerprint/no-unit"},
 		{"an entry of build/ that is no unit", "debug/build/no-unit/x"},
+		{"fingerprints without a .cargo-lock", "other/.fingerprint/x-0123456789abcdef"},
+		{"build units without a .cargo-lock", "other/build/x/0123456789abcdef/fingerprint"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := template(t)

@@ -41,6 +41,12 @@ import (
 // <name> is <flavor><kind>-<target name>: flavor test- (test units), doc-
 // (rustdoc) or run- (a build script's run); kind lib, bin, example,
 // integration-test, bench or build-script.
+//
+// The scan is strict where units could hide: a profile dir's entry neither
+// layout has, a .fingerprint/ entry or build/ entry that is no unit, or
+// fingerprints in a directory without a .cargo-lock (Cargo makes none on
+// NFS) make the observation incomplete (UnknownLayout). It never follows a
+// symlink: a link where a layout has a directory is unknown too.
 
 // Layout is one of Cargo's build-dir layouts.
 type Layout int
@@ -160,6 +166,12 @@ func (s *scan) walk(rel string) {
 		child := path.Join(rel, e.Name())
 		if child == nestedDir {
 			s.nested = true
+			continue
+		}
+		// Fingerprints outside a profile dir (Cargo makes no .cargo-lock
+		// on NFS) would be units nobody observes.
+		if e.Name() == ".fingerprint" || (e.Name() == "fingerprint" && isHash(path.Base(rel))) {
+			s.incomplete(UnknownLayout, child, "fingerprints in a directory without a .cargo-lock")
 			continue
 		}
 		s.walk(child)
