@@ -628,3 +628,63 @@ func TestPruneNeverFollowsSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// Rustdoc units share one directory per package (their hash is the
+// package's). In a directory the warm build used, a fingerprint no
+// message named and the build did not write is dropped alone: here a
+// bin's documentation, where only the library was documented.
+func TestSharedFingerprintDir(t *testing.T) {
+	w := template(t)
+	writeFiles(t, w.dir, map[string]string{"core/src/bin/tool.rs": "fn main() {}\n"})
+	before, _ := unitsDir(t)
+	w.mustWarm(before, "doc", "-p", "core-lib")
+	dir, _ := unitsDir(t)
+	w.mustWarm(dir, "doc", "-p", "core-lib", "--lib")
+	o := w.observe(dir)
+	requireComplete(t, o)
+	u := findUnit(t, o, "core-lib", "doc-lib-core_lib")
+	lib, bin := fingerprintOf(u, "doc-lib-core_lib"), fingerprintOf(u, "doc-bin-tool")
+	if bin == nil || !u.Used || !lib.Named || lib.Dropped || bin.Named || !bin.Dropped {
+		t.Fatalf("%s (used %v): %+v, %+v", u.Dir, u.Used, lib, bin)
+	}
+	p, err := units.Prune(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Fingerprints != 1 {
+		t.Errorf("pruned %+v, want one fingerprint", p)
+	}
+	left, err := os.ReadDir(filepath.Join(w.target, u.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		if strings.Contains(e.Name(), "doc-bin-tool") {
+			t.Errorf("%s is left in %s", e.Name(), u.Dir)
+		}
+	}
+	// cargo doc documents the bin again, and only the bin (it also
+	// builds core_lib's metadata for the bin's docs, which the library's
+	// docs did not use, and which went too).
+	r := w.mustPlain("doc", "-p", "core-lib", "--message-format=json")
+	for _, a := range artifacts(t, r.stdout) {
+		if len(a.Filenames) == 1 && strings.Contains(a.Filenames[0], "/doc/") && a.Fresh == (a.Target.Name == "tool") {
+			t.Errorf("cargo doc after the prune: %s's docs fresh %v", a.Target.Name, a.Fresh)
+		}
+	}
+
+	// Written, but reported by no message, while every call succeeded: a
+	// call that bypassed the shim.
+	dir2, _ := unitsDir(t)
+	w.mustWarm(dir2, "doc", "-p", "core-lib", "--lib")
+	w.mustPlain("doc", "-p", "core-lib", "--bin", "tool", "--no-deps")
+	o = w.observe(dir2)
+	requireCause(t, o, units.Bypassed)
+	found := false
+	for _, r := range o.Incomplete {
+		found = found || (r.Path == u.Dir && strings.Contains(r.Detail, "doc-bin-tool"))
+	}
+	if !found {
+		t.Errorf("no reason names fingerprint doc-bin-tool of %s: %v", u.Dir, o.Incomplete)
+	}
+}
