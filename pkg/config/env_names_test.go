@@ -20,6 +20,7 @@ var protocol = map[string][]string{
 	"FERRY_WORKTREE":     {"pkg/cli/ferrycmd"},                                      // printed by ferry env
 	"FERRY_WARM_SRC":     {"pkg/base", "pkg/shim"},                                  // a base's warm build tells the shim its checkout
 	"FERRY_WARM_TARGET":  {"pkg/base", "pkg/shim"},                                  // and its target
+	"FERRY_WARM_UNITS":   {"pkg/base", "pkg/shim"},                                  // and where the shim records its cargo calls
 	"FERRY_SHIM_CALL":    {"pkg/shim"},                                              // the shim's recursion guard
 	"FERRY_SHIM_DEPTH":   {"pkg/shim"},                                              // the shim's recursion guard
 	"FERRY_SANDBOX_PLAN": {"pkg/sandbox"},                                           // the plan a re-executed sandbox child reads

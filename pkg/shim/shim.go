@@ -10,7 +10,10 @@
 // nothing of its own but real errors, and passes cargo's exit status through.
 // It refuses to run itself as the real cargo, through a wrapper or not,
 // while cargo's own nesting (build scripts, subcommands) keeps going
-// through it (see recursion.go).
+// through it (see recursion.go). Inside a base's warm commands it gives
+// each workspace of the base's checkout its target dir the same way, and
+// records each build-type call for the base's observation of the units its
+// warm build used (see record.go).
 //
 // It runs on every cargo call, so it reads state files and nothing else: no
 // bus, no network, no lock but the shared busy.lock. Before it reads an
@@ -125,7 +128,7 @@ func (c *Call) Run() (int, error) {
 	}
 	if a == nil {
 		if src, target := cargoenv.Get(c.Env, "FERRY_WARM_SRC"), cargoenv.Get(c.Env, "FERRY_WARM_TARGET"); src != "" && target != "" {
-			return 0, c.warm(cargo, src, target)
+			return c.warm(cargo, src, target)
 		}
 		return 0, c.exec(cargo, c.Dir, c.Args, c.Env)
 	}
@@ -133,18 +136,23 @@ func (c *Call) Run() (int, error) {
 }
 
 // warm runs inside a base's warm commands (already in the base's sandbox):
-// each workspace of the checkout gets the target dir it gets in agents.
-func (c *Call) warm(cargo, src, target string) error {
+// each workspace of the checkout gets the target dir it gets in agents,
+// and with FERRY_WARM_UNITS set, the call is recorded there (record.go).
+func (c *Call) warm(cargo, src, warmTarget string) (int, error) {
+	env, target := c.Env, cargoenv.Get(c.Env, "CARGO_TARGET_DIR")
 	rel, err := filepath.Rel(src, c.Dir)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return c.exec(cargo, c.Dir, c.Args, c.Env)
+	if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		ws, err := c.workspace(cargo, src, rel)
+		if err != nil {
+			return 0, err
+		}
+		target = store.NestedTarget(warmTarget, ws)
+		env = append(cargoenv.Without(c.Env), cargoenv.Target(target)...)
 	}
-	ws, err := c.workspace(cargo, src, rel)
-	if err != nil {
-		return err
+	if dir := cargoenv.Get(c.Env, "FERRY_WARM_UNITS"); dir != "" {
+		return c.recordWarm(cargo, dir, warmTarget, target, env)
 	}
-	target = store.NestedTarget(target, ws)
-	return c.exec(cargo, c.Dir, c.Args, append(cargoenv.Without(c.Env), cargoenv.Target(target)...))
+	return 0, c.exec(cargo, c.Dir, c.Args, env)
 }
 
 // resolve finds the agent whose worktree is exactly the git worktree

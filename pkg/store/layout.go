@@ -18,6 +18,7 @@ import "path/filepath"
 //	    tmp/                          scratch
 //	    bases/<commit>-<fp>/          immutable once base.json exists
 //	      base.json src/ target/
+//	      warm-units/                 the shim's records of the warm build's cargo calls (package units)
 //	    bases/<commit>-<fp>.lock
 //	    agents/<name>/
 //	      agent.json lock busy.lock
@@ -30,7 +31,7 @@ import "path/filepath"
 var Names = []string{
 	"bin", "cargo", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
-	"bases", "base.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
+	"bases", "base.json", "warm-units", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
 	"mount.lock", "ns.json",
 }
 
@@ -119,7 +120,11 @@ type Base struct {
 	Record string // base.json, the ready marker, written last
 	Src    string // the checkout
 	Target string // the warm build's target dir
-	Lock   string
+	// WarmUnits holds the shim's records of the warm build's cargo calls
+	// and the write threshold (package units owns the files inside it),
+	// while the base is built.
+	WarmUnits string
+	Lock      string
 }
 
 // Base returns the paths of base id.
@@ -132,7 +137,8 @@ func (s *Store) Base(id string) Base {
 // BaseFiles names the files inside a base directory (Lock stays empty: it
 // lives beside the directory).
 func BaseFiles(dir string) Base {
-	return Base{Dir: dir, Record: filepath.Join(dir, "base.json"), Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target")}
+	return Base{Dir: dir, Record: filepath.Join(dir, "base.json"), Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target"),
+		WarmUnits: filepath.Join(dir, "warm-units")}
 }
 
 // Agent names the paths of one agent.
