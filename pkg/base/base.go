@@ -120,12 +120,26 @@ type Record struct {
 	Modes       Modes         `json:"modes"`
 	Seed        string        `json:"seed,omitempty"` // the base this one was seeded from; empty for a cold build
 	UnitInputs  string        `json:"unit_inputs"`    // see UnitInputs: what a seed must share
-	Stamped     StampCount    `json:"stamped"`
-	TargetSeal  TargetSeal    `json:"target_seal"` // what the target held when base.json was written
-	Timings     Timings       `json:"timings"`
-	Warnings    []string      `json:"warnings"`
-	Incomplete  []string      `json:"incomplete"`
-	Created     time.Time     `json:"created"`
+	// Observed is whether the warm build's cargo calls were all seen
+	// (package units): only an observed base seeds across unit inputs.
+	// Unobserved says why not.
+	Observed   bool       `json:"observed"`
+	Unobserved []string   `json:"unobserved,omitempty"`
+	Pruned     PruneCount `json:"pruned"` // what a seed across unit inputs left that this commit does not use
+	Stamped    StampCount `json:"stamped"`
+	TargetSeal TargetSeal `json:"target_seal"` // what the target held when base.json was written
+	Timings    Timings    `json:"timings"`
+	Warnings   []string   `json:"warnings"`
+	Incomplete []string   `json:"incomplete"`
+	Created    time.Time  `json:"created"`
+}
+
+// PruneCount is what pruning a seeded target removed.
+type PruneCount struct {
+	Units        int   `json:"units"`        // units removed whole (and outputs without a fingerprint)
+	Fingerprints int   `json:"fingerprints"` // unused targets' fingerprints in used units' dirs
+	Files        int   `json:"files"`
+	Bytes        int64 `json:"bytes"`
 }
 
 // StampCount is how many tracked files and directories were stamped.

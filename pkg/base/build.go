@@ -43,8 +43,11 @@ type Options struct {
 	Env      []string  // environment of the warm commands; nil means os.Environ()
 	// Shim installs the shim (ferry-shim beside the running binary) as
 	// cargo and puts it first on the warm commands' PATH, so each nested
-	// workspace gets the target dir it gets in agents.
-	Shim bool
+	// workspace gets the target dir it gets in agents, and the warm build
+	// is observed (see warmObserved). ShimBin names the shim binary when
+	// it is not ferry-shim beside the running binary (tests).
+	Shim    bool
+	ShimBin string
 	// OnBuilding is called once the base lock is held and a build (not a
 	// reuse) begins.
 	OnBuilding func(p *Plan)
@@ -227,7 +230,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	var seed *Record
 	p.SeedWhy = "cold: --cold"
 	if !o.Cold {
-		seed, p.SeedWhy = chooseSeed(o.Store, p)
+		seed, p.SeedWhy = chooseSeed(o.Store, p, o.Settings.Prune)
 	}
 	if seed != nil {
 		p.Seed = seed.ID
@@ -299,7 +302,7 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	t = time.Now()
 	shimDir := ""
 	if o.Shim {
-		if err := s.InstallShim(""); err != nil {
+		if err := s.InstallShim(o.ShimBin); err != nil {
 			msg := fmt.Sprintf("warmed without the shim (%v): workspaces nested in the checkout were not warmed in their own target dirs", err)
 			r.Warnings = append(r.Warnings, msg)
 			fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
@@ -310,11 +313,8 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	if shimDir == "" {
 		r.Incomplete = append(r.Incomplete, "nested workspaces: not warmed in their own target dirs (agents build them cold)")
 	}
-	for i, w := range p.Warm {
-		fmt.Fprintf(out, "ferry-base: [%d/%d] %s\n", i+1, len(p.Warm), w.Command)
-		if err := warmOne(ctx, o, p, r, w, shimDir); err != nil {
-			return nil, err
-		}
+	if err := warmObserved(ctx, o, p, r, seed, shimDir); err != nil {
+		return nil, err
 	}
 	r.Timings.Warm = since(t)
 
@@ -574,6 +574,9 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 	if err != nil {
 		return 0, spaceSigns{}, err
 	}
+	// The shim records the warm build's cargo calls in the base's
+	// warm-units/, which the sealed store must leave writable.
+	writable = append(writable, store.BaseFiles(r.Dir).WarmUnits)
 	c, err := sandbox.Command(sandbox.Plan{
 		Store:    root,
 		Writable: writable,
@@ -626,14 +629,14 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 // warmEnv is the environment of a warm command: the caller's, with every
 // variable that could send Cargo's output elsewhere replaced (invariant 3).
 func warmEnv(env []string, r *Record, shimDir string) []string {
-	out := cargoenv.Without(env, "PWD", "OLDPWD", "FERRY_AGENT", "FERRY_WARM_SRC", "FERRY_WARM_TARGET", "PATH")
+	out := cargoenv.Without(env, "PWD", "OLDPWD", "FERRY_AGENT", "FERRY_WARM_SRC", "FERRY_WARM_TARGET", "FERRY_WARM_UNITS", "PATH")
 	path := cargoenv.Get(env, "PATH")
 	if shimDir != "" {
 		path = shimDir + string(filepath.ListSeparator) + path
 	}
 	out = append(out, "PATH="+path)
 	if shimDir != "" {
-		out = append(out, "FERRY_WARM_SRC="+r.MntSrc, "FERRY_WARM_TARGET="+r.MntTarget)
+		out = append(out, "FERRY_WARM_SRC="+r.MntSrc, "FERRY_WARM_TARGET="+r.MntTarget, "FERRY_WARM_UNITS="+store.BaseFiles(r.Dir).WarmUnits)
 	}
 	out = append(out, cargoenv.Target(r.MntTarget)...)
 	return append(out,

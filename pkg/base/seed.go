@@ -1,6 +1,7 @@
 package base
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/store"
+	"github.com/ferrydev/ferry/pkg/units"
 )
 
 // Seeding. A new commit's base need not start cold: its warm build may start
@@ -150,9 +152,10 @@ func cargoHome(env []string) string {
 
 // chooseSeed returns the base a build of p starts from, or nil (cold): the
 // newest ready base with p's fingerprint at another commit, with the same
-// unit inputs, whose checkout and target are there and unchanged since it
-// was built. why says what was chosen or why nothing was.
-func chooseSeed(s *store.Store, p *Plan) (seed *Record, why string) {
+// unit inputs or, with prune, whose warm build was observed, and whose
+// checkout and target are there and unchanged since it was built. why says
+// what was chosen or why nothing was.
+func chooseSeed(s *store.Store, p *Plan, prune bool) (seed *Record, why string) {
 	list, err := List(s)
 	if err != nil {
 		return nil, "the bases could not be listed: " + err.Error()
@@ -163,7 +166,8 @@ func chooseSeed(s *store.Store, p *Plan) (seed *Record, why string) {
 		if r == nil || r.ID == p.ID || r.Fingerprint != p.Fingerprint() || r.Commit == p.Commit {
 			continue
 		}
-		if r.UnitInputs == "" || r.UnitInputs != p.UnitInputs {
+		same := r.UnitInputs != "" && r.UnitInputs == p.UnitInputs
+		if !same && !(prune && r.Observed) {
 			skipped++
 			continue
 		}
@@ -173,10 +177,16 @@ func chooseSeed(s *store.Store, p *Plan) (seed *Record, why string) {
 		if Verify(r) != nil {
 			continue // a changed base seeds nothing
 		}
-		return r, fmt.Sprintf("seeded from base %s (%s, same unit inputs)", r.ID, short(r.Commit))
+		if same {
+			return r, fmt.Sprintf("seeded from base %s (%s, same unit inputs)", r.ID, short(r.Commit))
+		}
+		return r, fmt.Sprintf("seeded from base %s (%s, other unit inputs: what the build does not use will be pruned)", r.ID, short(r.Commit))
+	}
+	if skipped > 0 && !prune {
+		return nil, fmt.Sprintf("cold: %d base(s) with this fingerprint have other unit inputs (manifests, lockfile, Cargo configuration or flags), and [base] prune is off", skipped)
 	}
 	if skipped > 0 {
-		return nil, fmt.Sprintf("cold: %d base(s) with this fingerprint have other unit inputs (manifests, lockfile, Cargo configuration or flags)", skipped)
+		return nil, fmt.Sprintf("cold: %d base(s) with this fingerprint have other unit inputs (manifests, lockfile, Cargo configuration or flags) and were not observed", skipped)
 	}
 	return nil, "cold: no ready base with this fingerprint to seed from"
 }
@@ -194,6 +204,13 @@ func seedFrom(o Options, r, seed *Record) (StampCount, error) {
 	// The fork backends make AgentDir/target, which is the base's target.
 	if _, err := b.Fork(fork.Paths{BaseTarget: seed.Target, AgentDir: r.Dir}); err != nil {
 		return StampCount{}, fmt.Errorf("clone the seed's target: %w", err)
+	}
+	if seed.UnitInputs != r.UnitInputs {
+		// Nested workspaces' target dirs are not observed, so nothing
+		// could prune them: they start empty.
+		if err := fork.RemoveTree(store.NestedTargets(r.Target)); err != nil {
+			return StampCount{}, err
+		}
 	}
 	index, err := o.Repo.LsFiles(r.Src)
 	if err != nil {
@@ -215,4 +232,88 @@ func seedFrom(o Options, r, seed *Record) (StampCount, error) {
 		return StampCount{}, err
 	}
 	return StampCount{Files: st.Files, Dirs: st.Dirs}, nil
+}
+
+// warmObserved runs the warm commands into r's target while the shim
+// records their cargo calls (package units), then works out which units
+// they used. A seed with other unit inputs leaves units the new commit no
+// longer has: with a complete observation they are pruned; otherwise the
+// target is emptied, the checkout stamped as for a cold build, and the warm
+// commands run again from nothing (invariant 2's third route never
+// publishes an unchecked unit). Either way r records whether its own warm
+// build was observed, which decides whether it may seed across unit inputs
+// later.
+func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shimDir string) error {
+	out := o.progress()
+	wu := store.BaseFiles(r.Dir).WarmUnits
+	across := seed != nil && seed.UnitInputs != p.UnitInputs
+	incomplete := len(r.Incomplete) // what was noted before the warm commands
+	for {
+		if err := os.RemoveAll(wu); err != nil {
+			return err
+		}
+		if err := os.Mkdir(wu, 0o755); err != nil {
+			return err
+		}
+		if _, err := units.TakeThreshold(wu); err != nil {
+			return err
+		}
+		r.Warm, r.Incomplete = r.Warm[:0], r.Incomplete[:incomplete]
+		for i, w := range p.Warm {
+			fmt.Fprintf(out, "ferry-base: [%d/%d] %s\n", i+1, len(p.Warm), w.Command)
+			if err := warmOne(ctx, o, p, r, w, shimDir); err != nil {
+				return err
+			}
+		}
+		obs, err := units.Observe(r.Target, wu)
+		if err == nil {
+			r.Observed = obs.Complete()
+			r.Unobserved = nil
+			for _, why := range obs.Incomplete {
+				r.Unobserved = append(r.Unobserved, why.String())
+			}
+		} else {
+			r.Observed, r.Unobserved = false, []string{err.Error()}
+		}
+		if !across {
+			break
+		}
+		if r.Observed {
+			pr, err := units.Prune(obs)
+			if err != nil {
+				return fmt.Errorf("prune the units the warm build did not use: %w", err)
+			}
+			r.Pruned = PruneCount{Units: pr.Units + pr.Orphans, Fingerprints: pr.Fingerprints, Files: pr.Files, Bytes: pr.Bytes}
+			fmt.Fprintf(out, "ferry-base: pruned %d unit(s) the commit no longer uses (%d files, %.1f MB)\n", r.Pruned.Units, pr.Files, float64(pr.Bytes)/1e6)
+			break
+		}
+		msg := fmt.Sprintf("the warm build seeded from %s could not be fully observed (%s); building again without a seed", short(seed.ID), strings.Join(r.Unobserved, "; "))
+		r.Warnings = append(r.Warnings, msg)
+		fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
+		if err := unseed(o, r); err != nil {
+			return err
+		}
+		r.Seed, across = "", false
+	}
+	return os.RemoveAll(wu)
+}
+
+// unseed empties r's target and stamps its checkout as a cold build's.
+func unseed(o Options, r *Record) error {
+	if err := fork.RemoveTree(r.Target); err != nil {
+		return err
+	}
+	if err := os.Mkdir(r.Target, 0o755); err != nil {
+		return err
+	}
+	entries, err := o.Repo.LsFiles(r.Src)
+	if err != nil {
+		return err
+	}
+	st, err := freshness.StampBaseCheckout(r.Src, entries)
+	if err != nil {
+		return err
+	}
+	r.Stamped = StampCount{Files: st.Files, Dirs: st.Dirs}
+	return nil
 }

@@ -3,6 +3,7 @@ package base_test
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -135,4 +137,145 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// buildShimmed builds rev with the shim installed, so the warm build is
+// observed (only an observed base seeds across unit inputs).
+func (e *env) buildShimmed(t *testing.T, s *store.Store, rev string, cold bool) (*base.Result, string) {
+	t.Helper()
+	settings, err := config.Load(e.repo.Dir, e.vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	res, err := base.Build(context.Background(), base.Options{
+		Repo: e.g, Settings: settings, Store: s, Rev: rev, Cold: cold, Progress: &log,
+		Shim: true, ShimBin: filepath.Join(testenv.Binaries(t), "ferry-shim"),
+	})
+	if err != nil {
+		t.Fatalf("build %s: %v\n%s", rev, err, log.String())
+	}
+	return res, log.String()
+}
+
+// fingerprints lists the package names of the units in a target's debug
+// profile (.fingerprint/<name>-<hash>).
+func fingerprints(t *testing.T, target string) map[string]int {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(target, "debug", ".fingerprint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, e := range ents {
+		if i := strings.LastIndexByte(e.Name(), '-'); i > 0 {
+			out[e.Name()[:i]]++
+		}
+	}
+	return out
+}
+
+func treeBytes(t *testing.T, root string) int64 {
+	t.Helper()
+	var n int64
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// Invariant 2's third route: a base seeded from an observed base with other
+// unit inputs (a member added or removed, a dependency added or removed, a
+// feature declared) is pruned of every unit its commit does not use. Along
+// ten such refreshes each base is seeded, prints what a cold base of its
+// commit prints, keeps no unit of a removed member or dependency, and the
+// last one's target is within 10% of a cold base's size.
+func TestSeededAcrossUnitInputsPrunes(t *testing.T) {
+	e := setup(t, "cargo build --workspace --all-targets")
+	cold := e.secondStore(t)
+	first, _ := e.buildShimmed(t, e.store, "HEAD", false)
+	if !first.Record.Observed {
+		t.Fatalf("the first base's warm build was not observed: %v", first.Record.Unobserved)
+	}
+	manifest := fixture.CrateDir(fixture.ChainC) + "/Cargo.toml"
+	baseManifest := string(must(readFile(e.repo.Path(manifest))))
+	rootManifest := string(must(readFile(e.repo.Path("Cargo.toml"))))
+	member := `"crates/extra-member",`
+	addMember := func() {
+		e.repo.Write("Cargo.toml", strings.Replace(rootManifest, "members = [", "members = [\n    "+member, 1))
+		e.repo.Write("crates/extra-member/Cargo.toml", "[package]\nname = \"extra-member\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n")
+		e.repo.Write("crates/extra-member/src/lib.rs", "pub fn extra() -> u32 { 7 }\n")
+	}
+	removeMember := func() {
+		e.repo.Write("Cargo.toml", rootManifest)
+		e.repo.Remove("crates/extra-member")
+	}
+	// libc: a registry crate (with a build script) nothing else uses.
+	addDep := func() { e.repo.Write(manifest, baseManifest+"\n[dependencies]\nlibc = \"0.2\"\n") }
+	removeDep := func() { e.repo.Write(manifest, baseManifest) }
+	addFeature := func() { e.repo.Write(manifest, baseManifest+"\n[features]\nextra = []\n") }
+	steps := []struct {
+		name   string
+		edit   func()
+		absent string // a package no unit of which may be left
+	}{
+		{"add a member", addMember, ""},
+		{"remove the member", removeMember, "extra-member"},
+		{"add a dependency", addDep, ""},
+		{"remove the dependency", removeDep, "libc"},
+		{"declare a feature", addFeature, ""},
+		{"drop the feature", removeDep, ""},
+		{"add the member again", addMember, ""},
+		{"add the dependency too", addDep, ""},
+		{"remove both", func() { removeMember(); removeDep() }, "extra-member libc"},
+		{"add the dependency again", addDep, ""},
+	}
+	last := first.Record
+	for i, s := range steps {
+		s.edit()
+		// The lockfile follows the manifests, as a developer's cargo would
+		// leave it.
+		meta := exec.Command("cargo", "metadata", "--format-version", "1")
+		meta.Dir = e.repo.Dir // where the fixture's .cargo/config.toml names the offline crate sources
+		if out, err := meta.CombinedOutput(); err != nil {
+			t.Fatalf("%s: cargo metadata: %v\n%s", s.name, err, out)
+		}
+		c, err := e.repo.Commit(s.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, log := e.buildShimmed(t, e.store, c, false)
+		r := res.Record
+		if r.Seed == "" || !r.Observed {
+			t.Fatalf("%s: seed %q observed %v (%v)\n%s", s.name, r.Seed, r.Observed, r.Unobserved, log)
+		}
+		for _, pkg := range strings.Fields(s.absent) {
+			if n := fingerprints(t, r.Target)[pkg]; n != 0 {
+				t.Errorf("%s: %d unit(s) of %s left in the pruned target", s.name, n, pkg)
+			}
+		}
+		if i > 0 && strings.Contains(steps[i-1].name, "add") && fingerprints(t, last.Target)["libc"]+fingerprints(t, last.Target)["extra-member"] == 0 {
+			t.Errorf("%s: the previous base holds neither libc nor extra-member: the absence checks prove nothing", s.name)
+		}
+		got := appOutput(t, r)
+		if i%3 == 0 || i == len(steps)-1 {
+			coldRes, _ := e.buildShimmed(t, cold, c, true)
+			if coldOut := appOutput(t, coldRes.Record); coldOut != got {
+				t.Errorf("%s: seeded base prints %q, a cold base %q", s.name, got, coldOut)
+			}
+			if i == len(steps)-1 {
+				sb, cb := treeBytes(t, r.Target), treeBytes(t, coldRes.Record.Target)
+				t.Logf("after %d refreshes: seeded target %.1f MB, cold %.1f MB", len(steps), float64(sb)/1e6, float64(cb)/1e6)
+				if float64(sb) > 1.1*float64(cb) {
+					t.Errorf("the seeded target is %d bytes, more than 10%% over a cold one's %d", sb, cb)
+				}
+			}
+		}
+		last = r
+	}
 }

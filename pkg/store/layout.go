@@ -172,6 +172,10 @@ func AgentFiles(dir string) Agent {
 	}
 }
 
+// NestedTargets is the directory, inside an agent's (or base's) target,
+// that holds the target dirs of nested Cargo workspaces.
+func NestedTargets(target string) string { return filepath.Join(target, "ferry-ws") }
+
 // NestedTarget is the target dir, inside an agent's (or base's) target, of
 // the Cargo workspace nested at rel in the checkout (each workspace gets
 // its own: Cargo hashes path packages relative to the workspace root).
@@ -179,5 +183,5 @@ func NestedTarget(target, rel string) string {
 	if rel == "." || rel == "" {
 		return target
 	}
-	return filepath.Join(target, "ferry-ws", rel)
+	return filepath.Join(NestedTargets(target), rel)
 }
