@@ -166,6 +166,32 @@ func (f *Ferry) Base(ctx context.Context, warm ...string) error {
 	return nil
 }
 
+// BuiltBase is what `ferry base --json` says of a base.
+type BuiltBase struct {
+	ID       string `json:"id"`
+	Src      string `json:"src"`
+	Target   string `json:"target"`
+	Seed     string `json:"seed"`
+	Observed bool   `json:"observed"`
+	Pruned   struct {
+		Units int `json:"units"`
+	} `json:"pruned"`
+}
+
+// BaseAt builds (or reuses) the base of rev with the warm commands Base
+// wrote, and makes it current: seeded from an earlier base when Ferry can.
+func (f *Ferry) BaseAt(ctx context.Context, rev string) (BuiltBase, error) {
+	var b BuiltBase
+	out, err := f.ferry(ctx, "base", "--rev", rev, "--json")
+	if err != nil {
+		return b, err
+	}
+	if err := json.Unmarshal([]byte(out), &b); err != nil || b.Src == "" {
+		return b, fmt.Errorf("oracle: ferry base --json: %v: %s", err, out)
+	}
+	return b, nil
+}
+
 // BaseSrc and BaseTarget are the checkout and the target dir of the base
 // Base built (read only).
 func (f *Ferry) BaseSrc() string    { return f.baseSrc }

@@ -292,14 +292,59 @@ func TestFerryAgentsBuildTheirOwnCode(t *testing.T) {
 	}
 	lateTime := time.Since(tLate)
 
-	for _, a := range append(agents, late) {
+	// Invariant 2's other routes: the diverged commit's base is seeded from
+	// the first across unit inputs (the divergence bumps a version and
+	// changes a path dependency) and pruned; a commit that then edits only
+	// a source is seeded with the same unit inputs. Agents spawned from
+	// each build exactly their own code.
+	tSeeded := time.Now()
+	pruned, err := f.BaseAt(ctx, diverged)
+	if err != nil {
+		fatalf("ferry base --rev diverged: %v", err)
+	}
+	if pruned.Seed == "" || !pruned.Observed {
+		fatalf("the diverged commit's base was not seeded from an observed base: %+v", pruned)
+	}
+	if err := repo.Append(fixture.LibPath(fixture.ChainB), "\n// oracle: a later source edit\n"); err != nil {
+		t.Fatal(err)
+	}
+	later, err := repo.Commit("oracle: a source edit after the divergence")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeded, err := f.BaseAt(ctx, later)
+	if err != nil {
+		fatalf("ferry base --rev later: %v", err)
+	}
+	if seeded.Seed != pruned.ID {
+		fatalf("the later commit's base was seeded from %q, want the diverged base %s", seeded.Seed, pruned.ID)
+	}
+	var seededAgents []Agent
+	for i, from := range []string{diverged, later} {
+		a, err := f.Spawn(ctx, fmt.Sprintf("agent-seeded-%d", i), from)
+		if err != nil {
+			fatalf("ferry spawn --from %s: %v", from, err)
+		}
+		seededAgents = append(seededAgents, a)
+	}
+	sh := &Harness{Agents: seededAgents, References: newReferences(t, 2, template), Bases: []string{pruned.Src, seeded.Src},
+		Options: Options{Seed: cfg.seed + 1, Rounds: 3, Repro: repro, Logf: t.Logf}}
+	srep, err := sh.Run(ctx)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	failOn(t, srep)
+	t.Logf("seeded and pruned bases (pruned %d unit(s)): %d builds checked, %d mismatches", pruned.Pruned.Units, srep.Checks, len(srep.Mismatches))
+	seededTime := time.Since(tSeeded)
+
+	for _, a := range append(append(agents, late), seededAgents...) {
 		if err := f.Remove(ctx, a.Name()); err != nil {
 			t.Logf("ferry rm --force %s: %v", a.Name(), err)
 		}
 	}
-	t.Logf("time: %.1fs total; ferry base %.1fs, template %.1fs (beside it), spawn %.1fs, setup %.1fs, rounds %.1fs, late agent %.1fs",
+	t.Logf("time: %.1fs total; ferry base %.1fs, template %.1fs (beside it), spawn %.1fs, setup %.1fs, rounds %.1fs, late agent %.1fs, seeded bases and their agents %.1fs",
 		time.Since(start).Seconds(), baseTime.Seconds(), pkg.tmplTime.Seconds(), spawnTime.Seconds(),
-		setupTime.Seconds(), rep.Elapsed.Seconds(), lateTime.Seconds())
+		setupTime.Seconds(), rep.Elapsed.Seconds(), lateTime.Seconds(), seededTime.Seconds())
 	if t.Failed() {
 		t.Logf("reproduce with: %s", repro)
 	}
