@@ -405,11 +405,15 @@ func TestRefMovesDuringBuild(t *testing.T) {
 	defer conn.Close()
 	ev := eventstest.Watch(t, conn.JS, events.SubjectRepo(w.store.Key))
 	head0 := w.repo.Head
-	eventstest.For(ev, wait, readyFor(head0))
+	first := eventstest.For(ev, wait, readyFor(head0))
 
 	w.close()
 	c1 := w.commit()
-	eventstest.For(ev, wait, building(c1))
+	// The follower refreshes: the new commit's base is seeded from the
+	// first (same unit inputs: the commit adds a note).
+	if b := eventstest.For(ev, wait, building(c1)); b.Seed != first.BaseID {
+		t.Errorf("base.building for %s names seed %q, want %s", short(c1), b.Seed, first.BaseID)
+	}
 	w.waitStarted()
 	var moves []string
 	prev := c1
