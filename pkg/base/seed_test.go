@@ -279,3 +279,47 @@ func TestSeededAcrossUnitInputsPrunes(t *testing.T) {
 		last = r
 	}
 }
+
+// A warm build seeded across unit inputs that cannot be observed whole (here
+// a cargo call asking for short messages, which the shim cannot read) is
+// never published: the target is emptied and the base built again without a
+// seed, and it says so.
+func TestUnobservedSeededBuildIsRebuiltCold(t *testing.T) {
+	e := setup(t, "cargo build --workspace $EXTRA_FLAGS")
+	first, _ := e.buildShimmed(t, e.store, "HEAD", false)
+	if !first.Record.Observed {
+		t.Fatalf("the first base was not observed: %v", first.Record.Unobserved)
+	}
+	e.repo.Append(fixture.CrateDir(fixture.ChainC)+"/Cargo.toml", "\n[features]\nextra = []\n")
+	c, err := e.repo.Commit("declare a feature")
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, err := config.Load(e.repo.Dir, e.vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	res, err := base.Build(context.Background(), base.Options{
+		Repo: e.g, Settings: settings, Store: e.store, Rev: c, Progress: &log,
+		Shim: true, ShimBin: filepath.Join(testenv.Binaries(t), "ferry-shim"),
+		Env: append(os.Environ(), "EXTRA_FLAGS=--message-format=short"),
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	r := res.Record
+	if r.Seed != "" || r.Observed || len(r.Unobserved) == 0 || !strings.Contains(log.String(), "building again without a seed") {
+		t.Fatalf("seed %q observed %v unobserved %v\n%s", r.Seed, r.Observed, r.Unobserved, log.String())
+	}
+	if len(r.Warnings) == 0 || !strings.Contains(strings.Join(r.Warnings, "\n"), "could not be fully observed") {
+		t.Errorf("no warning says why the seed was dropped: %v", r.Warnings)
+	}
+	want, err := fixture.ExpectedMarker(r.Src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := appOutput(t, r); got != strings.TrimSpace(want) {
+		t.Errorf("the base prints\n%s\nwant\n%s", got, want)
+	}
+}
