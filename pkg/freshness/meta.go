@@ -59,14 +59,14 @@ func openNoFollow(path string, dir bool) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// stampIfUnchanged gives path StampTime if it is still the inode verified as
-// want, with the same metadata. It checks with lstat before opening (so that
+// stampIfUnchanged gives path the mtime to if it is still the inode
+// verified as want, with the same metadata. It checks with lstat before opening (so that
 // nothing but the verified file or directory is ever opened), then with fstat
 // on the open descriptor, and stamps through that descriptor, so a path
 // swapped in between (a rename over it, a parent replaced by a symlink) is
 // never the one stamped. ok is false when anything differs or the path is
 // gone.
-func stampIfUnchanged(path string, want meta) (ok bool, err error) {
+func stampIfUnchanged(path string, want meta, to time.Time) (ok bool, err error) {
 	got, err := lstatMeta(path)
 	if err != nil || got != want {
 		return false, nil
@@ -79,7 +79,7 @@ func stampIfUnchanged(path string, want meta) (ok bool, err error) {
 	if got, err := fstatMeta(f); err != nil || got != want {
 		return false, nil
 	}
-	if err := futimens(f, StampTime); err != nil {
+	if err := futimens(f, to); err != nil {
 		return false, fmt.Errorf("stamp %s: %w", path, err)
 	}
 	return true, nil

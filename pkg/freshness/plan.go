@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/ferrydev/ferry/pkg/git"
 )
@@ -64,7 +65,8 @@ type StampPlan struct {
 // item is a path to stamp and its metadata when it was verified.
 type item struct {
 	path string
-	meta meta
+	meta meta      // the agent's, when verified: Apply stamps only that inode
+	to   time.Time // the mtime to give it: the base checkout's entry's
 }
 
 // Files returns the tracked files the plan stamps, sorted; after Apply, the
@@ -110,7 +112,7 @@ func roots(in Input) (agentRoot, baseRoot string, err error) {
 }
 
 // Verify decides which tracked files and directories of the agent's checkout
-// may carry StampTime (invariant 1). A file may if it is at merge stage 0, a
+// may carry the mtime of their twin in the base checkout (invariant 1). A file may if it is at merge stage 0, a
 // regular file, has the base commit's mode and blob, has the base
 // checkout's bytes, and no symlink that resolves differently in the two
 // checkouts leads to it or to a directory above it. A directory may if its
@@ -185,17 +187,17 @@ func Verify(in Input) (*StampPlan, error) {
 			plan.skipped = append(plan.skipped, Skip{todo[i], r.reason})
 			continue
 		}
-		plan.files = append(plan.files, item{todo[i], r.meta})
+		plan.files = append(plan.files, item{todo[i], r.meta, r.to})
 	}
 	sort.Slice(plan.files, func(i, j int) bool { return plan.files[i].path < plan.files[j].path })
 
 	for _, d := range git.TrackedDirs(in.AgentIndex) {
-		m, reason := v.checkDir(d)
+		m, to, reason := v.checkDir(d)
 		if reason != "" {
 			plan.skipped = append(plan.skipped, Skip{d, reason})
 			continue
 		}
-		plan.dirs = append(plan.dirs, item{d, m})
+		plan.dirs = append(plan.dirs, item{d, m, to})
 	}
 	return plan, nil
 }
@@ -265,6 +267,7 @@ func (v *verifier) realDir(p string) bool {
 
 type fileResult struct {
 	meta   meta
+	to     time.Time // the base file's mtime
 	reason string
 }
 
@@ -298,7 +301,7 @@ func (v *verifier) compareFile(rel string) fileResult {
 	if err != nil || after != before {
 		return fileResult{reason: ReasonRacy}
 	}
-	return fileResult{meta: before}
+	return fileResult{meta: before, to: tsTime(bm.mtime)}
 }
 
 var errRacy = errors.New("file replaced while being verified")
@@ -364,35 +367,39 @@ func openChecked(p string, want meta) (*os.File, error) {
 // be a directory in both checkouts, not below a link that resolves
 // differently, and hold the same entry names as the base's (".git" at the
 // top is ignored on both sides).
-func (v *verifier) checkDir(rel string) (meta, string) {
+func (v *verifier) checkDir(rel string) (meta, time.Time, string) {
 	if v.x.covers(rel) {
-		return meta{}, ReasonLink
+		return meta{}, time.Time{}, ReasonLink
 	}
 	ap, bp := v.agentPath(rel), v.basePath(rel)
 	if rel != "" {
 		if !v.parentsReal(rel) {
-			return meta{}, ReasonParent
+			return meta{}, time.Time{}, ReasonParent
 		}
 		if !v.realDir(ap) || !v.realDir(bp) {
-			return meta{}, ReasonNotDir
+			return meta{}, time.Time{}, ReasonNotDir
 		}
 	}
 	before, err := lstatMeta(ap)
 	if err != nil || !before.isDir() {
-		return meta{}, ReasonNotDir
+		return meta{}, time.Time{}, ReasonNotDir
+	}
+	bm, err := lstatMeta(bp)
+	if err != nil || !bm.isDir() {
+		return meta{}, time.Time{}, ReasonNotDir
 	}
 	an, aerr := entryNames(ap, rel == "")
 	bn, berr := entryNames(bp, rel == "")
 	if aerr != nil || berr != nil {
-		return meta{}, ReasonUnreadable + ": " + errors.Join(aerr, berr).Error()
+		return meta{}, time.Time{}, ReasonUnreadable + ": " + errors.Join(aerr, berr).Error()
 	}
 	if !slices.Equal(an, bn) {
-		return meta{}, ReasonEntries
+		return meta{}, time.Time{}, ReasonEntries
 	}
 	if after, err := lstatMeta(ap); err != nil || after != before {
-		return meta{}, ReasonRacy
+		return meta{}, time.Time{}, ReasonRacy
 	}
-	return before, ""
+	return before, tsTime(bm.mtime), ""
 }
 
 func entryNames(dir string, top bool) ([]string, error) {
@@ -410,7 +417,15 @@ func entryNames(dir string, top bool) ([]string, error) {
 	return names, nil // os.ReadDir sorts by name
 }
 
-// Apply stamps the plan's files and directories with StampTime. Before each
+// Apply stamps the plan's files and directories: each gets the mtime its
+// twin in the base checkout had when it was verified. In a cold base that
+// is StampTime for every tracked entry; in a seeded base it is StampTime
+// for what seeding proved to be the seed's and the refresh's time for the
+// rest. Copying the base's mtime rather than setting a fixed one keeps the
+// fingerprints Cargo keeps as mtime values equal: a build script without
+// rerun-if-changed records the newest file of its package as "mtime
+// (path)" and compares that string, not an order, so an agent file stamped
+// to another time than the base's twin would rerun it. Before each
 // one it checks that the path is still the inode verified, with the same
 // type, permissions, size, mtime and ctime; one that changed is not stamped
 // and is listed by Skipped (FreshenSkipped then raises its mtime). Symlinks
@@ -427,7 +442,7 @@ func (p *StampPlan) Apply() (Stats, error) {
 		n     *int
 	}{{p.files, &st.Files}, {p.dirs, &st.Dirs}} {
 		for _, it := range list.items {
-			ok, err := stampIfUnchanged(filepath.Join(p.agentRoot, filepath.FromSlash(it.path)), it.meta)
+			ok, err := stampIfUnchanged(filepath.Join(p.agentRoot, filepath.FromSlash(it.path)), it.meta, it.to)
 			if err != nil {
 				return st, err
 			}

@@ -5,8 +5,9 @@
 // stamped: every tracked file and directory gets StampTime, far older than
 // any artifact, so the warm build's outputs are newer than every source. An
 // agent's checkout may reuse those outputs only where its file equals the
-// base's, and so only such files may carry StampTime (invariant 1 of the
-// architecture contract); everything else must look newer than the base.
+// base's, and so only such files may carry the base's mtime (invariant 1 of
+// the architecture contract: StampTime in a cold base, or what a seeded
+// base's checkout carries); everything else must look newer than the base.
 //
 // StampBaseCheckout is the only function here that stamps without verifying,
 // and it is meant for one caller: the base builder, on a fresh checkout,

@@ -579,3 +579,46 @@ func TestExclusionCovers(t *testing.T) {
 		t.Error("the top level does not cover everything")
 	}
 }
+
+// A stamped file or directory gets its base twin's mtime, whatever it is: a
+// seeded base's checkout carries the refresh's time on what it changed, and
+// Cargo compares some mtime-valued fingerprints (a build script's newest
+// package file) for equality.
+func TestApplyCopiesTheBaseMtime(t *testing.T) {
+	tr := newTestRepo(t)
+	base := tr.base(tr.A)
+	agent := tr.checkout("agent", tr.A)
+	in := input(t, agent, base, tr.A)
+	p, err := Verify(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Files()) == 0 || len(p.Dirs()) == 0 {
+		t.Fatal("nothing to stamp")
+	}
+	file, dir := p.Files()[0], p.Dirs()[len(p.Dirs())-1]
+	refreshed := time.Date(2026, 11, 30, 8, 15, 7, 123456789, time.UTC)
+	for _, rel := range []string{file, dir} {
+		if err := os.Chtimes(filepath.Join(base, filepath.FromSlash(rel)), refreshed, refreshed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Verify again: the plan records the base's mtime when it verifies.
+	p, err = Verify(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Apply(); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{file, dir} {
+		if got := mtime(t, filepath.Join(agent, filepath.FromSlash(rel))); !got.Equal(refreshed) {
+			t.Errorf("%q: mtime %v, want the base's %v", rel, got, refreshed)
+		}
+	}
+	for _, rel := range p.Files()[1:] {
+		if !isStamped(t, agent, rel) {
+			t.Errorf("%q: mtime %v, want the base's, the stamp time", rel, mtime(t, filepath.Join(agent, rel)))
+		}
+	}
+}
