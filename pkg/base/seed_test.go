@@ -86,6 +86,14 @@ func TestSeededBaseEqualsCold(t *testing.T) {
 			[]string{"app", "chain-a", "chain-b", "chain-c"}},
 		{"build script input", func() { e.repo.Write(fixture.AssetsDir+"/extra.txt", "more\n") }, true, nil},
 		{"symlink target", func() { e.repo.Write(fixture.SharedData, "changed shared data\n") }, true, nil},
+		{"retarget the symlink", func() {
+			e.repo.Write("shared/other.txt", "the other shared data\n")
+			link := e.repo.Path(fixture.SymlinkPath)
+			os.Remove(link)
+			if err := os.Symlink("../../../shared/other.txt", link); err != nil {
+				t.Fatal(err)
+			}
+		}, true, nil},
 		{"revert", func() { e.repo.Write(leaf, original) }, true, nil},
 		{"manifest", func() { e.repo.Append(fixture.CrateDir(fixture.ChainC)+"/Cargo.toml", "\n# a comment\n") }, false, nil},
 	}

@@ -143,18 +143,20 @@ func refreshRound(bin, dir string, opts fixture.Options) (refreshRun, error) {
 		json.Unmarshal(out, &rec)
 		return d, rec, nil
 	}
-	var rec map[string]any
-	if r.cold, rec, err = base("--cold"); err != nil {
-		return r, err
-	}
 	// The limit: a plain checkout at the same commit, warm, building each
-	// change incrementally.
+	// change incrementally. Warmed first, so that neither side's page
+	// cache is pushed out by the other's cold build just before it is
+	// timed.
 	plain := filepath.Join(dir, "plain")
 	if _, err := repo.Git("worktree", "add", "-q", "--detach", plain, "HEAD"); err != nil {
 		return r, err
 	}
 	plainEnv := append(os.Environ(), "CARGO_TARGET_DIR="+filepath.Join(plain, "target"))
 	if _, err := sh(plain, plainEnv, benchWarm); err != nil {
+		return r, err
+	}
+	var rec map[string]any
+	if r.cold, rec, err = base("--cold"); err != nil {
 		return r, err
 	}
 	// Cloning the target alone, as the refresh does first.
