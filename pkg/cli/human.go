@@ -94,7 +94,7 @@ func fieldValue(key string, v any) string {
 		}
 		return v
 	case float64:
-		if key == "seconds" {
+		if key == "seconds" || strings.HasSuffix(key, "_seconds") {
 			return Seconds(v)
 		}
 		return strconv.FormatFloat(v, 'f', -1, 64)
