@@ -159,22 +159,6 @@ func refreshRound(bin, dir string, opts fixture.Options) (refreshRun, error) {
 	if r.cold, rec, err = base("--cold"); err != nil {
 		return r, err
 	}
-	// Cloning the target alone, as the refresh does first.
-	if target, ok := rec["target"].(string); ok {
-		dst := filepath.Join(dir, "clone")
-		os.MkdirAll(dst, 0o755)
-		b := fork.Copy()
-		if ok, _ := fork.CanReflink(dir); ok {
-			b = fork.Reflink()
-		}
-		t := time.Now()
-		if _, err := b.Fork(fork.Paths{BaseTarget: target, AgentDir: dst}); err != nil {
-			return r, err
-		}
-		r.clone = time.Since(t)
-		os.RemoveAll(dst)
-	}
-
 	change := func(edit func() error, msg string, seeded *bool) (time.Duration, time.Duration, int64, error) {
 		if err := edit(); err != nil {
 			return 0, 0, 0, err
@@ -204,6 +188,24 @@ func refreshRound(bin, dir string, opts fixture.Options) (refreshRun, error) {
 	if r.manifest, r.plainManifest, _, err = change(func() error { return repo.Append(manifest, "\n[features]\nextra = []\n") }, "manifest change", &r.manifestSeeded); err != nil {
 		return r, err
 	}
+	// Cloning the target alone, as a refresh does first: timed last,
+	// since deleting a clone of a large target leaves the filesystem
+	// busy freeing it for a while.
+	if target, ok := rec["target"].(string); ok {
+		dst := filepath.Join(dir, "clone")
+		os.MkdirAll(dst, 0o755)
+		b := fork.Copy()
+		if ok, _ := fork.CanReflink(dir); ok {
+			b = fork.Reflink()
+		}
+		t := time.Now()
+		if _, err := b.Fork(fork.Paths{BaseTarget: target, AgentDir: dst}); err != nil {
+			return r, err
+		}
+		r.clone = time.Since(t)
+		os.RemoveAll(dst)
+	}
+
 	return r, nil
 }
 
