@@ -64,6 +64,11 @@ type Record struct {
 	// when it placed none (or for a record older than this field). rm does
 	// not count that file as the agent's work while it is unchanged.
 	PlacedLockfile string `json:"placed_lockfile,omitempty"`
+	// Tool and Session name the agent tool that had the agent created
+	// through a hook ("claude-code", and the tool's session id), empty for
+	// `ferry spawn`. gc reaps only such agents, once abandoned.
+	Tool    string `json:"tool,omitempty"`
+	Session string `json:"session,omitempty"`
 
 	Stamp   StampStats `json:"stamp"`
 	Fork    ForkStats  `json:"fork"`

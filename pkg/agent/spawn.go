@@ -34,6 +34,10 @@ type SpawnOptions struct {
 	Path     string // worktree path; default <worktree parent>/<store key>/<name>
 	Branch   string // default <branch prefix><name>
 	Backend  string // default the configured backend
+	// Tool and Session record the agent tool a hook spawns for (see
+	// Record); empty for ferry spawn.
+	Tool     string
+	Session  string
 	Progress io.Writer
 }
 
@@ -177,7 +181,7 @@ func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lo
 	r := &Record{
 		Format: Format, Name: o.Name, State: Creating, Branch: branch, Worktree: path,
 		StartCommit: commit, Base: b.ID, BaseCommit: b.Commit, Backend: backend,
-		Created: time.Now().UTC(),
+		Tool: o.Tool, Session: o.Session, Created: time.Now().UTC(),
 	}
 	if err := os.MkdirAll(s.Agent(o.Name).Dir, 0o755); err != nil {
 		return nil, nil, err
