@@ -104,3 +104,16 @@ func parseAckWait(v string) (d time.Duration, msg, hint string) {
 	}
 	return d, "", ""
 }
+
+// ParseReapAfter parses a reap-after time: a Go duration, 0 or more.
+func ParseReapAfter(v string) (d time.Duration, msg, hint string) {
+	const h = `give a duration such as "24h" or "90m": how long an agent a hook created must show no sign of life before ferry gc reaps it ("0s": as soon as it is abandoned)`
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, "not a duration", h
+	}
+	if d < 0 {
+		return 0, "a negative duration", h
+	}
+	return d, "", ""
+}

@@ -91,8 +91,19 @@ type Settings struct {
 	// (FERRY_ACK_WAIT, [bus] ack-wait, a Go duration such as "30s"); 0
 	// means the bus package's default.
 	AckWait time.Duration
-	File    string // path of the ferry.toml that was read, "" if there was none
+	// ReapAfter is how long an agent a hook created must show no sign of
+	// life before ferry gc reaps it as abandoned (FERRY_REAP_AFTER, [gc]
+	// reap-after, a Go duration; default DefaultReapAfter). 0 reaps as
+	// soon as the other rules of package gc hold.
+	ReapAfter time.Duration
+	File      string // path of the ferry.toml that was read, "" if there was none
 }
+
+// DefaultReapAfter is Settings.ReapAfter unless set: a day. An agent
+// tool's live session can look abandoned for hours (a long think, a
+// permission prompt waiting overnight), and a late reaping costs only disk;
+// package gc gives the reasons.
+const DefaultReapAfter = 24 * time.Hour
 
 // DefaultWarm returns the warm commands used when ferry.toml sets none: a
 // build of every target of the workspace, and clippy over the same targets
@@ -150,6 +161,7 @@ func load(repoRoot string, env Env, goos string) (*Settings, error) {
 		BranchPrefix: defaultBranchPrefix,
 		Backend:      "auto",
 		SandboxMode:  "auto",
+		ReapAfter:    DefaultReapAfter,
 		File:         doc.file,
 	}
 	if err := s.applyFile(&t, root, &r); err != nil {
@@ -204,6 +216,9 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	}
 	if t.Bus.AckWait != nil {
 		s.AckWait, _, _ = parseAckWait(*t.Bus.AckWait) // checked with the file
+	}
+	if t.GC.ReapAfter != nil {
+		s.ReapAfter, _, _ = ParseReapAfter(*t.GC.ReapAfter) // checked with the file
 	}
 	return nil
 }
@@ -262,6 +277,13 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 			return envError("FERRY_ACK_WAIT", v, msg, hint)
 		}
 		s.AckWait = d
+	}
+	if v := env.Getenv("FERRY_REAP_AFTER"); v != "" {
+		d, msg, hint := ParseReapAfter(v)
+		if msg != "" {
+			return envError("FERRY_REAP_AFTER", v, msg, hint)
+		}
+		s.ReapAfter = d
 	}
 	return nil
 }

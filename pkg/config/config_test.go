@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/pelletier/go-toml/v2"
@@ -63,6 +64,7 @@ func defaults() Settings {
 		BranchPrefix:   "ferry/",
 		Backend:        "auto",
 		SandboxMode:    "auto",
+		ReapAfter:      24 * time.Hour,
 	}
 }
 
@@ -138,6 +140,9 @@ mode = "off"
 
 [bus]
 url = "nats://127.0.0.1:4222"
+
+[gc]
+reap-after = "36h"
 `,
 			want: func(root string) Settings {
 				return Settings{
@@ -149,6 +154,7 @@ url = "nats://127.0.0.1:4222"
 					Backend:        "copy",
 					SandboxMode:    "off",
 					BusURL:         "nats://127.0.0.1:4222",
+					ReapAfter:      36 * time.Hour,
 					File:           filepath.Join(root, FileName),
 				}
 			},
@@ -204,6 +210,27 @@ url = "nats://127.0.0.1:4222"
 				s.Backend = "overlay"
 				s.SandboxMode = "on"
 				s.BusURL = "nats://env:4222"
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
+			name: "[gc] reap-after, a platform's over it, FERRY_REAP_AFTER over both",
+			file: "[gc]\nreap-after = \"2h\"\n[platform.linux.gc]\nreap-after = \"90m\"\n",
+			want: func(root string) Settings {
+				s := defaults()
+				s.ReapAfter = 90 * time.Minute
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
+			name: "FERRY_REAP_AFTER over the file; 0 reaps at once",
+			file: "[gc]\nreap-after = \"2h\"\n",
+			env:  map[string]string{"FERRY_REAP_AFTER": "0s"},
+			want: func(root string) Settings {
+				s := defaults()
+				s.ReapAfter = 0
 				s.File = filepath.Join(root, FileName)
 				return s
 			},
@@ -408,7 +435,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "unknown table",
 			file: "[base]\nwarm = [\"x\"]\n\n[prune]\nkeep = 3\n",
 			msg:  []string{`@:4: unknown key "prune"`},
-			hint: []string{"ferry.toml takes: store, base, agent, sandbox, bus, platform"},
+			hint: []string{"ferry.toml takes: store, base, agent, sandbox, bus, gc, platform"},
 		},
 		{
 			name: "several unknown keys report the first and count the rest",
@@ -587,6 +614,18 @@ func TestLoadErrors(t *testing.T) {
 			env:  map[string]string{"FERRY_BACKEND": "hardlink"},
 			msg:  []string{`FERRY_BACKEND="hardlink": not a backend`},
 			hint: []string{"never forks with hardlinks"},
+		},
+		{
+			name: "reap-after that is no duration",
+			file: "[gc]\nreap-after = \"1d\"\n",
+			msg:  []string{`@:2: gc.reap-after = "1d": not a duration`},
+			hint: []string{`"24h"`},
+		},
+		{
+			name: "negative FERRY_REAP_AFTER",
+			file: noFile,
+			env:  map[string]string{"FERRY_REAP_AFTER": "-1h"},
+			msg:  []string{`FERRY_REAP_AFTER="-1h": a negative duration`},
 		},
 		{
 			name: "bad FERRY_SANDBOX",

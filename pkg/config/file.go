@@ -29,6 +29,7 @@ type tables struct {
 	Agent   agentTable   `toml:"agent"`
 	Sandbox sandboxTable `toml:"sandbox"`
 	Bus     busTable     `toml:"bus"`
+	GC      gcTable      `toml:"gc"`
 }
 
 type storeTable struct {
@@ -57,6 +58,10 @@ type busTable struct {
 	AckWait  *string `toml:"ack-wait"`
 }
 
+type gcTable struct {
+	ReapAfter *string `toml:"reap-after"`
+}
+
 type platformTables struct {
 	Linux tables `toml:"linux"`
 	MacOS tables `toml:"macos"`
@@ -80,6 +85,7 @@ func (t *tables) override(o *tables) {
 	set(&t.Bus.URL, o.Bus.URL)
 	set(&t.Bus.Replicas, o.Bus.Replicas)
 	set(&t.Bus.AckWait, o.Bus.AckWait)
+	set(&t.GC.ReapAfter, o.GC.ReapAfter)
 }
 
 func set[T any](dst **T, src *T) {
@@ -265,6 +271,12 @@ func (d *document) checkTables(t *tables, prefix string) error {
 	if v := t.Bus.AckWait; v != nil {
 		if _, msg, hint := parseAckWait(*v); msg != "" {
 			key := prefix + "bus.ack-wait"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
+	if v := t.GC.ReapAfter; v != nil {
+		if _, msg, hint := ParseReapAfter(*v); msg != "" {
+			key := prefix + "gc.reap-after"
 			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
 		}
 	}
