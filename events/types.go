@@ -90,6 +90,9 @@ type AgentRemoved struct {
 	Forced   bool   `json:"forced"`
 	// OrphanRef keeps commits no branch reached (ferry rm --force).
 	OrphanRef string `json:"orphan_ref,omitempty"`
+	// Reaped is set when gc removed the agent as abandoned (a
+	// hook-created agent; see package gc).
+	Reaped bool `json:"reaped,omitempty"`
 }
 
 // GCCollected: a gc pass finished.
@@ -98,6 +101,9 @@ type GCCollected struct {
 	DeletedBases     []string `json:"deleted_bases"`
 	KeptBases        []string `json:"kept_bases,omitempty"`
 	RolledBackAgents []string `json:"rolled_back_agents,omitempty"`
+	// ReapedAgents are the abandoned hook-created agents it removed, each
+	// also announced by its agent.removed.
+	ReapedAgents []string `json:"reaped_agents,omitempty"`
 }
 
 func (*CommitSeen) Kind() Kind   { return KindCommitSeen }

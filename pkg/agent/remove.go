@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +43,23 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 		return nil, err
 	}
 	defer storeLock.Release()
+	return remove(repo, s, name, force, nil)
+}
+
+// Reap removes ready agent name the way Remove does without force (the
+// worktree, the fork, the branch while unchanged), once keep finds no
+// reason to keep it. keep is asked last, with the agent's lock held, new
+// sessions held out and the worktree's status read (w is nil when the
+// worktree's directory is gone), so what it checks cannot change before the
+// removal; its error is returned as it is and nothing is removed. Every
+// refusal of Remove applies too. The caller holds the store lock (gc, for
+// its whole pass).
+func Reap(repo *git.Repo, s *store.Store, name string, keep func(r *Record, w *Work) error) (*Removal, error) {
+	return remove(repo, s, name, false, keep)
+}
+
+// remove is Remove and Reap under the store lock; keep is nil for Remove.
+func remove(repo *git.Repo, s *store.Store, name string, force bool, keep func(*Record, *Work) error) (*Removal, error) {
 	r, err := Read(s, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, failure.New(failure.Usage, "list agents with `ferry list`", "no agent named %q", name)
@@ -65,6 +81,9 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 	}
 	defer agentLock.Release()
 	if r.State != Ready {
+		if keep != nil {
+			return nil, notReady(r)
+		}
 		// An unfinished spawn whose spawner is gone: roll it back.
 		if err := rollback(repo, s, r); err != nil {
 			return nil, err
@@ -109,47 +128,33 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 	deleteBranch := branchHead == r.StartCommit && !elsewhere
 
 	if wtExists {
-		dirty, err := repo.Dirty(r.Worktree)
+		w, err := WorktreeWork(repo, r)
 		if err != nil {
 			return nil, err
 		}
-		var changed []string
-		lockChanged := false
-		for _, d := range dirty {
-			if d.X == '!' {
-				continue
+		if keep != nil {
+			if err := keep(r, w); err != nil {
+				return nil, err
 			}
-			if d.X == '?' && d.Path == lockfile && r.PlacedLockfile != "" {
-				// The Cargo.lock spawn copied from the base: Ferry's file
-				// while it is unchanged, the agent's dependency change once
-				// it is not.
-				if placedLockfileUnchanged(r) {
-					continue
-				}
-				lockChanged = true
-			}
-			changed = append(changed, d.Path)
 		}
-		if len(changed) > 0 && !force {
+		if len(w.Changed) > 0 && !force {
 			why := ""
-			if lockChanged {
+			if w.LockfileChanged {
 				why = "; " + lockfile + " differs from the one spawn placed (the agent changed its dependencies)"
 			}
 			return nil, failure.New(failure.Refused, "commit or stash the changes, or pass --force to discard them",
-				"agent %q has uncommitted changes (%s)%s", name, summarize(changed), why)
+				"agent %q has uncommitted changes (%s)%s", name, Summarize(w.Changed), why)
 		}
-		head := revParseIn(repo, r.Worktree, "HEAD")
-		if head != "" {
-			args := []string{"rev-list", head, "--not"}
+		if head := revParseIn(repo, r.Worktree, "HEAD"); head != "" {
+			except := ""
 			if deleteBranch {
-				args = append(args, "--exclude=refs/heads/"+r.Branch)
+				except = r.Branch
 			}
-			args = append(args, "--branches", "--tags", "--remotes")
-			out, err := repo.Run("", args...)
+			lost, err := Unreached(repo, []string{head}, except)
 			if err != nil {
 				return nil, err
 			}
-			if n := len(strings.Fields(out)); n > 0 {
+			if n := len(lost); n > 0 {
 				if !force {
 					return nil, failure.New(failure.Refused, "push or branch them, or pass --force to keep them under refs/ferry/orphaned/",
 						"agent %q has %d commit(s) that no branch, tag or remote reaches", name, n)
@@ -164,8 +169,15 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 		if err := repo.WorktreeRemove(r.Worktree); err != nil {
 			return nil, err
 		}
-	} else if err := repo.WorktreeRemove(r.Worktree); err != nil {
-		return nil, err
+	} else {
+		if keep != nil {
+			if err := keep(r, nil); err != nil {
+				return nil, err
+			}
+		}
+		if err := repo.WorktreeRemove(r.Worktree); err != nil {
+			return nil, err
+		}
 	}
 	if deleteBranch {
 		if _, err := repo.Run("", "branch", "-D", "--", r.Branch); err != nil {
@@ -190,16 +202,6 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 		return nil, err
 	}
 	return rm, nil
-}
-
-// lockfile is the root workspace's lockfile, as git status names it.
-const lockfile = "Cargo.lock"
-
-// placedLockfileUnchanged reports whether r's worktree still holds the
-// Cargo.lock spawn placed there, byte for byte.
-func placedLockfileUnchanged(r *Record) bool {
-	data, err := os.ReadFile(filepath.Join(r.Worktree, lockfile))
-	return err == nil && digest(data) == r.PlacedLockfile
 }
 
 func revParse(repo *git.Repo, ref string) string {
@@ -233,7 +235,8 @@ func checkedOutElsewhere(repo *git.Repo, r *Record) (bool, error) {
 	return false, nil
 }
 
-func summarize(paths []string) string {
+// Summarize names up to three of paths and counts the rest.
+func Summarize(paths []string) string {
 	if len(paths) <= 3 {
 		return strings.Join(paths, ", ")
 	}

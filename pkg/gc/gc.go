@@ -24,7 +24,64 @@
 //
 // gc never runs `git worktree prune`, which would also drop the user's own
 // worktrees whose directories are temporarily missing: it unregisters only
-// the base checkouts it deletes.
+// the base checkouts and agent worktrees it deletes.
+//
+// # Reaping
+//
+// Before it marks, gc reaps abandoned agents that a hook of an agent tool
+// created (agent.Record.Tool set). An agent made by `ferry spawn` is a
+// person's and is never reaped. A hook-created agent is abandoned when every
+// rule holds, and kept, with every rule it fails named (Verdict), when one
+// does not:
+//
+//   - clean: no uncommitted changes, no untracked files, no rebase, merge,
+//     cherry-pick, revert or bisect under way. The entries Ferry itself
+//     put in the worktree (the Cargo.lock spawn placed, while unchanged) do
+//     not count (agent.WorktreeWork).
+//   - no new commits: HEAD is on the agent's branch and the branch still
+//     at the start commit.
+//   - no commits only its worktree reaches: nothing reachable from its
+//     HEAD, its HEAD's and branch's reflogs (a commit reset away) or its
+//     per-worktree refs is unreachable from every branch but its own, tag
+//     and remote. Those refs go with the worktree.
+//   - no ignored files beyond build output: an ignored path counts as build
+//     output only inside a directory holding the CACHEDIR.TAG Cargo writes
+//     into every target dir it makes; anything else ignored (.env, notes,
+//     node_modules) is data someone may want.
+//   - idle: no process holds busy.lock, uses its overlay, is entering it
+//     (the agent lock), or has its working directory in the worktree.
+//   - not `git worktree lock`ed (by its tool, or anyone).
+//   - quiet: no sign of life for Options.ReapAfter ([gc] reap-after,
+//     a day unless set): not the spawn, nor a change in the worktree, its git dir
+//     (index, HEAD, reflogs) or the top of its fork (see lastSign).
+//
+// The worktree must be there to be judged: a missing one (deleted, or on a
+// disk unmounted for now) keeps the agent, for `ferry rm` to decide.
+//
+// Why a quiet time: an agent tool's session cannot be told from an
+// abandoned one by the worktree alone. Claude Code, configured with a
+// WorktreeCreate hook, asks the hook for a worktree for `claude --worktree`,
+// for a subagent with `isolation: worktree` and for its EnterWorktree tool,
+// and calls WorktreeRemove when the session or subagent ends without
+// changes; its own process holds no busy.lock, its Bash tool calls run one
+// at a time and need not go through Ferry, and between them (a long think,
+// a permission prompt waiting overnight, a subagent that only reads) a live
+// agent's worktree is clean, idle and unlocked. The session id is no help:
+// nothing outside Claude Code says whether a session is still open. What
+// gc reaps is what the tool fails to remove (its WorktreeRemove is skipped
+// when a session is killed, and in known cases not called at all), so gc is
+// a backstop, and a late backstop costs only the fork's disk while an early
+// one pulls a worktree from under a live session. Hence a day without any
+// sign of life, on top of the rules; Claude Code's own sweep of leftover
+// agent worktrees waits far longer (cleanupPeriodDays, 30 days by default).
+// `[gc] reap-after` in ferry.toml, FERRY_REAP_AFTER or `ferry gc
+// --reap-after` sets another time (0 for an ephemeral machine).
+//
+// Each rule is checked twice: once to report it (all a dry run does), and
+// again by agent.Reap under the agent's lock with new sessions held out,
+// just before the removal, which goes the way `ferry rm` goes (worktree,
+// fork, the branch while unchanged). A rule that cannot be checked keeps
+// the agent.
 package gc
 
 import (
@@ -35,9 +92,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
@@ -52,15 +111,36 @@ type Result struct {
 	SkippedLocked []string `json:"skipped_locked"` // being built
 	SkippedInUse  []string `json:"skipped_in_use"` // still read by a mounted fork (an overlay's lower layer)
 	Agents        []string `json:"agents"`         // unfinished spawns rolled back
+	Reaped        []string `json:"reaped"`         // abandoned hook-created agents removed
 	Leftovers     []string `json:"leftovers"`      // agent dirs without a record, removed
 	SweptLocks    []string `json:"swept_locks"`    // ids whose bases/<id>.lock had no base dir, removed
+	// HookAgents is every hook-created agent, reaped or kept, and why.
+	HookAgents []Verdict `json:"hook_agents"`
 }
 
-// Run collects the store. It takes the store lock, then try-locks agents and
-// bases (the lock order of package lock).
+// Options tune a pass.
+type Options struct {
+	DryRun bool // report, change nothing
+	// ReapAfter is how long a hook-created agent must show no sign of life
+	// to be reaped, taken as given (0: reap as soon as the other rules
+	// hold); `ferry gc` passes config.Settings.ReapAfter.
+	ReapAfter time.Duration
+	// Now is the clock the quiet time is measured by (nil: time.Now).
+	Now func() time.Time
+}
+
+// Run collects the store, reaping after config.DefaultReapAfter.
 func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
+	return RunWith(repo, s, Options{DryRun: dry, ReapAfter: config.DefaultReapAfter})
+}
+
+// RunWith collects the store. It takes the store lock, then try-locks agents
+// and bases (the lock order of package lock).
+func RunWith(repo *git.Repo, s *store.Store, o Options) (*Result, error) {
+	dry := o.DryRun
 	res := &Result{DryRun: dry, Bases: []string{}, Kept: []string{}, SkippedLocked: []string{},
-		SkippedInUse: []string{}, Agents: []string{}, Leftovers: []string{}, SweptLocks: []string{}}
+		SkippedInUse: []string{}, Agents: []string{}, Reaped: []string{}, Leftovers: []string{}, SweptLocks: []string{},
+		HookAgents: []Verdict{}}
 	if _, err := os.Stat(s.Dir); errors.Is(err, fs.ErrNotExist) {
 		return res, nil
 	}
@@ -77,6 +157,11 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	reap := &reaper{repo: repo, s: s, after: o.ReapAfter, now: now}
 	roots := map[string]bool{}
 	for _, a := range agents {
 		if a.State != agent.Ready {
@@ -91,6 +176,21 @@ func Run(repo *git.Repo, s *store.Store, dry bool) (*Result, error) {
 				}
 				al.Release()
 				res.Agents = append(res.Agents, a.Name)
+				continue
+			}
+			if a.Tool != "" {
+				res.HookAgents = append(res.HookAgents, Verdict{Name: a.Name, Tool: a.Tool, Session: a.Session,
+					Kept: []Reason{{KeptCreating, "its spawn is still running"}}})
+			}
+		} else if a.Tool != "" {
+			v, err := reap.consider(a, agents, dry)
+			if err != nil {
+				return nil, err
+			}
+			res.HookAgents = append(res.HookAgents, v)
+			if v.Reaped {
+				// Reaped first, so that its base is collected in this pass.
+				res.Reaped = append(res.Reaped, a.Name)
 				continue
 			}
 		}

@@ -136,10 +136,15 @@ func (e *env) makeBase(t *testing.T, commit, fp string, partial bool) string {
 	if partial {
 		return id
 	}
+	// Sealed as a build seals it, so that agent.Spawn trusts the base.
+	seal, err := base.Seal(target)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := base.Record{
 		Format: base.Format, ID: id, Commit: commit, Fingerprint: fp,
 		Store: e.s.Dir, Dir: dir, Src: src, Target: target, MntSrc: e.s.MntSrc(), MntTarget: e.s.MntTarget(),
-		Modes: base.Modes{Freshness: "mtime", Isolation: "namespace"}, Created: time.Now().UTC(),
+		Modes: base.Modes{Freshness: "mtime", Isolation: "namespace"}, Created: time.Now().UTC(), TargetSeal: seal,
 	}
 	if err := atomicfile.WriteJSON(filepath.Join(dir, "base.json"), r, 0o644); err != nil {
 		t.Fatal(err)
@@ -250,11 +255,14 @@ func (e *env) branchExists(name string) bool {
 // lists are sorted first (gc reports in name order).
 func checkResult(t *testing.T, res *gc.Result, want gc.Result) {
 	t.Helper()
-	for _, l := range []*[]string{&want.Bases, &want.Kept, &want.SkippedLocked, &want.SkippedInUse, &want.Agents, &want.Leftovers, &want.SweptLocks} {
+	for _, l := range []*[]string{&want.Bases, &want.Kept, &want.SkippedLocked, &want.SkippedInUse, &want.Agents, &want.Reaped, &want.Leftovers, &want.SweptLocks} {
 		if *l == nil {
 			*l = []string{}
 		}
 		slices.Sort(*l)
+	}
+	if want.HookAgents == nil {
+		want.HookAgents = []gc.Verdict{}
 	}
 	if !reflect.DeepEqual(*res, want) {
 		t.Fatalf("gc result\n got %+v\nwant %+v", *res, want)

@@ -10,6 +10,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/gc"
 )
@@ -124,15 +125,32 @@ func Remove(a Announcer, e Env, name string, force bool) (*agent.Removal, error)
 	return rm, nil
 }
 
-// Collect runs one gc pass (gc.Run) and, when it deleted a base or rolled
-// back a spawn, announces gc.collected. A dry run announces nothing.
+// Collect runs one gc pass (gc.RunWith, reaping after
+// e.Settings.ReapAfter), announces agent.removed for each agent it reaped
+// (as `ferry rm` does for the agents it removes) and, when it deleted a
+// base, rolled back a spawn or reaped an agent, gc.collected. A dry run
+// announces nothing.
 func Collect(a Announcer, e Env, dry bool) (*gc.Result, error) {
-	res, err := gc.Run(e.Repo, e.Store, dry)
+	o := gc.Options{DryRun: dry, ReapAfter: config.DefaultReapAfter}
+	if e.Settings != nil {
+		o.ReapAfter = e.Settings.ReapAfter
+	}
+	res, err := gc.RunWith(e.Repo, e.Store, o)
 	if err != nil {
 		return nil, err
 	}
-	if !dry && len(res.Bases)+len(res.Agents) > 0 {
-		a.Announce(&events.GCCollected{DeletedBases: res.Bases, KeptBases: res.Kept, RolledBackAgents: res.Agents})
+	if dry {
+		return res, nil
+	}
+	for _, v := range res.HookAgents {
+		if rm := v.Removal; v.Reaped && rm != nil {
+			a.Announce(&events.AgentRemoved{Name: rm.Name, Branch: rm.Branch, Worktree: rm.Worktree,
+				BaseID: rm.Base, Reaped: true})
+		}
+	}
+	if len(res.Bases)+len(res.Agents)+len(res.Reaped) > 0 {
+		a.Announce(&events.GCCollected{DeletedBases: res.Bases, KeptBases: res.Kept, RolledBackAgents: res.Agents,
+			ReapedAgents: res.Reaped})
 	}
 	return res, nil
 }

@@ -61,8 +61,8 @@ func collect(ctx context.Context, e Env, conn *bus.Conn) error {
 	if err != nil {
 		return err
 	}
-	if len(res.Bases)+len(res.Agents) > 0 {
-		e.Logf("ferry-gc: deleted %d base(s), rolled back %d agent(s)", len(res.Bases), len(res.Agents))
+	if len(res.Bases)+len(res.Agents)+len(res.Reaped) > 0 {
+		e.Logf("ferry-gc: deleted %d base(s), rolled back %d agent(s), reaped %d agent(s)", len(res.Bases), len(res.Agents), len(res.Reaped))
 	}
 	return nil
 }

@@ -1,26 +1,33 @@
 // Package gccmd is the command layer of ferry-gc (`ferry gc`): one
-// collection pass, or, with --follow, one on start and one after every
+// collection pass (reaping abandoned hook-created agents, then deleting
+// unreferenced bases), or, with --follow, one on start and one after every
 // base.ready and agent.removed. It links the NATS client, not the server.
 package gccmd
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/gc"
 	"github.com/ferrydev/ferry/pkg/pipeline"
 )
 
 type grammar struct {
-	DryRun bool `help:"Print what would be deleted, delete nothing."`
-	Follow bool `help:"Keep collecting: after each base.ready and agent.removed event, until stopped."`
-	JSON   bool `name:"json" help:"Print the result as JSON."`
+	DryRun    bool           `help:"Print what would be deleted and reaped, and why each hook-created agent would or would not be; change nothing."`
+	ReapAfter *time.Duration `name:"reap-after" help:"Reap an abandoned hook-created agent only after this long without a sign of life (0s: as soon as it is clean, idle and unlocked); default: [gc] reap-after, FERRY_REAP_AFTER, else 24h."`
+	Follow    bool           `help:"Keep collecting: after each base.ready and agent.removed event, until stopped."`
+	JSON      bool           `name:"json" help:"Print the result as JSON."`
 }
 
-const desc = "Delete bases that are neither current nor referenced by an agent, roll back spawns that died, and remove lock files and agent directories left behind."
+const desc = "Reap abandoned agents that an agent tool's hook created (clean, no new commits, no ignored files but build output, idle, unlocked, quiet for a day or [gc] reap-after), delete bases that are neither current nor referenced by an agent, roll back spawns that died, and remove lock files and agent directories left behind. Agents made by `ferry spawn` are never reaped."
 
 var examples = []string{
 	"ferry gc --dry-run",
 	"ferry gc --json",
+	"ferry gc --reap-after 2h",
 }
 
 // Main runs ferry-gc with args and returns its exit code; name is the
@@ -31,11 +38,18 @@ func Main(name string, args []string, io cli.IO) int {
 }
 
 func (c *grammar) run(io cli.IO) error {
+	if c.ReapAfter != nil && *c.ReapAfter < 0 {
+		return failure.New(failure.Usage, "pass a duration of 0 or more, such as 24h or 30m", "--reap-after %s is negative", *c.ReapAfter)
+	}
 	fc, err := cli.Load(".")
 	if err != nil {
 		return err
 	}
-	e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+	settings := *fc.Settings
+	if c.ReapAfter != nil {
+		settings.ReapAfter = *c.ReapAfter
+	}
+	e := pipeline.Env{Repo: fc.Repo, Settings: &settings, Store: fc.Store, Log: io.Stderr}
 	if c.Follow {
 		if err := fc.Store.Init(); err != nil {
 			return err
@@ -54,6 +68,9 @@ func (c *grammar) run(io cli.IO) error {
 	verb := "deleted"
 	if c.DryRun {
 		verb = "would delete"
+	}
+	for _, v := range res.HookAgents {
+		fmt.Fprintln(io.Stdout, verdictLine(v, c.DryRun))
 	}
 	for _, id := range res.Bases {
 		fmt.Fprintf(io.Stdout, "%s base %s\n", verb, id)
@@ -75,4 +92,34 @@ func (c *grammar) run(io cli.IO) error {
 	}
 	fmt.Fprintf(io.Stdout, "kept %d base(s) in use\n", len(res.Kept))
 	return nil
+}
+
+// verdictLine says what gc did (dry: would do) with a hook-created agent,
+// and why.
+func verdictLine(v gc.Verdict, dry bool) string {
+	who := fmt.Sprintf("agent %s (%s", v.Name, v.Tool)
+	if v.Session != "" {
+		who += " session " + v.Session
+	}
+	who += ")"
+	if !v.Reaped {
+		why := make([]string, len(v.Kept))
+		for i, r := range v.Kept {
+			why[i] = r.Detail
+		}
+		return fmt.Sprintf("kept %s: %s", who, strings.Join(why, "; "))
+	}
+	verb := "reaped"
+	if dry {
+		verb = "would reap"
+	}
+	line := fmt.Sprintf("%s %s: abandoned (clean, no new commits, no ignored files but build output, idle, unlocked", verb, who)
+	if v.LastActive != nil {
+		line += ", last sign of life " + v.LastActive.Local().Format("2006-01-02 15:04")
+	}
+	line += ")"
+	if rm := v.Removal; rm != nil && rm.BranchKept != "" {
+		line += fmt.Sprintf("; kept branch %s (checked out elsewhere)", rm.BranchKept)
+	}
+	return line
 }
