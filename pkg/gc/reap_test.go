@@ -523,26 +523,33 @@ func TestReapKeepsAgentsWithNestedWorktrees(t *testing.T) {
 }
 
 // What a pass looked at is checked again under the agent's locks before
-// the removal: an edit made in between keeps the agent.
+// the removal: an ignored file written in between (which rm alone would
+// discard) keeps the agent.
 func TestReapChecksAgainUnderTheLocks(t *testing.T) {
 	e, _ := newHookEnv(t)
+	common, err := e.repo.CommonDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(common, "info", "exclude"), ".env\n")
 	a := e.spawn(t, "late-edit", tool, "")
+	env := filepath.Join(a.Worktree, ".env")
 	defer gc.SetBeforeReap(func(name string) {
 		if name == a.Name {
-			writeFile(t, filepath.Join(a.Worktree, "late.txt"), "written after gc looked\n")
+			writeFile(t, env, "TOKEN=written after gc looked\n")
 		}
 	})()
 	res := e.reap(t, false)
 	v := verdictOf(t, res, a.Name)
-	if v.Reaped || len(v.Kept) != 1 || v.Kept[0].Rule != gc.KeptChanges || !strings.Contains(v.Kept[0].Detail, "late.txt") {
+	if v.Reaped || len(v.Kept) != 1 || v.Kept[0].Rule != gc.KeptIgnored || !strings.Contains(v.Kept[0].Detail, ".env") {
 		t.Fatalf("%+v", v)
 	}
 	if len(res.Reaped) != 0 {
 		t.Fatalf("reaped %v", res.Reaped)
 	}
 	e.intact(t, a)
-	if !exists(t, filepath.Join(a.Worktree, "late.txt")) {
-		t.Fatal("the late edit is gone")
+	if !exists(t, env) {
+		t.Fatal("the late file is gone")
 	}
 }
 

@@ -149,13 +149,17 @@ type listCmd struct {
 
 type listEntry struct {
 	*agent.Record
-	Busy         bool  `json:"busy"`
-	PrivateBytes int64 `json:"private_bytes"`
+	// Always present (empty for an agent made by `ferry spawn`), unlike
+	// the record's.
+	Tool         string `json:"tool"`
+	Session      string `json:"session"`
+	Busy         bool   `json:"busy"`
+	PrivateBytes int64  `json:"private_bytes"`
 }
 
 func listAgents(args []string, io cli.IO) int {
 	var c listCmd
-	return cli.Run("ferry list", "List agents: base, backend, state, private disk use, and whether processes run for them.",
+	return cli.Run("ferry list", "List agents: state, base, backend, private disk use, whether processes run for them, and the agent tool and session whose hook created them (- for `ferry spawn`).",
 		[]string{"ferry list", "ferry list --json"}, &c, args, io, &c.JSON, func() error {
 			fc, err := cli.Load(".")
 			if err != nil {
@@ -167,7 +171,7 @@ func listAgents(args []string, io cli.IO) int {
 			}
 			out := []listEntry{}
 			for _, r := range all {
-				e := listEntry{Record: r}
+				e := listEntry{Record: r, Tool: r.Tool, Session: r.Session}
 				e.Busy, _ = agent.Busy(fc.Store, r.Name)
 				if b, err := fork.ByName(r.Backend); err == nil {
 					e.PrivateBytes, _ = b.PrivateBytes(fork.Paths{AgentDir: fc.Store.Agent(r.Name).Dir})
@@ -182,13 +186,14 @@ func listAgents(args []string, io cli.IO) int {
 				return nil
 			}
 			tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSTATE\tBASE\tBACKEND\tPRIVATE\tBUSY\tWORKTREE")
+			fmt.Fprintln(tw, "NAME\tSTATE\tBASE\tBACKEND\tPRIVATE\tBUSY\tTOOL\tSESSION\tWORKTREE")
 			for _, e := range out {
 				busy := "-"
 				if e.Busy {
 					busy = "busy"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.State, cli.Short(e.Base), e.Backend, cli.Bytes(e.PrivateBytes), busy, e.Worktree)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.State, cli.Short(e.Base), e.Backend,
+					cli.Bytes(e.PrivateBytes), busy, orDash(e.Tool), orDash(e.Session), e.Worktree)
 			}
 			return tw.Flush()
 		})
@@ -225,4 +230,11 @@ func rmAgent(args []string, io cli.IO) int {
 			}
 			return nil
 		})
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
