@@ -187,5 +187,8 @@ func (e *GCCollected) check() []string {
 	for _, id := range e.DeletedBases {
 		p.required("deleted_bases[]", id)
 	}
+	for _, name := range e.ReapedAgents {
+		p.required("reaped_agents[]", name)
+	}
 	return p
 }
