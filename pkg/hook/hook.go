@@ -50,18 +50,26 @@ var Events = []string{EventWorktreeCreate, EventWorktreeRemove, EventSessionStar
 // Payload is a hook's input: one JSON object Claude Code writes on the
 // hook's stdin.
 //
-// Every event carries session_id, transcript_path, cwd and hook_event_name.
-// What else WorktreeCreate and WorktreeRemove carry has changed:
+// Every event carries session_id, transcript_path, cwd and hook_event_name
+// (the hooks reference, https://code.claude.com/docs/en/hooks, "Common
+// input fields"). What else WorktreeCreate and WorktreeRemove carry has
+// been documented one way and sent another, so every spelling found is
+// accepted:
 //
-//   - the name of the worktree: `name` (what Claude Code sends, at least
-//     from 2.1.165 to 2.1.207), `worktree_name` (the hooks reference in
-//     mid-2026), `branch_name` (early builds), `worktree.name` (a worktree
-//     object), or only a proposed path, `worktree_path` (the hooks
-//     reference in July 2026), whose last element is then the name;
-//   - where the worktree starts: `base_commit`, `base_ref` or `source_ref`,
-//     when present at all (`base_path`, also seen, is a directory for the
-//     worktree, not a revision);
-//   - the worktree to remove: `worktree_path` (every version), `path`, or
+//   - the name of the worktree: `name`, what Claude Code sends (payloads
+//     captured from 2.1.165 and 2.1.207 in anthropics/claude-code issues
+//     #65646 and #77566); `worktree_name`, with `source_ref` and
+//     `base_path`, as the hooks reference gave it in June 2026 (quoted in
+//     #65646); `worktree_path` alone, a path whose last element is then
+//     the name, as the reference gave it in July 2026 (quoted in #77566);
+//     and, from third-party hooks written against other builds and not
+//     seen in the reference, `branch_name` and a `worktree` object (name,
+//     path, branch, originalRepoDir);
+//   - where the worktree starts, when said at all: `base_commit`,
+//     `base_ref` or `source_ref` (`base_path` is a directory for the
+//     worktree, not a revision, and is not used);
+//   - the worktree to remove: `worktree_path` (the reference and every
+//     captured payload), or, accepted defensively, `path` or
 //     `worktree.path`.
 type Payload struct {
 	Event      string `json:"hook_event_name"`

@@ -14,9 +14,9 @@ import (
 func TestPayloadVariants(t *testing.T) {
 	base := `"session_id":"5b3c9e2a-1111-4222-8333-944445555666","transcript_path":"/t.jsonl","cwd":"/repo"`
 	for _, c := range []struct {
-		name, json          string
+		name, json         string
 		want, field, start string
-		remove              string
+		remove             string
 	}{
 		{"name (Claude Code 2.1)", `{` + base + `,"hook_event_name":"WorktreeCreate","name":"feature-auth"}`, "feature-auth", "name", "", ""},
 		{"worktree_name, source_ref, base_path", `{` + base + `,"hook_event_name":"WorktreeCreate","worktree_name":"feat-auth","source_ref":"main","base_path":"/repo/.worktrees"}`, "feat-auth", "worktree_name", "main", ""},
