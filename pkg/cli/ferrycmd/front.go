@@ -1,10 +1,11 @@
 // Package ferrycmd is the command layer of ferry, the human front: `ferry
 // base`, `ferry spawn`, `ferry gc` and `ferry watch` run the stage binaries
 // (git style, telling them the command as typed so their usage lines say
-// it), and run, shell, env, list, rm, doctor, setup, up, events and
-// version are its own. It links the NATS client (rm and events), not the
-// server: `ferry up` supervises the stage processes, and `ferry events`
-// without a running bus runs `ferry-watch log`.
+// it), and run, shell, env, list, rm, doctor, setup, up, events, version
+// and hook (what agent tools run) are its own. It links the NATS client
+// (rm, events and hook), not the server: `ferry up` supervises the stage
+// processes, and `ferry events` without a running bus runs `ferry-watch
+// log`.
 package ferrycmd
 
 import (
@@ -40,11 +41,12 @@ var own = map[string]string{
 	"up":      "keep bases warm: start watcher (hosting the bus), builder and gc",
 	"events":  "print the event log",
 	"version": "print Ferry's version",
+	"hook":    "agent-tool hooks: ferry hook claude-code install | WorktreeCreate | WorktreeRemove | SessionStart",
 }
 
 // jsonCommands are the commands that take --json; the wrappers (run,
 // shell) and the supervisor (up) print their children's output instead.
-var jsonCommands = []string{"base", "spawn", "gc", "watch", "env", "list", "rm", "doctor", "setup", "events", "version"}
+var jsonCommands = []string{"base", "spawn", "gc", "watch", "env", "list", "rm", "doctor", "setup", "events", "version", "hook (install, uninstall)"}
 
 // Main runs ferry with args and returns its exit code.
 func Main(args []string, io cli.IO) int {
@@ -80,6 +82,8 @@ func Main(args []string, io cli.IO) int {
 		return runDoctor(args[1:], io)
 	case "setup":
 		return runSetup(args[1:], io)
+	case "hook":
+		return hookAgent(args[1:], io)
 	}
 	return cli.Report(io, "ferry", failure.New(failure.Usage, "run `ferry --help` for the commands", "unknown command %q", name), false)
 }

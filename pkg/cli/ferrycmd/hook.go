@@ -1,0 +1,402 @@
+package ferrycmd
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/hook"
+	"github.com/ferrydev/ferry/pkg/pipeline"
+)
+
+// hookCmd is `ferry hook TOOL EVENT`: what an agent tool runs when it
+// creates or removes a worktree or starts a session, and the commands that
+// install those hooks in the tool's settings.
+type hookCmd struct {
+	ClaudeCode struct {
+		WorktreeCreate struct{}    `cmd:"" name:"WorktreeCreate" help:"Create a Ferry agent for the worktree Claude Code asks for (JSON payload on stdin); print only its absolute path on stdout."`
+		WorktreeRemove struct{}    `cmd:"" name:"WorktreeRemove" help:"Remove the agent of the worktree Claude Code is done with, when that loses nothing; otherwise keep it and say why (exit 6)."`
+		SessionStart   struct{}    `cmd:"" name:"SessionStart" help:"In an agent's worktree, put Ferry's cargo shim first on PATH for the session's shell commands (through CLAUDE_ENV_FILE); elsewhere do nothing."`
+		Install        settingsCmd `cmd:"" help:"Add Ferry's three hooks to a Claude Code settings file, keeping everything else in it."`
+		Uninstall      settingsCmd `cmd:"" help:"Remove Ferry's hooks from a Claude Code settings file, keeping everything else in it."`
+	} `cmd:"" name:"claude-code" help:"Claude Code's hooks (https://code.claude.com/docs/en/hooks)."`
+}
+
+type settingsCmd struct {
+	Scope  string `help:"Which settings file: local (.claude/settings.local.json, this checkout only), project (.claude/settings.json, committed: note the hook names this machine's ferry by its absolute path), user (~/.claude/settings.json, or $CLAUDE_CONFIG_DIR/settings.json)." default:"local" enum:"local,project,user"`
+	DryRun bool   `name:"dry-run" help:"Print the file as it would be, and write nothing."`
+	JSON   bool   `name:"json" help:"Print what changed as JSON."`
+}
+
+const hookDesc = `Hooks for agent tools that create worktrees themselves. Claude Code runs
+ferry hook claude-code WorktreeCreate / WorktreeRemove / SessionStart with
+the event's JSON on stdin, once "ferry hook claude-code install" has added
+them to its settings.
+
+WorktreeCreate creates an agent named after the worktree (made unique),
+from the repository in the payload's cwd, at its base revision when the
+payload has one (else HEAD), and prints only the worktree's absolute path
+on stdout; progress and errors go to stderr, and a failure exits non-zero
+with Ferry's exit code, so Claude Code makes no worktree.
+
+WorktreeRemove exits 0 when it removed the agent (as ferry rm would,
+without --force) or when nothing is left at the path, and 6 when it kept
+the agent: uncommitted changes, commits that no branch, tag or remote
+reaches, processes still running for it, or an agent not made by this
+hook. Claude Code reads a failing WorktreeRemove hook as a removal that
+did not happen and keeps its record of the worktree, so the session
+still points at the work; once the agent is removed (ferry rm), asking
+again succeeds.
+
+SessionStart exits 0 and writes nothing outside agents' worktrees.`
+
+var hookExamples = []string{
+	"ferry hook claude-code install",
+	"ferry hook claude-code install --scope user --dry-run",
+	"ferry hook claude-code uninstall --scope local --json",
+	`echo '{"hook_event_name":"WorktreeCreate","name":"fix-parser","cwd":"'"$PWD"'"}' | ferry hook claude-code WorktreeCreate`,
+}
+
+// hookAgent is `ferry hook ...`.
+func hookAgent(args []string, io cli.IO) int {
+	var c hookCmd
+	ctx, code, done := cli.Parse("ferry hook", hookDesc, hookExamples, &c, args, io)
+	if done {
+		return code
+	}
+	prog := "ferry hook " + ctx.Command()
+	switch ctx.Command() {
+	case "claude-code WorktreeCreate":
+		return cli.Report(io, prog, worktreeCreate(io), false)
+	case "claude-code WorktreeRemove":
+		return cli.Report(io, prog, worktreeRemove(io), false)
+	case "claude-code SessionStart":
+		return cli.Report(io, prog, sessionStart(io), false)
+	case "claude-code install":
+		s := &c.ClaudeCode.Install
+		return cli.Report(io, prog, s.run(io, true), s.JSON)
+	case "claude-code uninstall":
+		s := &c.ClaudeCode.Uninstall
+		return cli.Report(io, prog, s.run(io, false), s.JSON)
+	}
+	return cli.Report(io, "ferry hook", failure.New(failure.Usage, "run `ferry hook --help`", "unknown hook command %q", ctx.Command()), false)
+}
+
+// readPayload reads the hook's JSON payload for event from stdin,
+// refusing a terminal (a person who typed the command would wait forever)
+// and a payload for another event, before anything else is looked at.
+func readPayload(event string) (*hook.Payload, error) {
+	if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err == nil {
+		return nil, failure.New(failure.Usage, "Claude Code runs this command with the event's JSON on stdin; install it with `ferry hook claude-code install`",
+			"standard input is a terminal, not a hook payload")
+	}
+	p, err := hook.ParsePayload(os.Stdin)
+	if err != nil {
+		return nil, err
+	}
+	return p, p.CheckEvent(event)
+}
+
+// loadFirst loads the repository of the first of dirs that is in one.
+func loadFirst(dirs []string) (*cli.Context, error) {
+	var first error
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		fc, err := cli.Load(d)
+		if err == nil {
+			return fc, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		first = failure.New(failure.Prereq, "run Claude Code in a git repository that Ferry builds bases for",
+			"none of the payload's directories exists: %s", strings.Join(dirs, ", "))
+	}
+	return nil, first
+}
+
+// hookDirs are the directories a payload's repository is looked for in.
+func hookDirs(p *hook.Payload) []string {
+	wd, _ := os.Getwd()
+	return p.Dirs(os.Getenv("CLAUDE_PROJECT_DIR"), wd)
+}
+
+func hookEnv(fc *cli.Context, io cli.IO) hook.Env {
+	e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+	return hook.Env{Env: e, Announcer: e.OneShot("ferry-hook"), Progress: io.Stderr}
+}
+
+func worktreeCreate(io cli.IO) error {
+	p, err := readPayload(hook.EventWorktreeCreate)
+	if err != nil {
+		return err
+	}
+	fc, err := loadFirst(hookDirs(p))
+	if err != nil {
+		return err
+	}
+	if err := fc.Store.Init(); err != nil {
+		return err
+	}
+	if err := fc.Store.InstallShim(""); err != nil {
+		return err
+	}
+	r, err := hook.Create(hookEnv(fc, io), p)
+	if err != nil {
+		return err
+	}
+	asked, field := p.NameAsked()
+	how := "asked for " + fmt.Sprintf("%q (%s)", asked, field)
+	if field == "" {
+		how = "no name in the payload"
+	}
+	fmt.Fprintf(io.Stderr, "ferry hook: agent %s (%s) on branch %s from base %s, %s fork, in %s\n",
+		r.Name, how, r.Branch, cli.Short(r.Base), r.Backend, cli.Seconds(r.Timings.Total))
+	// Claude Code's contract: the worktree's absolute path, alone, on stdout.
+	fmt.Fprintln(io.Stdout, r.Worktree)
+	return nil
+}
+
+func worktreeRemove(io cli.IO) error {
+	p, err := readPayload(hook.EventWorktreeRemove)
+	if err != nil {
+		return err
+	}
+	// The worktree itself finds its repository best; the payload's cwd may
+	// be elsewhere by now, or the worktree may be gone.
+	dirs := hookDirs(p)
+	if path := p.RemovePath(); path != "" {
+		dirs = append([]string{path}, dirs...)
+	}
+	fc, err := loadFirst(dirs)
+	if err != nil {
+		return err
+	}
+	// Git runs in the repository's top directory, which must outlive the
+	// removal: Claude Code may run this hook from inside the worktree.
+	if path := p.RemovePath(); path != "" && within(fc.Repo.Top, path) {
+		if fc, err = loadOutside(fc, path); err != nil {
+			return err
+		}
+	}
+	rm, err := hook.Remove(hookEnv(fc, io), p)
+	if err != nil {
+		return err
+	}
+	if rm == nil {
+		fmt.Fprintf(io.Stderr, "ferry hook: nothing to remove at %s\n", p.RemovePath())
+		return nil
+	}
+	fmt.Fprintf(io.Stderr, "ferry hook: removed agent %s (%s)\n", rm.Name, rm.Worktree)
+	if rm.BranchKept != "" {
+		fmt.Fprintf(io.Stderr, "ferry hook: kept branch %s: it carries %d commit(s)\n", rm.BranchKept, rm.BranchCommits)
+	}
+	return nil
+}
+
+// within reports whether dir is path or below it.
+func within(dir, path string) bool {
+	d, errD := git.ResolvePath(dir)
+	p, errP := git.ResolvePath(path)
+	if errD != nil || errP != nil {
+		return false
+	}
+	return d == p || strings.HasPrefix(d, p+string(filepath.Separator))
+}
+
+// loadOutside loads the repository of fc from one of its worktrees that is
+// not path, the main one first.
+func loadOutside(fc *cli.Context, path string) (*cli.Context, error) {
+	wts, err := fc.Repo.Worktrees()
+	if err != nil {
+		return nil, err
+	}
+	for _, wt := range wts {
+		if wt.Bare || wt.Prunable || within(wt.Path, path) {
+			continue
+		}
+		return cli.Load(wt.Path)
+	}
+	return nil, failure.New(failure.Prereq, "remove it with `ferry rm` from the repository's main checkout",
+		"no worktree of the repository but %s to run git in", path)
+}
+
+func sessionStart(io cli.IO) error {
+	p, err := readPayload(hook.EventSessionStart)
+	if err != nil {
+		return err
+	}
+	// Installed for the user, this runs at the start of every session in
+	// every directory: only an agent's worktree is Ferry's business. A
+	// repository Ferry cannot load (a ferry.toml with a mistake, a store
+	// someone else owns) is said on stderr, which Claude Code shows only
+	// in its verbose mode, and is no error of the session's.
+	var fc *cli.Context
+	for _, d := range hookDirs(p) {
+		if _, err := git.Open(d); err != nil {
+			continue // not in a repository: not an agent's worktree
+		}
+		if fc, err = cli.Load(d); err != nil {
+			fmt.Fprintf(io.Stderr, "ferry hook: not looking for an agent in %s: %v\n", d, err)
+			return nil
+		}
+		break
+	}
+	if fc == nil {
+		return nil
+	}
+	sess, err := hook.SessionStart(fc.Store, fc.Repo, os.Getenv(envFileVar))
+	if err != nil || sess == nil {
+		return err
+	}
+	// The link the line points at must exist before the first cargo call.
+	if err := fc.Store.InstallShim(""); err != nil {
+		return err
+	}
+	if sess.Written {
+		fmt.Fprintf(io.Stderr, "ferry hook: agent %s: cargo in this session builds through Ferry (%s first on PATH, in %s)\n", sess.Agent, fc.Store.ShimDir(), sess.EnvFile)
+	}
+	return nil
+}
+
+// envFileVar names the file Claude Code gives SessionStart hooks to
+// persist environment variables in: it sources the file before each of
+// the session's shell commands (the hooks reference, "Persist environment
+// variables").
+const envFileVar = "CLAUDE_ENV_FILE"
+
+// run installs (or uninstalls) Ferry's hooks in the settings file of the
+// scope asked for.
+func (c *settingsCmd) run(io cli.IO, install bool) error {
+	var project, configDir string
+	if c.Scope == hook.ScopeUser {
+		configDir = os.Getenv("CLAUDE_CONFIG_DIR")
+		if configDir == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return failure.Wrap(failure.Prereq, err, "set HOME", "cannot find the home directory")
+			}
+			configDir = filepath.Join(home, ".claude")
+		}
+	} else {
+		repo, err := git.Open(".")
+		if err != nil {
+			return err
+		}
+		project = repo.Top
+	}
+	path, err := hook.SettingsPath(c.Scope, project, configDir)
+	if err != nil {
+		return err
+	}
+	var ed *hook.Edit
+	ferry := ""
+	if install {
+		if ferry, err = selfPath(); err != nil {
+			return err
+		}
+		ed, err = hook.Install(path, ferry)
+	} else {
+		ed, err = hook.Uninstall(path)
+	}
+	if err != nil {
+		return err
+	}
+	if !c.DryRun {
+		if err := ed.Write(); err != nil {
+			return err
+		}
+	}
+	if c.JSON {
+		out := struct {
+			*hook.Edit
+			Scope  string `json:"scope"`
+			Ferry  string `json:"ferry,omitempty"`
+			DryRun bool   `json:"dry_run"`
+			// Content is the file as it would be, with --dry-run.
+			Content *string `json:"content,omitempty"`
+		}{Edit: ed, Scope: c.Scope, Ferry: ferry, DryRun: c.DryRun}
+		if c.DryRun {
+			s := string(ed.Content())
+			out.Content = &s
+		}
+		return cli.WriteJSON(io.Stdout, out)
+	}
+	if c.DryRun {
+		io.Stdout.Write(ed.Content())
+	}
+	reportEdit(io.Stderr, ed, c.Scope, c.DryRun, install)
+	return nil
+}
+
+func reportEdit(w io.Writer, ed *hook.Edit, scope string, dry, install bool) {
+	verb := "would change"
+	if !dry {
+		verb = "changed"
+	}
+	if !ed.Changed {
+		state := "has no hooks of Ferry's"
+		if install {
+			state = "already runs Ferry's hooks"
+		}
+		fmt.Fprintf(w, "ferry hook: %s (%s) %s; nothing to do\n", ed.Path, scope, state)
+		return
+	}
+	var parts []string
+	for _, x := range []struct {
+		what   string
+		events []string
+	}{{"added", ed.Added}, {"updated", ed.Updated}, {"removed", ed.Removed}} {
+		if len(x.events) > 0 {
+			parts = append(parts, x.what+" "+strings.Join(x.events, ", "))
+		}
+	}
+	fmt.Fprintf(w, "ferry hook: %s %s (%s): %s\n", verb, ed.Path, scope, strings.Join(parts, "; "))
+	if install && !dry {
+		fmt.Fprintln(w, "ferry hook: Claude Code sessions started from now on create Ferry agents for their worktrees (claude --worktree NAME)")
+	}
+}
+
+// selfPath is the absolute path of the running ferry as it was invoked:
+// through a symbolic link (a package manager's bin/ferry) when it was, so
+// the hooks keep working after an upgrade moves the real file.
+func selfPath() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the running ferry: %w", err)
+	}
+	arg0 := os.Args[0]
+	var cand string
+	if strings.Contains(arg0, "/") {
+		cand, err = filepath.Abs(arg0)
+	} else {
+		cand, err = exec.LookPath(arg0)
+		if err == nil {
+			cand, err = filepath.Abs(cand)
+		}
+	}
+	if err == nil && filepath.Base(cand) == "ferry" {
+		a, aerr := os.Stat(cand)
+		b, berr := os.Stat(exe)
+		if aerr == nil && berr == nil && os.SameFile(a, b) {
+			return filepath.Clean(cand), nil
+		}
+	}
+	if filepath.Base(exe) != "ferry" {
+		return "", failure.New(failure.Prereq, "run the ferry binary itself (make build puts it in ./bin)",
+			"the running program %s is not named ferry, so a hook could not run it as ferry", exe)
+	}
+	return exe, nil
+}
