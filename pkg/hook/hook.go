@@ -42,10 +42,14 @@ const (
 	EventWorktreeCreate = "WorktreeCreate"
 	EventWorktreeRemove = "WorktreeRemove"
 	EventSessionStart   = "SessionStart"
+	// EventCwdChanged fires when a session's working directory changes
+	// (a `cd`, EnterWorktree); its cwd is the new directory, and it gets
+	// CLAUDE_ENV_FILE as SessionStart does (Claude Code 2.1.83 and later).
+	EventCwdChanged = "CwdChanged"
 )
 
 // Events are the events Ferry installs hooks for, in the order it adds them.
-var Events = []string{EventWorktreeCreate, EventWorktreeRemove, EventSessionStart}
+var Events = []string{EventWorktreeCreate, EventWorktreeRemove, EventSessionStart, EventCwdChanged}
 
 // Payload is a hook's input: one JSON object Claude Code writes on the
 // hook's stdin.

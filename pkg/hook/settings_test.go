@@ -274,6 +274,16 @@ func TestInstallLayout(t *testing.T) {
           }
         ]
       }
+    ],
+    "CwdChanged": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "/opt/ferry/bin/ferry hook claude-code CwdChanged"
+          }
+        ]
+      }
     ]
   },
   "model": "opus"
@@ -355,7 +365,7 @@ func TestInstallUpdates(t *testing.T) {
 `
 	p := write(t, t.TempDir(), "s.json", orig)
 	e := install(t, p, "/new/ferry")
-	if !reflect.DeepEqual(e.Updated, []string{EventWorktreeCreate}) || !reflect.DeepEqual(e.Added, []string{EventWorktreeRemove, EventSessionStart}) {
+	if !reflect.DeepEqual(e.Updated, []string{EventWorktreeCreate}) || !reflect.DeepEqual(e.Added, []string{EventWorktreeRemove, EventSessionStart, EventCwdChanged}) {
 		t.Errorf("updated %v added %v", e.Updated, e.Added)
 	}
 	got := ferryCommands(t, p)

@@ -25,6 +25,7 @@ type hookCmd struct {
 		WorktreeCreate struct{}    `cmd:"" name:"WorktreeCreate" help:"Create a Ferry agent for the worktree Claude Code asks for (JSON payload on stdin); print only its absolute path on stdout."`
 		WorktreeRemove struct{}    `cmd:"" name:"WorktreeRemove" help:"Remove the agent of the worktree Claude Code is done with, when that loses nothing; otherwise keep it and say why (exit 6)."`
 		SessionStart   struct{}    `cmd:"" name:"SessionStart" help:"In an agent's worktree, put Ferry's cargo shim first on PATH for the session's shell commands (through CLAUDE_ENV_FILE); elsewhere do nothing."`
+		CwdChanged     struct{}    `cmd:"" name:"CwdChanged" help:"As SessionStart, for a session that moves into an agent's worktree (EnterWorktree, cd)."`
 		Install        settingsCmd `cmd:"" help:"Add Ferry's three hooks to a Claude Code settings file, keeping everything else in it."`
 		Uninstall      settingsCmd `cmd:"" help:"Remove Ferry's hooks from a Claude Code settings file, keeping everything else in it."`
 	} `cmd:"" name:"claude-code" help:"Claude Code's hooks (https://code.claude.com/docs/en/hooks)."`
@@ -37,8 +38,8 @@ type settingsCmd struct {
 }
 
 const hookDesc = `Hooks for agent tools that create worktrees themselves. Claude Code runs
-ferry hook claude-code WorktreeCreate / WorktreeRemove / SessionStart with
-the event's JSON on stdin, once "ferry hook claude-code install" has added
+ferry hook claude-code WorktreeCreate / WorktreeRemove / SessionStart /
+CwdChanged with the event's JSON on stdin, once "ferry hook claude-code install" has added
 them to its settings.
 
 WorktreeCreate creates an agent named after the worktree (made unique),
@@ -56,7 +57,8 @@ did not happen and keeps its record of the worktree, so the session
 still points at the work; once the agent is removed (ferry rm), asking
 again succeeds.
 
-SessionStart exits 0 and writes nothing outside agents' worktrees.`
+SessionStart and CwdChanged (a session moving into an agent's worktree)
+exit 0 and write nothing outside agents' worktrees.`
 
 var hookExamples = []string{
 	"ferry hook claude-code install",
@@ -79,7 +81,9 @@ func hookAgent(args []string, io cli.IO) int {
 	case "claude-code WorktreeRemove":
 		return cli.Report(io, prog, worktreeRemove(io), false)
 	case "claude-code SessionStart":
-		return cli.Report(io, prog, sessionStart(io), false)
+		return cli.Report(io, prog, sessionStart(io, hook.EventSessionStart), false)
+	case "claude-code CwdChanged":
+		return cli.Report(io, prog, sessionStart(io, hook.EventCwdChanged), false)
 	case "claude-code install":
 		s := &c.ClaudeCode.Install
 		return cli.Report(io, prog, s.run(io, true), s.JSON)
@@ -233,8 +237,11 @@ func loadOutside(fc *cli.Context, path string) (*cli.Context, error) {
 		"no worktree of the repository but %s to run git in", path)
 }
 
-func sessionStart(io cli.IO) error {
-	p, err := readPayload(hook.EventSessionStart)
+// sessionStart answers SessionStart, and CwdChanged, whose cwd is where the
+// session moved: a session that starts in the main checkout and enters an
+// agent's worktree later (EnterWorktree) gets the shim then.
+func sessionStart(io cli.IO, event string) error {
+	p, err := readPayload(event)
 	if err != nil {
 		return err
 	}
