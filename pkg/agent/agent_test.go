@@ -498,6 +498,33 @@ func TestRmRefusals(t *testing.T) {
 	}
 }
 
+// ferry rm run from inside the agent's own worktree (as an agent tool's
+// hook or a person in that shell does) finishes the removal: git goes on
+// from another worktree once that one is gone, and the branch is deleted.
+func TestRmFromInsideItsWorktree(t *testing.T) {
+	w := shared(t)
+	a := w.spawn(t, "rmself")
+	out, stderr, err := w.ferry(filepath.Join(a.Worktree, "crates"), nil, "rm", "--json", "rmself")
+	if err != nil {
+		t.Fatalf("rm from inside: %v\n%s", err, stderr)
+	}
+	var rm struct {
+		BranchDeleted bool `json:"branch_deleted"`
+	}
+	if err := json.Unmarshal([]byte(out), &rm); err != nil || !rm.BranchDeleted {
+		t.Fatalf("rm from inside: %s (%v)", out, err)
+	}
+	if w.branchExists("ferry/rmself") {
+		t.Error("branch ferry/rmself survived")
+	}
+	if _, err := os.Stat(a.Worktree); err == nil {
+		t.Error("worktree still there")
+	}
+	if list := w.mustFerry(t, "list"); strings.Contains(list, "rmself") {
+		t.Errorf("agent still listed:\n%s", list)
+	}
+}
+
 // gc deletes bases neither current nor referenced, keeps referenced ones,
 // and never prunes the user's own worktrees.
 func TestGC(t *testing.T) {

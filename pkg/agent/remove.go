@@ -67,6 +67,11 @@ func remove(repo *git.Repo, s *store.Store, name string, force bool, keep func(*
 	if err != nil {
 		return nil, err
 	}
+	// `ferry rm` (or a hook) run from inside the agent's worktree: git goes
+	// on from another worktree once this one is gone.
+	if repo, err = repo.Outside(r.Worktree); err != nil {
+		return nil, err
+	}
 	agentLock, err := lock.TryTake(s.Agent(name).Lock)
 	if err == lock.ErrBusy && r.State == Ready {
 		// A process is entering the agent's overlay.

@@ -270,3 +270,35 @@ func (r *Repo) adminDirOf(worktree string) (string, error) {
 	}
 	return "", nil
 }
+
+// Outside returns the repository opened from a worktree that is not dir
+// and not below it, the main one first; r itself when r.Top lies outside
+// dir. Git run in a worktree that is being removed fails once its
+// directory is gone, so removing a worktree opened from inside it goes
+// on from elsewhere.
+func (r *Repo) Outside(dir string) (*Repo, error) {
+	d, err := ResolvePath(dir)
+	if err != nil {
+		return nil, err
+	}
+	inside := func(p string) bool {
+		return p == d || strings.HasPrefix(p, d+string(filepath.Separator))
+	}
+	if !inside(r.Top) {
+		return r, nil
+	}
+	wts, err := r.Worktrees()
+	if err != nil {
+		return nil, err
+	}
+	for _, wt := range wts {
+		if wt.Bare || wt.Prunable {
+			continue
+		}
+		if p, err := ResolvePath(wt.Path); err == nil && !inside(p) {
+			return Open(p)
+		}
+	}
+	return nil, failure.New(failure.Prereq, "run it from the repository's main checkout",
+		"no worktree of the repository outside %s to run git in", dir)
+}
