@@ -17,7 +17,7 @@ import (
 // worktree (Claude Code's Bash tool runs each command as one) looks for
 // ./target/debug/<bin>. So spawn makes one entry of Ferry's own in the
 // worktree: a symbolic link target -> the path the fork's backend names for
-// the host (fork.Lifecycle.HostTarget: the fork's directory for reflink and
+// the host (fork.Lifecycle.HostLink: the fork's directory for reflink and
 // copy, a link into the live namespace for an overlay).
 //
 // Cargo never uses it: the shim always sets CARGO_TARGET_DIR. It is made
@@ -50,7 +50,10 @@ const targetLinkName = "target"
 // makeTargetLink makes the worktree's target link for agent r, or records
 // why it did not. The caller holds the agent lock.
 func makeTargetLink(repo *git.Repo, s *store.Store, r *Record, b fork.Backend) error {
-	dest := b.HostTarget(forkOf(s, r))
+	dest, err := b.HostLink(forkOf(s, r))
+	if err != nil {
+		return err
+	}
 	link := filepath.Join(r.Worktree, targetLinkName)
 	if _, err := os.Lstat(link); err == nil {
 		r.TargetLinkSkipped = "the worktree has its own " + targetLinkName

@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
@@ -32,7 +34,7 @@ func hostRun(t *testing.T, wt string) (string, error) {
 // buildAndRunFromHost spawns agent name, builds through the shim, runs
 // ./target/debug/app from a plain host process, edits a source, builds and
 // runs again: each run must print the agent's own marker.
-func (w *world) buildAndRunFromHost(t *testing.T, name string, spawnArgs ...string) agentJSON {
+func (w *world) buildAndRunFromHost(t *testing.T, name string, extra []string, spawnArgs ...string) agentJSON {
 	t.Helper()
 	a := w.spawn(t, name, spawnArgs...)
 	link := filepath.Join(a.Worktree, "target")
@@ -46,7 +48,7 @@ func (w *world) buildAndRunFromHost(t *testing.T, name string, spawnArgs ...stri
 				t.Fatal(err)
 			}
 		}
-		if _, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
+		if _, stderr, code := w.cargo(a.Worktree, extra, "build", "--workspace"); code != 0 {
 			t.Fatalf("build %d: %s", i, stderr)
 		}
 		want, err := fixture.ExpectedMarker(a.Worktree)
@@ -102,7 +104,7 @@ func (w *world) buildAndRunFromHost(t *testing.T, name string, spawnArgs ...stri
 // without --force removes the agent.
 func TestHostTargetCopy(t *testing.T) {
 	w := shared(t)
-	a := w.buildAndRunFromHost(t, "hostcopy", "--backend", "copy")
+	a := w.buildAndRunFromHost(t, "hostcopy", nil, "--backend", "copy")
 	w.mustFerry(t, "rm", "hostcopy")
 	if _, err := os.Lstat(a.Worktree); err == nil {
 		t.Fatal("rm left the worktree")
@@ -123,7 +125,7 @@ func TestHostTargetReflink(t *testing.T) {
 	w := newWorld(t, false)
 	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
 	w.mustFerry(t, "base")
-	w.buildAndRunFromHost(t, "hostreflink", "--backend", "reflink")
+	w.buildAndRunFromHost(t, "hostreflink", nil, "--backend", "reflink")
 	w.mustFerry(t, "rm", "hostreflink")
 }
 
@@ -184,4 +186,63 @@ func TestOwnEntry(t *testing.T) {
 		t.Fatal("a directory the user made counts as Ferry's own entry")
 	}
 	w.mustFerry(t, "rm", "--force", "ownentry")
+}
+
+// An overlay agent's build output exists only in its namespace: a holder
+// keeps it alive after the shim's cargo exits, ./target/debug/app runs
+// from the host through it, and the agent is not busy for it. Once idle,
+// the holder goes and ./target leads nowhere (never to the base's output);
+// the next build brings it back; rm without --force ends the holder.
+func TestHostTargetOverlay(t *testing.T) {
+	w := shared(t)
+	if _, stderr, err := w.ferry(w.repo.Dir, nil, "spawn", "probe-overlay", "--backend", "overlay"); err != nil {
+		t.Skipf("no overlay backend here: %s", stderr)
+	}
+	w.mustFerry(t, "rm", "probe-overlay")
+	hold := []string{knobs.OverlayHold + "=3s"}
+	a := w.buildAndRunFromHost(t, "hostoverlay", hold, "--backend", "overlay")
+	var ns struct {
+		Holder int `json:"holder"`
+	}
+	nsPath := filepath.Join(w.storeDir(t), "agents", "hostoverlay", "ns.json")
+	if err := json.Unmarshal(must(os.ReadFile(nsPath)), &ns); err != nil || ns.Holder == 0 {
+		t.Fatalf("ns.json names no holder: %v", err)
+	}
+	if out := w.mustFerry(t, "list", "--json"); !strings.Contains(out, `"busy": false`) {
+		t.Fatalf("the holder makes the agent busy:\n%s", out)
+	}
+	// Idle: the holder goes within its idle time and a tick.
+	deadline := time.Now().Add(20 * time.Second)
+	for alive(ns.Holder) {
+		if time.Now().After(deadline) {
+			t.Fatal("the holder outlived its idle time")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, err := hostRun(t, a.Worktree); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("./target/debug/app without a live namespace: %v %q, want no such file", err, out)
+	}
+	var env map[string]string
+	json.Unmarshal([]byte(w.mustFerry(t, "env", "hostoverlay", "--json")), &env)
+	if env["FERRY_HOST_TARGET"] != "" {
+		t.Fatalf("ferry env names %q without a live namespace", env["FERRY_HOST_TARGET"])
+	}
+	// A build brings it back; rm ends the holder it made.
+	if _, stderr, code := w.cargo(a.Worktree, hold, "build", "--workspace"); code != 0 {
+		t.Fatalf("build: %s", stderr)
+	}
+	if _, err := hostRun(t, a.Worktree); err != nil {
+		t.Fatalf("after a new build: %v", err)
+	}
+	json.Unmarshal(must(os.ReadFile(nsPath)), &ns)
+	w.mustFerry(t, "rm", "hostoverlay")
+	if alive(ns.Holder) {
+		t.Fatal("rm left the holder running")
+	}
+}
+
+// alive reports whether pid runs (a zombie does not count).
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	return err == nil && !strings.Contains(string(b), ") Z ")
 }

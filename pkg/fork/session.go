@@ -144,9 +144,9 @@ func (bindForks) Exclude(a Agent) (func(), error) {
 	return busy.Release, nil
 }
 
-// HostTarget is the fork's directory: a host process reads and runs what
+// HostLink is the fork's directory: a host process reads and runs what
 // the agent built there, as the sandbox sees it on the canonical target.
-func (bindForks) HostTarget(a Agent) string { return a.Files.Target }
+func (bindForks) HostLink(a Agent) (string, error) { return a.Files.Target, nil }
 
 // Reach is the fork's directory, while it exists.
 func (bindForks) Reach(a Agent) (string, bool) {
