@@ -1,6 +1,7 @@
 package fork
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -146,8 +147,10 @@ func endHolder(a Agent) error {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("end agent %s's namespace holder (pid %d): %w", a.Name, pid, err)
 	}
+	// Gone means a zombie or no process: an exiting process loses its
+	// command line before it closes its files and leaves its namespaces.
 	deadline := time.Now().Add(HolderPatience)
-	for sandbox.IsHolder(pid) {
+	for running(pid) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("agent %s's namespace holder (pid %d) did not exit within %s", a.Name, pid, HolderPatience)
 		}
@@ -181,4 +184,15 @@ func EndHolders(agentsDir, baseTarget string) {
 		}
 		endHolder(a)
 	}
+}
+
+// running reports whether pid exists and has not exited (is no zombie).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
