@@ -31,11 +31,17 @@ const (
 	// Registry replaces Debian's directory of crate sources for the
 	// fixture workspace; an empty directory shows a host without them.
 	Registry = "FERRY_FIXTURE_REGISTRY"
+	// OverlayHold shortens how long an overlay agent's namespace outlives
+	// its last session (a Go duration; package fork's HoldIdle).
+	OverlayHold = "FERRY_TEST_OVERLAY_HOLD"
 )
 
 // DefaultTestUser is the account .ci/run creates for the unprivileged
 // re-runs.
 const DefaultTestUser = "ferrytest"
+
+// OverlayHoldValue is the OverlayHold knob's value, "" when unset.
+func OverlayHoldValue() string { return os.Getenv(OverlayHold) }
 
 // XFS is the TestXFS directory, "" when unset.
 func XFS() string { return os.Getenv(TestXFS) }

@@ -69,6 +69,11 @@ type Record struct {
 	// `ferry spawn`. gc reaps only such agents, once abandoned.
 	Tool    string `json:"tool,omitempty"`
 	Session string `json:"session,omitempty"`
+	// TargetLink is what the link spawn made at the worktree's root,
+	// target, points to (see own.go); empty when it made none, and then
+	// TargetLinkSkipped says why.
+	TargetLink        string `json:"target_link,omitempty"`
+	TargetLinkSkipped string `json:"target_link_skipped,omitempty"`
 
 	Stamp   StampStats `json:"stamp"`
 	Fork    ForkStats  `json:"fork"`

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
@@ -87,7 +88,9 @@ func shared(t *testing.T) *world {
 }
 
 func (w *world) env(extra []string) []string {
-	return append(os.Environ(), append([]string{"FERRY_HOME=" + w.home, "FERRY_WORKTREES=" + w.wts}, extra...)...)
+	// Overlay namespaces end with their last session unless a test asks
+	// for a holder (overlay_hold.go in package fork).
+	return append(os.Environ(), append([]string{"FERRY_HOME=" + w.home, "FERRY_WORKTREES=" + w.wts, knobs.OverlayHold + "=0"}, extra...)...)
 }
 
 // ferry runs a Ferry binary (ferry, or ferry-<stage> when args[0] names one

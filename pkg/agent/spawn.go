@@ -386,7 +386,7 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 	r.Fork = ForkStats{Files: fs.Files, Dirs: fs.Dirs, Bytes: fs.Bytes}
 	r.Timings.Fork = since(t)
 	failpoint.Hit("spawn/after-fork")
-	return nil
+	return makeTargetLink(o.Repo, s, r, backend)
 }
 
 // copyLockfile gives the agent the base's Cargo.lock when the repository

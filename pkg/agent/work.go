@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,10 +67,9 @@ const (
 //   - Cargo.lock, when spawn placed the base's in a worktree whose commit
 //     tracks none (Record.PlacedLockfile): Ferry's while unchanged, the
 //     agent's dependency change once it is not;
-//   - target, a symlink at the worktree's root: where Ferry lets the host
-//     reach the agent's build output from the worktree. Whatever it points
-//     at, a symlink holds no work (removing the worktree removes the link,
-//     never what it points at).
+//   - target, the symlink spawn made at the worktree's root for the host to
+//     reach the agent's build output (OwnEntry), while it still points
+//     where spawn pointed it.
 //
 // An entry Ferry adds to a worktree is added here, or rm refuses to remove
 // every agent and gc reaps none.
@@ -85,18 +83,12 @@ func ferryEntry(r *Record, path string) entryKind {
 			return entryFerrys
 		}
 		return entryChanged
-	case TargetLink:
-		fi, err := os.Lstat(filepath.Join(r.Worktree, TargetLink))
-		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return entryFerrys
-		}
+	}
+	if OwnEntry(r, path) {
+		return entryFerrys
 	}
 	return entryUsers
 }
-
-// TargetLink is the name of the symlink at the root of an agent's worktree
-// through which the host reaches the agent's target ("./target/debug/app").
-const TargetLink = "target"
 
 // Unreached returns the commits that tips reach and no branch, tag or
 // remote does, not counting branch except (one about to go with its

@@ -46,8 +46,8 @@ func TestWorktreeWorkLeavesOutFerrysEntries(t *testing.T) {
 	}
 	wt := filepath.Join(root, "wt")
 	gitIn(t, top, "worktree", "add", "-q", "-b", "ferry/a", wt)
-	r := &agent.Record{Name: "a", Worktree: wt, Branch: "ferry/a"}
 	fork := filepath.Join(root, "store", "agents", "a", "target")
+	r := &agent.Record{Name: "a", Worktree: wt, Branch: "ferry/a", TargetLink: fork}
 	if err := os.MkdirAll(filepath.Join(fork, "debug"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +78,12 @@ func TestWorktreeWorkLeavesOutFerrysEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("Ferry's target link, ignored", nil, nil)
-	// Where it points makes no difference: a link holds no work.
+	// Retargeted, it is the user's (ignored here).
 	os.Remove(link)
 	if err := os.Symlink("/nonexistent", link); err != nil {
 		t.Fatal(err)
 	}
-	expect("a dangling target link", nil, nil)
+	expect("a retargeted target link", nil, []string{"target"})
 	os.Remove(link)
 
 	// The user's own: a symlink by another name, a target directory

@@ -21,6 +21,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
@@ -651,6 +652,9 @@ func warmEnv(env []string, r *Record, shimDir string) []string {
 // lower layer (an overlay agent's processes run) is refused: its files
 // must not change under them.
 func unready(s *store.Store, r *Record) error {
+	// An overlay agent's idle namespace, kept for the host to reach its
+	// build output, must not stand in the way: end those holders first.
+	fork.EndHolders(s.AgentsDir(), r.Target)
 	if sandbox.MountedLower(r.Target) {
 		return failure.New(failure.Refused, "stop the processes of the overlay agents spawned from it (their shells and builds), then try again",
 			"base %s is in use as the lower layer of a running overlay agent", r.ID)

@@ -18,6 +18,7 @@ import (
 var protocol = map[string][]string{
 	"FERRY_AGENT":        {"pkg/agent", "pkg/shim", "pkg/base", "pkg/cli/ferrycmd"}, // set for scripts in an agent's sandbox, never trusted
 	"FERRY_WORKTREE":     {"pkg/cli/ferrycmd"},                                      // printed by ferry env
+	"FERRY_HOST_TARGET":  {"pkg/cli/ferrycmd"},                                      // printed by ferry env
 	"FERRY_WARM_SRC":     {"pkg/base", "pkg/shim"},                                  // a base's warm build tells the shim its checkout
 	"FERRY_WARM_TARGET":  {"pkg/base", "pkg/shim"},                                  // and its target
 	"FERRY_WARM_UNITS":   {"pkg/base", "pkg/shim"},                                  // and where the shim records its cargo calls

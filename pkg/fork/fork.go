@@ -182,6 +182,16 @@ type Lifecycle interface {
 	// must hold before it removes an agent. release lets sessions in
 	// again; it is safe to call more than once.
 	Exclude(a Agent) (release func(), err error)
+	// HostLink readies and returns what the link at the root of a's
+	// worktree names, so that a process outside any sandbox finds the
+	// agent's build output at ./target: the fork's directory (reflink,
+	// copy), or for an overlay the link Ferry points into its live
+	// namespace (made here, pointing at nothing until one lives).
+	HostLink(a Agent) (string, error)
+	// Reach returns the path through which a process outside any sandbox
+	// reaches a's fork now, and whether it does: always for a directory
+	// fork, only while a namespace lives for an overlay.
+	Reach(a Agent) (string, bool)
 }
 
 // Backend names.

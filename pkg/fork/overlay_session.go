@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -61,6 +63,11 @@ type nsRecord struct {
 	Work    string    `json:"work"`
 	Boot    string    `json:"boot"` // the kernel's boot_id when it was mounted
 	Created time.Time `json:"created"`
+	Lower   string    `json:"lower,omitempty"`
+	// Holder is the pid of the process that keeps the namespace alive
+	// between sessions (overlay_hold.go). The file's mtime is the latest
+	// entry into the namespace.
+	Holder int `json:"holder,omitempty"`
 }
 
 // overlayOf returns the overlay agent a's target is, with resolved paths
@@ -153,6 +160,7 @@ func (x *Session) tryEnter(a Agent, plan sandbox.Plan, ov sandbox.Overlay) (bool
 			ml.Release()
 			return true, err
 		}
+		plan.Hold = hold(a)
 		cmd, err := sandbox.Command(plan)
 		if err != nil {
 			ml.Release()
@@ -160,10 +168,18 @@ func (x *Session) tryEnter(a Agent, plan sandbox.Plan, ov sandbox.Overlay) (bool
 		}
 		x.Mode, x.Cmd = EnterCreate, cmd
 		x.locks = append(x.locks, ml)
-		cmd.ExtraFiles = append(cmd.ExtraFiles, x.busy().File(), ml.File())
+		cmd.ExtraFiles = append(cmd.ExtraFiles, x.busy().File(), ml.File()) // as hold(a) names them
 		cmd.OnStart = func(pid int) error {
 			user, mnt := cmd.Namespaces()
-			if err := recordNamespace(a, pid, user, mnt, ov); err != nil {
+			holder := cmd.HolderPid()
+			err := recordNamespace(a, pid, user, mnt, ov, holder)
+			if err == nil && holder != 0 {
+				err = pointHostTarget(a, viewThrough(holder, ov.Target))
+			}
+			if err != nil {
+				if holder != 0 {
+					syscall.Kill(holder, syscall.SIGKILL)
+				}
 				return err
 			}
 			if err := ml.Downgrade(); err != nil {
@@ -200,6 +216,9 @@ func (x *Session) tryEnter(a Agent, plan sandbox.Plan, ov sandbox.Overlay) (bool
 	}
 	x.Mode, x.Cmd, x.ns = EnterJoin, cmd, ns
 	x.locks = append(x.locks, ml)
+	// The holder counts idleness from the latest entry.
+	now := time.Now()
+	os.Chtimes(a.Files.NS, now, now)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, x.busy().File(), ml.File())
 	cmd.OnStart = func(int) error {
 		x.releaseAgentLock()
@@ -252,12 +271,13 @@ func trustUpper(a Agent, ov sandbox.Overlay) error {
 }
 
 // recordNamespace writes ns.json for the namespace pid was started in.
-func recordNamespace(a Agent, pid int, user, mnt string, ov sandbox.Overlay) error {
+func recordNamespace(a Agent, pid int, user, mnt string, ov sandbox.Overlay, holder int) error {
 	if user == "" || mnt == "" {
 		return fmt.Errorf("record agent %s's namespace: the sandbox did not name it", a.Name)
 	}
 	return atomicfile.ReplaceJSON(a.Files.NS, &nsRecord{
 		Pid: pid, User: user, Mount: mnt, Upper: ov.Upper, Work: ov.Work, Boot: bootID(), Created: time.Now().UTC(),
+		Lower: ov.Lower, Holder: holder,
 	}, 0o644)
 }
 
@@ -359,7 +379,11 @@ func (overlayBackend) Users(a Agent) []int {
 		dir = d // as the kernel prints it in mountinfo
 	}
 	files := store.AgentFiles(dir)
-	return otherPids(append(lock.Holders(a.Files.Busy), mountUsers(a.Files.MountLock, files.Upper, files.Work)...))
+	pids := otherPids(append(lock.Holders(a.Files.Busy), mountUsers(a.Files.MountLock, files.Upper, files.Work)...))
+	if h := holder(a); h != 0 {
+		pids = slices.DeleteFunc(pids, func(p int) bool { return p == h })
+	}
+	return pids
 }
 
 // Exclude takes busy.lock and mount.lock exclusively, which keeps new
@@ -368,6 +392,12 @@ func (overlayBackend) Users(a Agent) []int {
 func (b overlayBackend) Exclude(a Agent) (func(), error) {
 	busy, err := excludeBusy(a)
 	if err != nil {
+		return nil, err
+	}
+	// No session runs and none can start: the holder alone keeps the
+	// namespace, and goes.
+	if err := endHolder(a); err != nil {
+		busy.Release()
 		return nil, err
 	}
 	ml, err := lock.TryTake(a.Files.MountLock)

@@ -144,6 +144,16 @@ func (bindForks) Exclude(a Agent) (func(), error) {
 	return busy.Release, nil
 }
 
+// HostLink is the fork's directory: a host process reads and runs what
+// the agent built there, as the sandbox sees it on the canonical target.
+func (bindForks) HostLink(a Agent) (string, error) { return a.Files.Target, nil }
+
+// Reach is the fork's directory, while it exists.
+func (bindForks) Reach(a Agent) (string, bool) {
+	fi, err := os.Stat(a.Files.Target)
+	return a.Files.Target, err == nil && fi.IsDir()
+}
+
 // excludeBusy takes a's busy.lock exclusively, which keeps new sessions
 // out, and refuses, naming them, while processes run for the agent.
 func excludeBusy(a Agent) (*lock.Lock, error) {

@@ -175,6 +175,8 @@ func TestReapsAbandonedHookAgents(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(a.Worktree, agent.TargetLink)); err != nil {
 		t.Fatal(err)
 	}
+	a.TargetLink = outside // as spawn records the link it made
+	e.writeAgent(t, a)
 	// A worktree of the user's whose directory is gone for now (an
 	// unmounted disk): reaping unregisters only the worktrees it removes.
 	userWT := filepath.Join(e.root, "user-wt")
@@ -299,7 +301,15 @@ func TestReapKeepsIgnoredFiles(t *testing.T) {
 	e.expectKept(t, a, gc.KeptIgnored, "(Cargo.lock)")
 	writeFile(t, lockfile, placedLock)
 
+	// With /target ignored, spawn linked the worktree's target to the
+	// agent's fork: Ferry's entry, no work of the agent's. Without it (a
+	// repository whose rules made spawn skip the link), a target directory
+	// in the worktree is judged by what it holds.
 	target := filepath.Join(a.Worktree, "target")
+	if fi, err := os.Lstat(target); err != nil || fi.Mode()&os.ModeSymlink == 0 || a.TargetLink == "" {
+		t.Fatalf("spawn made no target link in a worktree that ignores /target (%v)", err)
+	}
+	os.Remove(target)
 	writeFile(t, filepath.Join(target, "results.csv"), "not Cargo's\n")
 	e.expectKept(t, a, gc.KeptIgnored, "(target/)")
 	os.RemoveAll(target)

@@ -1,6 +1,7 @@
 package git
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -67,4 +68,19 @@ func parseStatus(out []byte) ([]StatusEntry, error) {
 		return nil, fmt.Errorf("status ends inside the rename of %q", entries[len(entries)-1].Path)
 	}
 	return entries, nil
+}
+
+// Ignored reports whether the worktree at dir ignores path (relative to
+// dir) as it is now: git matches a pattern with a trailing slash only
+// against a directory, and sees a symbolic link as a file.
+func (r *Repo) Ignored(dir, path string) (bool, error) {
+	_, err := run(dir, "check-ignore", "-q", "--", path)
+	if err == nil {
+		return true, nil
+	}
+	var ce *CommandError
+	if errors.As(err, &ce) && ce.ExitCode() == 1 {
+		return false, nil
+	}
+	return false, wrapf(err, "check whether %s ignores %s", dir, path)
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -16,11 +17,16 @@ import (
 // Init runs the sandbox child when this process is one, and never returns
 // then. Call it first thing in main.
 func Init() {
-	if len(os.Args) < 2 || os.Args[1] != childArg {
+	if len(os.Args) < 2 {
 		return
 	}
-	runtime.LockOSThread()
-	os.Exit(child())
+	switch os.Args[1] {
+	case childArg:
+		runtime.LockOSThread()
+		os.Exit(child())
+	case holdArg:
+		os.Exit(hold())
+	}
 }
 
 func child() int {
@@ -109,6 +115,22 @@ func child() int {
 			return fail("read the namespace's identity", err)
 		}
 		report.Write([]byte(nsMark + user + " " + mnt + "\n"))
+		if p.Hold != nil {
+			// The holder gets no capability: clear them on this (locked)
+			// thread, which forks it.
+			if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+				return fail("drop capabilities", err)
+			}
+			pid, err := startHolder(p.Hold, 4) // a created namespace: the command's files follow the status pipe
+			if err != nil {
+				return fail("start the namespace's holder", err)
+			}
+			// A failure from here on returns, and the holder must not keep
+			// a namespace nobody will record; a successful exec never
+			// runs this.
+			defer unix.Kill(pid, unix.SIGKILL)
+			report.Write([]byte(holdMark + strconv.Itoa(pid) + "\n"))
+		}
 	}
 	if p.Argv == nil {
 		return 0

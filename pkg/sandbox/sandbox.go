@@ -43,6 +43,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -138,6 +139,9 @@ type Plan struct {
 	// under the store parent). Nothing outside the namespace changes.
 	Store    string   `json:"store,omitempty"`
 	Writable []string `json:"writable,omitempty"`
+	// Hold, for a created namespace with overlays, starts a holder that
+	// keeps it alive after the command exits (see hold_linux.go).
+	Hold *Hold `json:"hold,omitempty"`
 }
 
 // childPlan is what the child reads: the plan, and whether it runs in a
@@ -210,6 +214,7 @@ type Cmd struct {
 	leading []*os.File // descriptors placed right after the status pipe
 	userNS  string     // as the child reported them (overlays only)
 	mountNS string
+	holder  int  // the holder's pid, as the child reported it (Plan.Hold)
 	direct  bool // runs in the caller's namespaces: see Inside
 }
 
@@ -363,6 +368,11 @@ func (c *Cmd) Start() error {
 	if rest, ok := bytes.CutPrefix(data, []byte(nsMark)); ok {
 		line, after, _ := bytes.Cut(rest, []byte("\n"))
 		c.userNS, c.mountNS, _ = strings.Cut(string(line), " ")
+		data = after
+	}
+	if rest, ok := bytes.CutPrefix(data, []byte(holdMark)); ok {
+		line, after, _ := bytes.Cut(rest, []byte("\n"))
+		c.holder, _ = strconv.Atoi(string(line))
 		data = after
 	}
 	if len(data) == 0 {

@@ -25,6 +25,7 @@ import "path/filepath"
 //	      target/                     reflink and copy forks (ferry-ws/<path>/ inside)
 //	      upper/ work/                overlay forks
 //	      mount.lock ns.json          overlay: in-use lock and live namespace
+//	      host-target                 overlay: a link into the live namespace's target, for the host
 
 // Names are the file and directory names of the layout, as the README's
 // store tree shows them.
@@ -32,7 +33,7 @@ var Names = []string{
 	"bin", "cargo", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
-	"mount.lock", "ns.json",
+	"mount.lock", "ns.json", "host-target",
 }
 
 // ShimDir is where the shim is installed as cargo: <parent>/bin.
@@ -152,6 +153,11 @@ type Agent struct {
 	Work      string // the overlay's work dir
 	MountLock string // overlay: held shared by every process using the mount
 	NS        string // overlay: ns.json, the live namespace
+	// HostTarget is, for an overlay agent, the symbolic link that the
+	// worktree's target link names: Ferry points it into the agent's
+	// live namespace (/proc/<pid>/root/...), the only place its fork is
+	// seen, and at nothing when none lives. No mount passes through it.
+	HostTarget string
 }
 
 // Agent returns the paths of agent name.
@@ -160,15 +166,16 @@ func (s *Store) Agent(name string) Agent { return AgentFiles(filepath.Join(s.Age
 // AgentFiles names the files of the agent directory dir.
 func AgentFiles(dir string) Agent {
 	return Agent{
-		Dir:       dir,
-		Record:    filepath.Join(dir, "agent.json"),
-		Lock:      filepath.Join(dir, "lock"),
-		Busy:      filepath.Join(dir, "busy.lock"),
-		Target:    filepath.Join(dir, "target"),
-		Upper:     filepath.Join(dir, "upper"),
-		Work:      filepath.Join(dir, "work"),
-		MountLock: filepath.Join(dir, "mount.lock"),
-		NS:        filepath.Join(dir, "ns.json"),
+		Dir:        dir,
+		Record:     filepath.Join(dir, "agent.json"),
+		Lock:       filepath.Join(dir, "lock"),
+		Busy:       filepath.Join(dir, "busy.lock"),
+		Target:     filepath.Join(dir, "target"),
+		Upper:      filepath.Join(dir, "upper"),
+		Work:       filepath.Join(dir, "work"),
+		MountLock:  filepath.Join(dir, "mount.lock"),
+		NS:         filepath.Join(dir, "ns.json"),
+		HostTarget: filepath.Join(dir, "host-target"),
 	}
 }
 

@@ -127,6 +127,9 @@ func envAgent(args []string, io cli.IO) int {
 				return err
 			}
 			vars := map[string]string{"FERRY_WORKTREE": r.Worktree}
+			// Where a process outside the sandbox finds the agent's build
+			// output now (an overlay agent's only while its namespace lives).
+			vars["FERRY_HOST_TARGET"], _ = agent.HostTarget(fc.Store, r)
 			for _, kv := range agent.Environ(fc.Store, r, []string{"PATH=" + os.Getenv("PATH")}) {
 				k, v, _ := strings.Cut(kv, "=")
 				vars[k] = v
@@ -134,7 +137,7 @@ func envAgent(args []string, io cli.IO) int {
 			if c.JSON {
 				return cli.WriteJSON(io.Stdout, vars)
 			}
-			for _, k := range []string{"PATH", "FERRY_AGENT", "FERRY_WORKTREE"} {
+			for _, k := range []string{"PATH", "FERRY_AGENT", "FERRY_WORKTREE", "FERRY_HOST_TARGET"} {
 				fmt.Fprintf(io.Stdout, "export %s=%s\n", k, shellQuote(vars[k]))
 			}
 			return nil
@@ -155,6 +158,10 @@ type listEntry struct {
 	Session      string `json:"session"`
 	Busy         bool   `json:"busy"`
 	PrivateBytes int64  `json:"private_bytes"`
+	// HostTarget is where a process outside the sandbox reaches the
+	// agent's build output now; empty while it cannot (an overlay agent
+	// without a live namespace).
+	HostTarget string `json:"host_target"`
 }
 
 func listAgents(args []string, io cli.IO) int {
@@ -173,6 +180,7 @@ func listAgents(args []string, io cli.IO) int {
 			for _, r := range all {
 				e := listEntry{Record: r, Tool: r.Tool, Session: r.Session}
 				e.Busy, _ = agent.Busy(fc.Store, r.Name)
+				e.HostTarget, _ = agent.HostTarget(fc.Store, r)
 				if b, err := fork.ByName(r.Backend); err == nil {
 					e.PrivateBytes, _ = b.PrivateBytes(fork.Paths{AgentDir: fc.Store.Agent(r.Name).Dir})
 				}

@@ -1,0 +1,248 @@
+package agent_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/pkg/agent"
+)
+
+// hostRun runs the agent's binary the way an agent tool's shell does:
+// ./target/debug/app from the worktree, outside any sandbox.
+func hostRun(t *testing.T, wt string) (string, error) {
+	t.Helper()
+	c := exec.Command("./" + filepath.Join("target", "debug", fixture.BinName))
+	c.Dir = wt
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	if err != nil {
+		return stderr.String(), err
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// buildAndRunFromHost spawns agent name, builds through the shim, runs
+// ./target/debug/app from a plain host process, edits a source, builds and
+// runs again: each run must print the agent's own marker.
+func (w *world) buildAndRunFromHost(t *testing.T, name string, extra []string, spawnArgs ...string) agentJSON {
+	t.Helper()
+	a := w.spawn(t, name, spawnArgs...)
+	link := filepath.Join(a.Worktree, "target")
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("no target link in the worktree: %v", err)
+	}
+	for i, edit := range []string{"", "\n// edited by the agent\n"} {
+		if edit != "" {
+			p := filepath.Join(a.Worktree, fixture.LibPath(fixture.ChainC))
+			if err := os.WriteFile(p, append(must(os.ReadFile(p)), edit...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, stderr, code := w.cargo(a.Worktree, extra, "build", "--workspace"); code != 0 {
+			t.Fatalf("build %d: %s", i, stderr)
+		}
+		want, err := fixture.ExpectedMarker(a.Worktree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := hostRun(t, a.Worktree)
+		if err != nil {
+			t.Fatalf("run %d: ./target/debug/%s from the host: %v\n%s", i, fixture.BinName, err, got)
+		}
+		if got != strings.TrimSpace(want) {
+			t.Fatalf("run %d: ./target/debug/%s from the host prints\n%s\nwant the agent's\n%s", i, fixture.BinName, got, want)
+		}
+	}
+	// ferry list and ferry env name where the host reaches it.
+	var list []struct {
+		Name       string `json:"name"`
+		HostTarget string `json:"host_target"`
+		TargetLink string `json:"target_link"`
+	}
+	if err := json.Unmarshal([]byte(w.mustFerry(t, "list", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]string
+	if err := json.Unmarshal([]byte(w.mustFerry(t, "env", name, "--json")), &env); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list {
+		if e.Name != name {
+			continue
+		}
+		if e.HostTarget == "" || env["FERRY_HOST_TARGET"] != e.HostTarget {
+			t.Fatalf("ferry list host_target %q, ferry env FERRY_HOST_TARGET %q", e.HostTarget, env["FERRY_HOST_TARGET"])
+		}
+		if _, err := os.Stat(filepath.Join(e.HostTarget, "debug", fixture.BinName)); err != nil {
+			t.Fatalf("host_target %s does not hold the binary: %v", e.HostTarget, err)
+		}
+		if dest, err := os.Readlink(link); err != nil || dest != e.TargetLink {
+			t.Fatalf("the worktree's link points to %q (%v), the record says %q", dest, err, e.TargetLink)
+		}
+		// The edit goes, so what rm judges is the link alone.
+		if out, err := w.repo.Git("-C", a.Worktree, "checkout", "--", "."); err != nil {
+			t.Fatalf("git checkout: %v\n%s", err, out)
+		}
+		return a
+	}
+	t.Fatalf("agent %s not listed", name)
+	return a
+}
+
+// A copy agent's binary runs from the worktree's ./target on the host, is
+// the agent's own after an edit, and the link is not the agent's work: rm
+// without --force removes the agent.
+func TestHostTargetCopy(t *testing.T) {
+	w := shared(t)
+	a := w.buildAndRunFromHost(t, "hostcopy", nil, "--backend", "copy")
+	w.mustFerry(t, "rm", "hostcopy")
+	if _, err := os.Lstat(a.Worktree); err == nil {
+		t.Fatal("rm left the worktree")
+	}
+}
+
+// The same for a reflink agent, on a filesystem that clones.
+func TestHostTargetReflink(t *testing.T) {
+	xfs := knobs.XFS()
+	if xfs == "" {
+		t.Skip("FERRY_TEST_XFS is not set (.ci/run mounts XFS with reflink=1 and sets it)")
+	}
+	root, err := os.MkdirTemp(xfs, "hosttarget-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	w := newWorld(t, false)
+	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
+	w.mustFerry(t, "base")
+	w.buildAndRunFromHost(t, "hostreflink", nil, "--backend", "reflink")
+	w.mustFerry(t, "rm", "hostreflink")
+}
+
+// Where the worktree has its own target, or the ignore rules would show the
+// link, spawn makes none and says why; the user's entry is left alone.
+func TestHostTargetSkipped(t *testing.T) {
+	w := newWorld(t, false)
+	// target/ matches only directories: a link would show as untracked.
+	w.repo.Write(".gitignore", "target/\n/tools/target\n")
+	if _, err := w.repo.Commit("ignore target/ as a directory"); err != nil {
+		t.Fatal(err)
+	}
+	w.mustFerry(t, "base")
+	a := w.spawn(t, "slash", "--backend", "copy")
+	if _, err := os.Lstat(filepath.Join(a.Worktree, "target")); err == nil {
+		t.Fatal("spawn made a target link the ignore rules do not ignore")
+	}
+	rec := readRecord(t, w, "slash")
+	if rec.TargetLink != "" || !strings.Contains(rec.TargetLinkSkipped, "trailing slash") {
+		t.Fatalf("record: target_link %q, skipped %q", rec.TargetLink, rec.TargetLinkSkipped)
+	}
+	if out, _ := w.repo.Git("-C", a.Worktree, "status", "--porcelain"); strings.TrimSpace(out) != "" {
+		t.Fatalf("the new agent's worktree is not clean:\n%s", out)
+	}
+	w.mustFerry(t, "rm", "slash")
+}
+
+func readRecord(t *testing.T, w *world, name string) *agent.Record {
+	t.Helper()
+	var r agent.Record
+	if err := json.Unmarshal(must(os.ReadFile(filepath.Join(w.storeDir(t), "agents", name, "agent.json"))), &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+// OwnEntry names the link while it is as spawn made it, and not once the
+// user retargets or replaces it.
+func TestOwnEntry(t *testing.T) {
+	w := shared(t)
+	a := w.spawn(t, "ownentry", "--backend", "copy")
+	r := readRecord(t, w, "ownentry")
+	if !agent.OwnEntry(r, "target") {
+		t.Fatal("the link spawn made is not Ferry's own entry")
+	}
+	if agent.OwnEntry(r, "target/") || agent.OwnEntry(r, "src") {
+		t.Fatal("another path counts as Ferry's own entry")
+	}
+	link := filepath.Join(a.Worktree, "target")
+	os.Remove(link)
+	os.Symlink(t.TempDir(), link)
+	if agent.OwnEntry(r, "target") {
+		t.Fatal("a link the user retargeted counts as Ferry's own entry")
+	}
+	os.Remove(link)
+	os.Mkdir(link, 0o755)
+	if agent.OwnEntry(r, "target") {
+		t.Fatal("a directory the user made counts as Ferry's own entry")
+	}
+	w.mustFerry(t, "rm", "--force", "ownentry")
+}
+
+// An overlay agent's build output exists only in its namespace: a holder
+// keeps it alive after the shim's cargo exits, ./target/debug/app runs
+// from the host through it, and the agent is not busy for it. Once idle,
+// the holder goes and ./target leads nowhere (never to the base's output);
+// the next build brings it back; rm without --force ends the holder.
+func TestHostTargetOverlay(t *testing.T) {
+	w := shared(t)
+	if _, stderr, err := w.ferry(w.repo.Dir, nil, "spawn", "probe-overlay", "--backend", "overlay"); err != nil {
+		t.Skipf("no overlay backend here: %s", stderr)
+	}
+	w.mustFerry(t, "rm", "probe-overlay")
+	hold := []string{knobs.OverlayHold + "=3s"}
+	a := w.buildAndRunFromHost(t, "hostoverlay", hold, "--backend", "overlay")
+	var ns struct {
+		Holder int `json:"holder"`
+	}
+	nsPath := filepath.Join(w.storeDir(t), "agents", "hostoverlay", "ns.json")
+	if err := json.Unmarshal(must(os.ReadFile(nsPath)), &ns); err != nil || ns.Holder == 0 {
+		t.Fatalf("ns.json names no holder: %v", err)
+	}
+	if out := w.mustFerry(t, "list", "--json"); !strings.Contains(out, `"busy": false`) {
+		t.Fatalf("the holder makes the agent busy:\n%s", out)
+	}
+	// Idle: the holder goes within its idle time and a tick.
+	deadline := time.Now().Add(20 * time.Second)
+	for alive(ns.Holder) {
+		if time.Now().After(deadline) {
+			t.Fatal("the holder outlived its idle time")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, err := hostRun(t, a.Worktree); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("./target/debug/app without a live namespace: %v %q, want no such file", err, out)
+	}
+	var env map[string]string
+	json.Unmarshal([]byte(w.mustFerry(t, "env", "hostoverlay", "--json")), &env)
+	if env["FERRY_HOST_TARGET"] != "" {
+		t.Fatalf("ferry env names %q without a live namespace", env["FERRY_HOST_TARGET"])
+	}
+	// A build brings it back; rm ends the holder it made.
+	if _, stderr, code := w.cargo(a.Worktree, hold, "build", "--workspace"); code != 0 {
+		t.Fatalf("build: %s", stderr)
+	}
+	if _, err := hostRun(t, a.Worktree); err != nil {
+		t.Fatalf("after a new build: %v", err)
+	}
+	json.Unmarshal(must(os.ReadFile(nsPath)), &ns)
+	w.mustFerry(t, "rm", "hostoverlay")
+	if alive(ns.Holder) {
+		t.Fatal("rm left the holder running")
+	}
+}
+
+// alive reports whether pid runs (a zombie does not count).
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}

@@ -1,0 +1,198 @@
+package fork
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// The overlay's build output, seen from the host. An overlay fork exists
+// only inside the agent's namespace, which lives while a process is in it;
+// agent tools run each shell command as a process of its own, so after
+// `cargo build` the namespace would be gone before `./target/debug/app`
+// runs. So the session that creates the namespace also starts a holder in
+// it (sandbox.Hold): a process that keeps it alive until it has been idle
+// for HoldIdle (no process holds busy.lock, and no session entered since:
+// each entry touches ns.json), and through whose /proc/<pid>/root a host
+// process reaches the overlay on the canonical target. The agent dir's
+// host-target link, which the worktree's target link names, is pointed at
+// /proc/<holder>/root<canonical target> when the namespace is made.
+//
+// The holder is not a user of the agent: it holds mount.lock shared (like
+// every process in the namespace, so no second overlay is mounted on the
+// upper dir), but not busy.lock, and Users leaves it out, so an agent whose
+// only process is its holder is idle for ferry list and gc's reaping. What
+// must unmount the overlay ends it: rm (Exclude), and ferry base --rebuild
+// of the base it reads (EndHolders). Both send SIGTERM and wait for it to
+// go.
+//
+// When no holder lives, host-target leads nowhere: a dangling link (to
+// /proc/<pid>/root of a process that is gone, or at spawn to
+// "no-live-namespace"), so ./target/debug/app fails with "No such file or
+// directory", never runs the base's output. A pid reused by a host process
+// shows the host's mnt/target, an empty directory. What Ferry cannot rule
+// out is a pid reused, after the holder died, by a process of another
+// overlay agent's namespace of the same store; ferry env and ferry list
+// check the holder (Reach) before naming the path.
+//
+// Measured with the fixture workspace on a 2-core machine, as root and as
+// an ordinary user: a host process of the same user reads and execs
+// through /proc/<holder>/root (the kernel's ptrace read check passes: same
+// uid, and the holder's user namespace is owned by that uid).
+
+// HoldIdle is how long an overlay agent's namespace outlives its last
+// session. The knob FERRY_TEST_OVERLAY_HOLD (a Go duration) changes it in
+// tests; 0 starts no holder (for tests of namespaces that end with their
+// last session).
+var HoldIdle = 15 * time.Minute
+
+func holdIdle() time.Duration {
+	if d, err := time.ParseDuration(knobs.OverlayHoldValue()); err == nil && d >= 0 {
+		return d
+	}
+	return HoldIdle
+}
+
+// noNamespace is what host-target names while no namespace lives: a
+// relative path that does not exist beside it, and says why.
+const noNamespace = "no-live-namespace"
+
+// hold is the holder a created session asks for: it keeps mount.lock, the
+// session's second file (after busy.lock, which it must not hold).
+func hold(a Agent) *sandbox.Hold {
+	if holdIdle() == 0 {
+		return nil
+	}
+	return &sandbox.Hold{Files: []int{1}, Idle: holdIdle(), Busy: a.Files.Busy, Touch: a.Files.NS, Lock: a.Files.MountLock}
+}
+
+// HostLink makes the agent dir's host-target link, leading nowhere until a
+// namespace lives, and returns it.
+func (overlayBackend) HostLink(a Agent) (string, error) {
+	if _, err := os.Lstat(a.Files.HostTarget); errors.Is(err, fs.ErrNotExist) {
+		if err := pointHostTarget(a, noNamespace); err != nil {
+			return "", err
+		}
+	}
+	return a.Files.HostTarget, nil
+}
+
+// pointHostTarget replaces the host-target link with one to dest.
+func pointHostTarget(a Agent, dest string) error {
+	tmp := a.Files.HostTarget + ".tmp-" + strconv.Itoa(os.Getpid())
+	os.Remove(tmp)
+	if err := os.Symlink(dest, tmp); err != nil {
+		return fmt.Errorf("point agent %s's host target: %w", a.Name, err)
+	}
+	if err := os.Rename(tmp, a.Files.HostTarget); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("point agent %s's host target: %w", a.Name, err)
+	}
+	return nil
+}
+
+// viewThrough is where a host process sees the canonical target mount of
+// the namespace pid is in.
+func viewThrough(pid int, mount string) string {
+	return "/proc/" + strconv.Itoa(pid) + "/root" + mount
+}
+
+// holder returns the pid of the live holder of a's namespace, or 0.
+func holder(a Agent) int {
+	rec, err := readNS(a)
+	if err != nil || rec.Holder == 0 || !sandbox.IsHolder(rec.Holder) {
+		return 0
+	}
+	mnt, err := os.Readlink("/proc/" + strconv.Itoa(rec.Holder) + "/ns/mnt")
+	if err != nil || mnt != rec.Mount {
+		return 0
+	}
+	return rec.Holder
+}
+
+// Reach is the canonical target as the live holder's namespace shows it.
+func (overlayBackend) Reach(a Agent) (string, bool) {
+	pid := holder(a)
+	if pid == 0 {
+		return "", false
+	}
+	mount, err := filepath.EvalSymlinks(a.Mount)
+	if err != nil {
+		return "", false
+	}
+	return viewThrough(pid, mount), true
+}
+
+// HolderPatience bounds how long ending a holder waits for it to exit.
+var HolderPatience = 5 * time.Second
+
+// endHolder ends the holder of a's namespace, if one lives, and waits for
+// it to be gone.
+func endHolder(a Agent) error {
+	pid := holder(a)
+	if pid == 0 {
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("end agent %s's namespace holder (pid %d): %w", a.Name, pid, err)
+	}
+	// Gone means a zombie or no process: an exiting process loses its
+	// command line before it closes its files and leaves its namespaces.
+	deadline := time.Now().Add(HolderPatience)
+	for running(pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("agent %s's namespace holder (pid %d) did not exit within %s", a.Name, pid, HolderPatience)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+// EndHolders ends the holders of the overlay agents under agentsDir whose
+// lower layer is inside baseTarget and for which no process runs (none
+// holds busy.lock): what ferry base --rebuild does before it discards a
+// base that only an idle namespace still reads. Best effort: an agent it
+// cannot judge keeps its holder, and the caller's check of the mounts
+// refuses then.
+func EndHolders(agentsDir, baseTarget string) {
+	ents, err := os.ReadDir(agentsDir)
+	if err != nil {
+		return
+	}
+	if r, err := filepath.EvalSymlinks(baseTarget); err == nil {
+		baseTarget = r // as ns.json records the lower
+	}
+	for _, e := range ents {
+		a := Agent{Name: e.Name(), Files: store.AgentFiles(filepath.Join(agentsDir, e.Name()))}
+		rec, err := readNS(a)
+		if err != nil || rec.Lower == "" || !store.Within(rec.Lower, baseTarget) {
+			continue
+		}
+		if len(lock.Holders(a.Files.Busy)) > 0 {
+			continue
+		}
+		endHolder(a)
+	}
+}
+
+// running reports whether pid exists and has not exited (is no zombie).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
