@@ -188,6 +188,9 @@ func TestBaseAtCanonicalPathsAndReused(t *testing.T) {
 	if len(r.Warnings) != 0 {
 		t.Fatalf("warnings: %v", r.Warnings)
 	}
+	// The last warm command is clippy, yet the rustc-info cache is the
+	// one a plain build uses: agents' first builds keep it.
+	checkRustcInfoServesBuilds(t, r.Target)
 
 	before := digest(t, r.Dir)
 	res2, err := e.build(t, "HEAD")
@@ -396,3 +399,38 @@ func processesUsing(dir string) []string {
 }
 
 var _ = errors.Is
+
+// checkRustcInfoServesBuilds fails unless the rustc-info cache Cargo left in
+// target is keyed for a plain cargo build (no rustc wrapper): a build of a
+// small package given a copy of it must reuse it, not discard it for
+// another compiler (see warm.go).
+func checkRustcInfoServesBuilds(t *testing.T, target string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(target, ".rustc_info.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"Cargo.toml":              "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+		"src/lib.rs":              "",
+		"target/.rustc_info.json": string(b),
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := exec.Command("cargo", "build", "--offline")
+	c.Dir = dir
+	c.Env = append(os.Environ(), "CARGO_TARGET_DIR="+filepath.Join(dir, "target"), "CARGO_LOG=cargo::util::rustc=debug")
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cargo build: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "reusing existing rustc info cache") || strings.Contains(string(out), "different compiler") {
+		t.Fatalf("the base's rustc-info cache is not a plain build's:\n%s", out)
+	}
+}

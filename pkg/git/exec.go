@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/ferrydev/ferry/pkg/failure"
@@ -96,7 +97,9 @@ func (e *CommandError) Is(target error) bool {
 const noSpaceText = "No space left on device"
 
 // quoted is a path git quotes in a message: "unable to create '<path>'".
-var quoted = regexp.MustCompile(`'([^']+)'`)
+// It is compiled on first use, not at start: the shim links this package
+// and starts twice on every cargo call.
+var quoted = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`'([^']+)'`) })
 
 // noSpacePath returns where git could not write for lack of space, from its
 // standard error, and "" when it was not that. git says "No space left on
@@ -117,13 +120,13 @@ func noSpacePath(dir, stderr string) (path string, quotedPath bool) {
 		if !strings.Contains(line, noSpaceText) {
 			continue
 		}
-		if m := quoted.FindAllStringSubmatch(line, -1); m != nil {
+		if m := quoted().FindAllStringSubmatch(line, -1); m != nil {
 			return abs(m[len(m)-1][1]), true
 		}
 		return dir, false
 	}
 	for _, line := range lines {
-		for _, m := range quoted.FindAllStringSubmatch(line, -1) {
+		for _, m := range quoted().FindAllStringSubmatch(line, -1) {
 			if p := abs(m[1]); failure.OutOfSpace(p) {
 				return p, true
 			}

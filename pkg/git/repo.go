@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/ferrydev/ferry/pkg/failure"
 )
@@ -151,7 +152,8 @@ func (r *Repo) revParsePath(flag string) (string, error) {
 	return real, nil
 }
 
-var objectID = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+// objectID is compiled on first use (see quoted).
+var objectID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`) })
 
 // ResolveCommit returns the full object id of the commit rev names (a
 // branch, tag, short id, HEAD~2, ...; tags are peeled). A rev that names no
@@ -173,7 +175,7 @@ func (r *Repo) ResolveCommit(rev string) (string, error) {
 		return "", wrapf(err, "resolve revision %q", rev)
 	}
 	id := strings.TrimSpace(string(out))
-	if !objectID.MatchString(id) {
+	if !objectID().MatchString(id) {
 		return "", fmt.Errorf("resolve revision %q: git printed %q, not an object id", rev, id)
 	}
 	return id, nil

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/pkg/cargoenv"
+	"github.com/ferrydev/ferry/pkg/fork"
+)
+
+// The hot section: what the shim adds to the cargo calls an agent tool
+// makes dozens of times a session, against plain cargo, side by side. A
+// trivial call (cargo -V) through the shim in an agent of each backend
+// against the real cargo, and the first cargo build in a fresh agent of
+// each backend against a no-op build in a warm plain checkout. The base is
+// built with Ferry's default warm commands (a build, then clippy), as users
+// get it. Every sample is a whole process, timed from the bench.
+
+// hotBuild is the call an agent makes first after its spawn.
+const hotBuild = "cargo build"
+
+// hotTrivial is the trivial call, through whatever cargo PATH finds first.
+var hotTrivial = []string{"cargo", "-V"}
+
+// hotAgent is one backend's row of the section.
+type hotAgent struct {
+	backend  string
+	worktree string // an agent kept for the trivial calls
+	trivial  []time.Duration
+	first    []time.Duration // the first build in a fresh agent
+	second   []time.Duration // the build right after it, in the same agent
+}
+
+func runHot(bin string, n, large int, xfs string) error {
+	if err := fixture.CheckTools(""); err != nil {
+		return err
+	}
+	bin, _ = filepath.Abs(bin)
+	// The store and the plain checkout share one filesystem: the one that
+	// clones when there is one, so every backend is measured.
+	parent, note := "", "reflink: no filesystem with clones given; pass -xfs DIR or set FERRY_TEST_XFS"
+	if xfs != "" {
+		if ok, _ := fork.CanReflink(xfs); ok {
+			parent, note = xfs, ""
+		} else {
+			note = "reflink: " + xfs + " does not clone"
+		}
+	}
+	root, err := os.MkdirTemp(parent, "ferry-bench-hot-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	name, opts := "fixture", fixture.Options{}
+	if large > 0 {
+		name, opts = fmt.Sprintf("large(%d crates)", large), fixture.Options{ExtraCrates: large, ModulesPerCrate: 10}
+	}
+	w := &ws{name: name, dir: root, bin: bin, home: filepath.Join(root, "home")}
+	if w.repo, err = fixture.Generate(filepath.Join(root, "repo"), opts); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench: hot: %s: building the base with the default warm commands\n", name)
+	out, _, _, err := w.ferry("base", "--json")
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(out, &w.base); err != nil {
+		return err
+	}
+
+	// The plain checkout, warm: built, then one no-op build.
+	plain := filepath.Join(root, "plain")
+	if _, err := w.repo.Git("worktree", "add", "-q", "--detach", plain, "HEAD"); err != nil {
+		return err
+	}
+	plainEnv := append(os.Environ(), "CARGO_TARGET_DIR="+filepath.Join(plain, "target"))
+	fmt.Fprintf(os.Stderr, "bench: hot: building the plain checkout\n")
+	for range 2 {
+		if _, err := sh(plain, plainEnv, hotBuild); err != nil {
+			return err
+		}
+	}
+
+	backends := []string{fork.NameCopy, fork.NameReflink, fork.NameOverlay}
+	if parent == "" {
+		backends = []string{fork.NameCopy, fork.NameOverlay}
+	}
+	var agents []*hotAgent
+	for _, b := range backends {
+		t, err := w.spawnAgent("hot-"+b, b)
+		if err != nil {
+			return err
+		}
+		agents = append(agents, &hotAgent{backend: b, worktree: t.rec.Worktree})
+	}
+	shimEnv := w.shimEnv()
+
+	// Trivial calls, interleaved: plain, then each backend, m rounds.
+	m := 10 * n
+	var plainTrivial []time.Duration
+	for range m + 1 { // the first round warms caches and is dropped
+		d, err := timed(plain, os.Environ(), hotTrivial...)
+		if err != nil {
+			return err
+		}
+		plainTrivial = append(plainTrivial, d)
+		for _, a := range agents {
+			d, err := timed(a.worktree, shimEnv, hotTrivial...)
+			if err != nil {
+				return err
+			}
+			a.trivial = append(a.trivial, d)
+		}
+	}
+	plainTrivial = plainTrivial[1:]
+	for _, a := range agents {
+		a.trivial = a.trivial[1:]
+	}
+
+	// First builds: a fresh agent of each backend per round, beside a no-op
+	// build in the plain checkout.
+	rounds := max(n, 5)
+	var plainNoop []time.Duration
+	for i := range rounds {
+		for _, a := range agents {
+			agent := fmt.Sprintf("hot-%s-%d", a.backend, i)
+			t, err := w.spawnAgent(agent, a.backend)
+			if err != nil {
+				return err
+			}
+			d, err := sh(t.rec.Worktree, shimEnv, hotBuild)
+			if err != nil {
+				return err
+			}
+			a.first = append(a.first, d)
+			if d, err = sh(t.rec.Worktree, shimEnv, hotBuild); err != nil {
+				return err
+			}
+			a.second = append(a.second, d)
+			if err := w.removeAgent(agent); err != nil {
+				return err
+			}
+			if d, err = sh(plain, plainEnv, hotBuild); err != nil {
+				return err
+			}
+			plainNoop = append(plainNoop, d)
+		}
+		fmt.Fprintf(os.Stderr, "bench: hot: round %d of %d\n", i+1, rounds)
+	}
+
+	pt, pn := median(plainTrivial), median(plainNoop)
+	fmt.Printf("\n== Hot path: cargo calls through the shim against plain cargo, %s workspace, base warmed by build + clippy\n", name)
+	fmt.Printf("  (wall ms, medians; %s: %d rounds interleaved; builds: %d fresh agents per backend, each beside a plain no-op build)\n",
+		"cargo -V", m, rounds)
+	fmt.Printf("  %-52s %9s %12s\n", "measure", "ms", "vs plain")
+	fmt.Printf("  %-52s %9.1f\n", "plain cargo -V", ms(pt))
+	for _, a := range agents {
+		goal := 5.0
+		if a.backend == fork.NameOverlay {
+			goal = 10
+		}
+		d := median(a.trivial)
+		fmt.Printf("  %-52s %9.1f %+9.1f ms  (goal <= +%.0f ms)\n", "cargo -V through the shim, "+a.backend+" agent", ms(d), ms(d)-ms(pt), goal)
+	}
+	fmt.Printf("  %-52s %9.1f\n", "no-op cargo build, warm plain checkout", ms(pn))
+	for _, a := range agents {
+		d := median(a.first)
+		fmt.Printf("  %-52s %9.1f %10.2fx  (goal <= 1.3x)\n", "first cargo build in a fresh "+a.backend+" agent", ms(d), d.Seconds()/pn.Seconds())
+	}
+	for _, a := range agents {
+		d := median(a.second)
+		fmt.Printf("  %-52s %9.1f %10.2fx\n", "second cargo build in that "+a.backend+" agent", ms(d), d.Seconds()/pn.Seconds())
+	}
+	if note != "" {
+		fmt.Printf("  (%s)\n", note)
+	}
+	return nil
+}
+
+// timed runs argv in dir with env and returns its wall time.
+func timed(dir string, env []string, argv ...string) (time.Duration, error) {
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Dir = dir
+	c.Env = env
+	// exec.Command resolves argv[0] with this process's PATH: resolve it
+	// with the command's own, as a shell would.
+	c.Path = lookPath(argv[0], env)
+	t := time.Now()
+	out, err := c.CombinedOutput()
+	d := time.Since(t)
+	if err != nil {
+		return 0, fmt.Errorf("%v in %s: %v\n%s", argv, dir, err, out)
+	}
+	return d, nil
+}
+
+// lookPath finds name on env's PATH.
+func lookPath(name string, env []string) string {
+	for _, dir := range filepath.SplitList(cargoenv.Get(env, "PATH")) {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return name
+}
