@@ -3,6 +3,8 @@ package agent_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,6 +240,58 @@ func TestHostTargetOverlay(t *testing.T) {
 	w.mustFerry(t, "rm", "hostoverlay")
 	if alive(ns.Holder) {
 		t.Fatal("rm left the holder running")
+	}
+}
+
+// An overlay agent's host-target leads to its view, a directory only its
+// own namespace mounts the fork on: through another agent's holder (a pid
+// reused after this agent's holder died unannounced) or the host, the same
+// path shows nothing, never the other agent's build.
+func TestOverlayViewIsTheAgentsOwn(t *testing.T) {
+	w := shared(t)
+	if _, stderr, err := w.ferry(w.repo.Dir, nil, "spawn", "probe-view", "--backend", "overlay"); err != nil {
+		t.Skipf("no overlay backend here: %s", stderr)
+	}
+	w.mustFerry(t, "rm", "probe-view")
+	hold := []string{knobs.OverlayHold + "=2m"}
+	holderOf := func(name string) int {
+		var ns struct {
+			Holder int `json:"holder"`
+		}
+		p := filepath.Join(w.storeDir(t), "agents", name, "ns.json")
+		if err := json.Unmarshal(must(os.ReadFile(p)), &ns); err != nil || ns.Holder == 0 {
+			t.Fatalf("%s names no holder: %v", p, err)
+		}
+		return ns.Holder
+	}
+	w.buildAndRunFromHost(t, "viewone", hold, "--backend", "overlay")
+	w.buildAndRunFromHost(t, "viewtwo", hold, "--backend", "overlay")
+	one, two := holderOf("viewone"), holderOf("viewtwo")
+	dest, err := os.Readlink(filepath.Join(w.storeDir(t), "agents", "viewone", "host-target"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "/proc/" + strconv.Itoa(one) + "/root/"
+	if !strings.HasPrefix(dest, prefix) || !strings.HasSuffix(dest, "/agents/viewone/view") {
+		t.Fatalf("viewone's host-target is %s, want %s…/agents/viewone/view", dest, prefix)
+	}
+	app := filepath.Join("debug", fixture.BinName)
+	if _, err := os.Stat(filepath.Join(dest, app)); err != nil {
+		t.Fatalf("viewone's own holder does not show its build: %v", err)
+	}
+	for what, other := range map[string]string{
+		"viewtwo's holder": "/proc/" + strconv.Itoa(two) + "/root/",
+		"the host":         "/proc/self/root/",
+	} {
+		p := filepath.Join(other+strings.TrimPrefix(dest, prefix), app)
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("viewone's view through %s (%s): %v, want it missing", what, p, err)
+		}
+	}
+	w.mustFerry(t, "rm", "--force", "viewone")
+	w.mustFerry(t, "rm", "--force", "viewtwo")
+	if alive(one) || alive(two) {
+		t.Fatal("rm left a holder running")
 	}
 }
 

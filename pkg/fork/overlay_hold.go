@@ -27,7 +27,9 @@ import (
 // each entry touches ns.json), and through whose /proc/<pid>/root a host
 // process reaches the overlay on the canonical target. The agent dir's
 // host-target link, which the worktree's target link names, is pointed at
-// /proc/<holder>/root<canonical target> when the namespace is made.
+// /proc/<holder>/root<agent dir>/view when the namespace is made: the
+// namespace binds its overlay there too (sandbox.Overlay.View), a path no
+// other namespace mounts anything on.
 //
 // The holder is not a user of the agent: it holds mount.lock shared (like
 // every process in the namespace, so no second overlay is mounted on the
@@ -40,11 +42,12 @@ import (
 // When no holder lives, host-target leads nowhere: a dangling link (to
 // /proc/<pid>/root of a process that is gone, or at spawn to
 // "no-live-namespace"), so ./target/debug/app fails with "No such file or
-// directory", never runs the base's output. A pid reused by a host process
-// shows the host's mnt/target, an empty directory. What Ferry cannot rule
-// out is a pid reused, after the holder died, by a process of another
-// overlay agent's namespace of the same store; ferry env and ferry list
-// check the holder (Reach) before naming the path.
+// directory", never runs the base's output. A holder killed before it could
+// repoint the link leaves /proc/<pid>/root/.../view behind: a process that
+// reuses the pid, on the host or in another agent's namespace (after a
+// reboot, say), shows the agent's view directory empty, since only this
+// agent's namespace mounts its fork there. ferry env and ferry list check
+// the holder (Reach) before naming the path.
 //
 // Measured with the fixture workspace on a 2-core machine, as root and as
 // an ordinary user: a host process of the same user reads and execs
@@ -102,10 +105,10 @@ func pointHostTarget(a Agent, dest string) error {
 	return nil
 }
 
-// viewThrough is where a host process sees the canonical target mount of
-// the namespace pid is in.
-func viewThrough(pid int, mount string) string {
-	return "/proc/" + strconv.Itoa(pid) + "/root" + mount
+// viewThrough is where a host process sees the mount at path (the agent's
+// view) in the namespace pid is in.
+func viewThrough(pid int, path string) string {
+	return "/proc/" + strconv.Itoa(pid) + "/root" + path
 }
 
 // holder returns the pid of the live holder of a's namespace, or 0.
@@ -121,17 +124,17 @@ func holder(a Agent) int {
 	return rec.Holder
 }
 
-// Reach is the canonical target as the live holder's namespace shows it.
+// Reach is the agent's view as the live holder's namespace shows it.
 func (overlayBackend) Reach(a Agent) (string, bool) {
 	pid := holder(a)
 	if pid == 0 {
 		return "", false
 	}
-	mount, err := filepath.EvalSymlinks(a.Mount)
+	dir, err := filepath.EvalSymlinks(a.Files.Dir)
 	if err != nil {
 		return "", false
 	}
-	return viewThrough(pid, mount), true
+	return viewThrough(pid, filepath.Join(dir, filepath.Base(a.Files.View))), true
 }
 
 // HolderPatience bounds how long ending a holder waits for it to exit.
@@ -139,12 +142,24 @@ var HolderPatience = 5 * time.Second
 
 // endHolder ends the holder of a's namespace, if one lives, and waits for
 // it to be gone.
+//
+// A holder that is exiting already (its idle time ran out) has lost its
+// command line, so holder no longer names it, but it still holds
+// mount.lock and the namespace: while the recorded pid is still in the
+// recorded mount namespace, it is waited for too, not signalled.
 func endHolder(a Agent) error {
 	pid := holder(a)
 	if pid == 0 {
-		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		rec, err := readNS(a)
+		if err != nil || rec.Holder == 0 {
+			return nil
+		}
+		mnt, err := os.Readlink("/proc/" + strconv.Itoa(rec.Holder) + "/ns/mnt")
+		if err != nil || mnt != rec.Mount {
+			return nil
+		}
+		pid = rec.Holder
+	} else if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("end agent %s's namespace holder (pid %d): %w", a.Name, pid, err)
 	}
 	// Gone means a zombie or no process: an exiting process loses its

@@ -92,13 +92,20 @@ func overlayOf(a Agent) (sandbox.Overlay, error) {
 		return sandbox.Overlay{}, err
 	}
 	p := Paths{BaseTarget: lower, AgentDir: dir}
+	// The view is made where missing (an agent spawned by an older Ferry);
+	// inside a sandbox the store is read-only and the namespace is joined,
+	// where it exists already.
+	view := filepath.Join(dir, filepath.Base(a.Files.View))
+	if err := os.Mkdir(view, 0o755); err != nil && !errors.Is(err, fs.ErrExist) && !errors.Is(err, unix.EROFS) {
+		return sandbox.Overlay{}, err
+	}
 	for _, d := range []string{p.Upper(), p.Work()} {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
 			return sandbox.Overlay{}, failure.New(failure.Refused, "remove the agent with `ferry rm --force "+a.Name+"` and spawn it again",
 				"overlay agent %q has no %s", a.Name, d)
 		}
 	}
-	return sandbox.Overlay{Lower: lower, Upper: p.Upper(), Work: p.Work(), Target: mnt, Volatile: true}, nil
+	return sandbox.Overlay{Lower: lower, Upper: p.Upper(), Work: p.Work(), Target: mnt, View: view, Volatile: true}, nil
 }
 
 // Enter mounts the agent's overlay in a new namespace or joins the live one
@@ -174,7 +181,7 @@ func (x *Session) tryEnter(a Agent, plan sandbox.Plan, ov sandbox.Overlay) (bool
 			holder := cmd.HolderPid()
 			err := recordNamespace(a, pid, user, mnt, ov, holder)
 			if err == nil && holder != 0 {
-				err = pointHostTarget(a, viewThrough(holder, ov.Target))
+				err = pointHostTarget(a, viewThrough(holder, ov.View))
 			}
 			if err != nil {
 				if holder != 0 {
@@ -400,22 +407,39 @@ func (b overlayBackend) Exclude(a Agent) (func(), error) {
 		busy.Release()
 		return nil, err
 	}
-	ml, err := lock.TryTake(a.Files.MountLock)
-	if err != nil && err != lock.ErrBusy {
-		busy.Release()
-		return nil, err
+	// A process on its way out (a session's last one, a holder whose idle
+	// time ran out as it was signalled) holds the lock or the mount for a
+	// moment longer: look again for up to ExcludePatience.
+	deadline := time.Now().Add(ExcludePatience)
+	for {
+		ml, err := lock.TryTake(a.Files.MountLock)
+		if err != nil && err != lock.ErrBusy {
+			busy.Release()
+			return nil, err
+		}
+		pids := b.Users(a)
+		if err == nil && len(pids) == 0 {
+			return func() {
+				ml.Release()
+				busy.Release()
+			}, nil
+		}
+		if err == nil {
+			ml.Release()
+		}
+		if time.Now().After(deadline) {
+			busy.Release()
+			return nil, failure.New(failure.Refused, "stop them (exit the agent's shells and builds, and namespaces made inside them) and try again",
+				"processes still use agent %q's overlay%s", a.Name, pidList(pids))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	release := func() {
-		ml.Release()
-		busy.Release()
-	}
-	if pids := b.Users(a); err == lock.ErrBusy || len(pids) > 0 {
-		release()
-		return nil, failure.New(failure.Refused, "stop them (exit the agent's shells and builds, and namespaces made inside them) and try again",
-			"processes still use agent %q's overlay%s", a.Name, pidList(pids))
-	}
-	return release, nil
 }
+
+// ExcludePatience bounds how long Exclude waits for the processes still
+// using an overlay to go before it refuses: long enough for one exiting,
+// short enough that a live session is named quickly.
+var ExcludePatience = 2 * time.Second
 
 // Mounted is one look at the forks still mounted on this host, in every
 // mount namespace this process may inspect: what gc must check before it

@@ -86,7 +86,11 @@ func child() int {
 			}
 		}
 		for _, o := range p.Overlays {
-			for _, d := range []string{o.Lower, o.Upper, o.Work, o.Target} {
+			dirs := []string{o.Lower, o.Upper, o.Work, o.Target}
+			if o.View != "" {
+				dirs = append(dirs, o.View)
+			}
+			for _, d := range dirs {
 				if err := root.check(d); err != nil {
 					return failPath("open "+d, d, err)
 				}
@@ -98,6 +102,15 @@ func child() int {
 			}
 			if err != nil {
 				return fail("mount an overlay on "+o.Target, err)
+			}
+			if o.View != "" {
+				view, err := root.pin(o.View)
+				if err != nil {
+					return failPath("open "+o.View, o.View, err)
+				}
+				if err := unix.Mount(o.Target, view, "", unix.MS_BIND, ""); err != nil {
+					return fail("bind the overlay on "+o.Target+" onto "+o.View, err)
+				}
 			}
 		}
 		if p.Store != "" {
@@ -200,9 +213,14 @@ func checkMounts(p Plan) error {
 		return err
 	}
 	for _, o := range p.Overlays {
-		m := TopMount(mounts, o.Target)
-		if m == nil || !m.IsOverlay(o.Upper, o.Work) {
-			return fmt.Errorf("%s is not the overlay on %s in the joined namespace", o.Target, o.Upper)
+		for _, at := range []string{o.Target, o.View} {
+			if at == "" {
+				continue
+			}
+			m := TopMount(mounts, at)
+			if m == nil || !m.IsOverlay(o.Upper, o.Work) {
+				return fmt.Errorf("%s is not the overlay on %s in the joined namespace", at, o.Upper)
+			}
 		}
 	}
 	return nil

@@ -80,6 +80,12 @@ type Overlay struct {
 	Upper  string `json:"upper"`
 	Work   string `json:"work"`
 	Target string `json:"target"` // mountpoint; must exist
+	// View, when set, is a second mountpoint (an existing directory) the
+	// overlay is bound onto after it is mounted on Target: a path only
+	// this overlay's namespace shows it at, so a host process that reaches
+	// the namespace through /proc/<pid>/root can tell it from another
+	// namespace's canonical Target (see the overlay backend's holder).
+	View string `json:"view,omitempty"`
 	// Volatile mounts without the sync of the upper's whole filesystem
 	// that unmounting (and syncfs) otherwise does. The kernel leaves
 	// work/work/incompat/volatile behind and refuses to mount over it

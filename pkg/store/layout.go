@@ -25,7 +25,8 @@ import "path/filepath"
 //	      target/                     reflink and copy forks (ferry-ws/<path>/ inside)
 //	      upper/ work/                overlay forks
 //	      mount.lock ns.json          overlay: in-use lock and live namespace
-//	      host-target                 overlay: a link into the live namespace's target, for the host
+//	      host-target                 overlay: a link into the live namespace's view, for the host
+//	      view/                       overlay: where the live namespace also shows the fork (empty elsewhere)
 
 // Names are the file and directory names of the layout, as the README's
 // store tree shows them.
@@ -33,7 +34,7 @@ var Names = []string{
 	"bin", "cargo", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
-	"mount.lock", "ns.json", "host-target",
+	"mount.lock", "ns.json", "host-target", "view",
 }
 
 // ShimDir is where the shim is installed as cargo: <parent>/bin.
@@ -158,6 +159,10 @@ type Agent struct {
 	// live namespace (/proc/<pid>/root/...), the only place its fork is
 	// seen, and at nothing when none lives. No mount passes through it.
 	HostTarget string
+	// View is, for an overlay agent, an empty directory that the agent's
+	// namespace alone mounts the fork on too: reached through another
+	// namespace's /proc/<pid>/root, it is empty, never another fork.
+	View string
 }
 
 // Agent returns the paths of agent name.
@@ -176,6 +181,7 @@ func AgentFiles(dir string) Agent {
 		MountLock:  filepath.Join(dir, "mount.lock"),
 		NS:         filepath.Join(dir, "ns.json"),
 		HostTarget: filepath.Join(dir, "host-target"),
+		View:       filepath.Join(dir, "view"),
 	}
 }
 
