@@ -76,6 +76,11 @@ type Record struct {
 	// TargetLinkSkipped says why.
 	TargetLink        string `json:"target_link,omitempty"`
 	TargetLinkSkipped string `json:"target_link_skipped,omitempty"`
+	// TargetLinks, when set, are the names of the links in the directory
+	// spawn made at the worktree's target instead of one link (where the
+	// ignore rules ignore target only as a directory): each name links to
+	// the same name under TargetLink.
+	TargetLinks []string `json:"target_links,omitempty"`
 
 	Stamp   StampStats `json:"stamp"`
 	Fork    ForkStats  `json:"fork"`

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
@@ -25,16 +27,23 @@ import (
 //
 //   - Not when the worktree has anything at target already (a tracked path,
 //     or a directory a checkout hook made): that is the user's.
-//   - Not when the repository's ignore rules leave it untracked. A pattern
-//     with a trailing slash (target/) matches only directories, and git sees
-//     a link as a file, so `git status` would list it and `git add -A` would
-//     commit a link into the store. Measured with git 2.47: /target and
-//     target ignore the link; /target/, target/ and target/* do not. Git has
-//     no per-worktree exclude file (info/exclude lives in the common dir,
-//     shared with the user's own worktrees, and core.excludesFile per
-//     worktree needs extensions.worktreeConfig and replaces the user's
-//     global one), so Ferry does not change the rules: it skips the link and
-//     says why in the record (TargetLinkSkipped).
+//   - Not as a link when the repository's ignore rules leave it untracked.
+//     A pattern with a trailing slash (target/) matches only directories,
+//     and git sees a link as a file, so `git status` would list it and `git
+//     add -A` would commit a link into the store. Measured with git 2.47:
+//     /target and target ignore the link; /target/, target/ and target/* do
+//     not. There spawn makes target a directory instead, holding one link
+//     per entry of the base's target (debug, release, and whatever else the
+//     warm build made: .rustc_info.json, a target triple's directory), each
+//     to the same name in the agent's build output (TargetLinks): what those
+//     patterns ignore. An entry Cargo makes later at the top of the agent's
+//     target (a custom profile's directory, another triple's) is not linked.
+//   - Not at all when the rules ignore neither. Git has no per-worktree
+//     exclude file (info/exclude lives in the common dir, shared with the
+//     user's own worktrees, and core.excludesFile per worktree needs
+//     extensions.worktreeConfig and replaces the user's global one), so
+//     Ferry does not change the rules: it skips the link and says why in the
+//     record (TargetLinkSkipped).
 //
 // The worktree root's mtime is put back after the link is made: stamping set
 // it to the base's, and Cargo's rerun-if-changed on a directory compares it.
@@ -69,20 +78,77 @@ func makeTargetLink(repo *git.Repo, s *store.Store, r *Record, b fork.Backend) e
 		return fmt.Errorf("link %s to the agent's build output: %w", link, err)
 	}
 	ignored, err := repo.Ignored(r.Worktree, TargetLink)
-	if err == nil && !ignored {
-		err = os.Remove(link)
-		r.TargetLinkSkipped = "the repository's ignore rules do not ignore a symbolic link named " + TargetLink +
-			" (a pattern with a trailing slash matches only directories): add /" + TargetLink + " to .gitignore for ./" +
-			TargetLink + " to reach the agent's build"
-	} else if err == nil {
+	if err == nil && ignored {
 		r.TargetLink = dest
+	} else if err == nil {
+		if err = os.Remove(link); err == nil {
+			err = makeTargetDir(repo, s, r, dest)
+		}
 	}
 	if err != nil {
-		os.Remove(link)
+		os.RemoveAll(link)
 		return err
 	}
 	mtime := root.ModTime()
 	return os.Chtimes(r.Worktree, mtime, mtime)
+}
+
+// makeTargetDir makes the worktree's target a directory of links to the
+// agent's build output at dest, one per entry of the base's target, where
+// the ignore rules ignore all of it; otherwise it leaves nothing and
+// records why.
+func makeTargetDir(repo *git.Repo, s *store.Store, r *Record, dest string) error {
+	dir := filepath.Join(r.Worktree, TargetLink)
+	names, err := targetNames(forkOf(s, r))
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := os.Symlink(filepath.Join(dest, n), filepath.Join(dir, n)); err != nil {
+			return fmt.Errorf("link %s to the agent's build output: %w", filepath.Join(dir, n), err)
+		}
+	}
+	shown, err := repo.Untracked(r.Worktree, TargetLink)
+	if err != nil {
+		return err
+	}
+	if len(shown) > 0 {
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+		r.TargetLinkSkipped = "the repository's ignore rules ignore neither a symbolic link nor a directory named " + TargetLink +
+			": add /" + TargetLink + " to .gitignore for ./" + TargetLink + " to reach the agent's build"
+		return nil
+	}
+	r.TargetLink, r.TargetLinks = dest, names
+	return nil
+}
+
+// targetNames are the names a target directory of links holds: the
+// entries at the top of the base's target but the nested workspaces'
+// (Ferry's), and the two profiles Cargo builds without being asked for
+// one, sorted.
+func targetNames(a fork.Agent) ([]string, error) {
+	base, err := a.BaseTarget()
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return nil, err
+	}
+	names := []string{"debug", "release"}
+	nested := filepath.Base(store.NestedTargets(base))
+	for _, e := range ents {
+		if n := e.Name(); n != nested && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // OwnEntry reports whether path, as git status names it in r's worktree
@@ -91,17 +157,49 @@ func makeTargetLink(repo *git.Repo, s *store.Store, r *Record, b fork.Backend) e
 // Commands that judge whether a worktree holds the user's work (rm, gc's
 // reaping) skip such entries; a link the user retargeted or replaced is
 // theirs.
+//
+// For a target directory of links (TargetLinks), git names the directory
+// ("target/") or, under a pattern such as target/*, each link
+// ("target/debug"): the directory is Ferry's while it holds exactly its
+// links, each as spawn made it; one link is Ferry's while it is as spawn
+// made it.
 func OwnEntry(r *Record, path string) bool {
-	if r.TargetLink == "" || path != TargetLink {
+	if r.TargetLink == "" {
 		return false
 	}
-	link := filepath.Join(r.Worktree, TargetLink)
-	fi, err := os.Lstat(link)
+	if r.TargetLinks == nil {
+		return path == TargetLink && linksTo(filepath.Join(r.Worktree, TargetLink), r.TargetLink)
+	}
+	dir := filepath.Join(r.Worktree, TargetLink)
+	if name, ok := strings.CutPrefix(path, TargetLink+"/"); ok && name != "" {
+		return slices.Contains(r.TargetLinks, name) && linksTo(filepath.Join(dir, name), filepath.Join(r.TargetLink, name))
+	}
+	if path != TargetLink && path != TargetLink+"/" {
+		return false
+	}
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return false
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != len(r.TargetLinks) {
+		return false
+	}
+	for _, n := range r.TargetLinks {
+		if !linksTo(filepath.Join(dir, n), filepath.Join(r.TargetLink, n)) {
+			return false
+		}
+	}
+	return true
+}
+
+// linksTo reports whether path is a symbolic link to dest.
+func linksTo(path, dest string) bool {
+	fi, err := os.Lstat(path)
 	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 		return false
 	}
-	dest, err := os.Readlink(link)
-	return err == nil && dest == r.TargetLink
+	d, err := os.Readlink(path)
+	return err == nil && d == dest
 }
 
 // HostTarget returns the path through which a process outside any sandbox

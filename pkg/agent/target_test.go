@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,8 +41,8 @@ func (w *world) buildAndRunFromHost(t *testing.T, name string, extra []string, s
 	t.Helper()
 	a := w.spawn(t, name, spawnArgs...)
 	link := filepath.Join(a.Worktree, "target")
-	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		t.Fatalf("no target link in the worktree: %v", err)
+	if _, err := os.Lstat(link); err != nil {
+		t.Fatalf("no target in the worktree: %v", err)
 	}
 	for i, edit := range []string{"", "\n// edited by the agent\n"} {
 		if edit != "" {
@@ -88,7 +89,12 @@ func (w *world) buildAndRunFromHost(t *testing.T, name string, extra []string, s
 		if _, err := os.Stat(filepath.Join(e.HostTarget, "debug", fixture.BinName)); err != nil {
 			t.Fatalf("host_target %s does not hold the binary: %v", e.HostTarget, err)
 		}
-		if dest, err := os.Readlink(link); err != nil || dest != e.TargetLink {
+		if fi, _ := os.Lstat(link); fi != nil && fi.IsDir() {
+			// A directory of links (the rules ignore target/ only).
+			if dest, err := os.Readlink(filepath.Join(link, "debug")); err != nil || dest != filepath.Join(e.TargetLink, "debug") {
+				t.Fatalf("the worktree's target/debug points to %q (%v), the record says %q", dest, err, e.TargetLink)
+			}
+		} else if dest, err := os.Readlink(link); err != nil || dest != e.TargetLink {
 			t.Fatalf("the worktree's link points to %q (%v), the record says %q", dest, err, e.TargetLink)
 		}
 		// The edit goes, so what rm judges is the link alone.
@@ -131,28 +137,68 @@ func TestHostTargetReflink(t *testing.T) {
 	w.mustFerry(t, "rm", "hostreflink")
 }
 
-// Where the worktree has its own target, or the ignore rules would show the
-// link, spawn makes none and says why; the user's entry is left alone.
-func TestHostTargetSkipped(t *testing.T) {
+// Where the ignore rules ignore target only as a directory (target/, a
+// trailing slash), spawn makes target a directory of links, one per entry
+// of the base's target: ./target/debug/app runs the agent's build from the
+// host, the worktree stays clean, and the directory is no work of the
+// agent's (rm without --force); an entry the user adds in it is theirs.
+func TestHostTargetDirectory(t *testing.T) {
 	w := newWorld(t, false)
-	// target/ matches only directories: a link would show as untracked.
 	w.repo.Write(".gitignore", "target/\n/tools/target\n")
 	if _, err := w.repo.Commit("ignore target/ as a directory"); err != nil {
 		t.Fatal(err)
 	}
 	w.mustFerry(t, "base")
-	a := w.spawn(t, "slash", "--backend", "copy")
-	if _, err := os.Lstat(filepath.Join(a.Worktree, "target")); err == nil {
-		t.Fatal("spawn made a target link the ignore rules do not ignore")
-	}
+	a := w.buildAndRunFromHost(t, "slash", nil, "--backend", "copy")
 	rec := readRecord(t, w, "slash")
-	if rec.TargetLink != "" || !strings.Contains(rec.TargetLinkSkipped, "trailing slash") {
+	if fi, err := os.Lstat(filepath.Join(a.Worktree, "target")); err != nil || !fi.IsDir() {
+		t.Fatalf("target is not a directory: %v", err)
+	}
+	if !slices.Contains(rec.TargetLinks, "debug") || !slices.Contains(rec.TargetLinks, "release") || slices.Contains(rec.TargetLinks, "ferry-ws") {
+		t.Fatalf("target_links %q", rec.TargetLinks)
+	}
+	if out, _ := w.repo.Git("-C", a.Worktree, "status", "--porcelain"); strings.TrimSpace(out) != "" {
+		t.Fatalf("the agent's worktree is not clean:\n%s", out)
+	}
+	if !agent.OwnEntry(rec, "target/") || !agent.OwnEntry(rec, "target/debug") {
+		t.Fatal("the directory spawn made is not Ferry's own entry")
+	}
+	// The user's file in it makes the directory theirs.
+	mine := filepath.Join(a.Worktree, "target", "notes.txt")
+	if err := os.WriteFile(mine, []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if agent.OwnEntry(rec, "target/") {
+		t.Fatal("a target directory holding the user's file counts as Ferry's own entry")
+	}
+	os.Remove(mine)
+	w.mustFerry(t, "rm", "slash")
+	if _, err := os.Lstat(a.Worktree); err == nil {
+		t.Fatal("rm left the worktree")
+	}
+}
+
+// Where the ignore rules ignore neither a link nor a directory named
+// target, spawn makes none and says why; the worktree stays clean.
+func TestHostTargetSkipped(t *testing.T) {
+	w := newWorld(t, false)
+	w.repo.Write(".gitignore", "/tools/target\n")
+	if _, err := w.repo.Commit("ignore no target"); err != nil {
+		t.Fatal(err)
+	}
+	w.mustFerry(t, "base")
+	a := w.spawn(t, "noignore", "--backend", "copy")
+	if _, err := os.Lstat(filepath.Join(a.Worktree, "target")); err == nil {
+		t.Fatal("spawn made a target the ignore rules do not ignore")
+	}
+	rec := readRecord(t, w, "noignore")
+	if rec.TargetLink != "" || !strings.Contains(rec.TargetLinkSkipped, "ignore neither") {
 		t.Fatalf("record: target_link %q, skipped %q", rec.TargetLink, rec.TargetLinkSkipped)
 	}
 	if out, _ := w.repo.Git("-C", a.Worktree, "status", "--porcelain"); strings.TrimSpace(out) != "" {
 		t.Fatalf("the new agent's worktree is not clean:\n%s", out)
 	}
-	w.mustFerry(t, "rm", "slash")
+	w.mustFerry(t, "rm", "noignore")
 }
 
 func readRecord(t *testing.T, w *world, name string) *agent.Record {

@@ -70,6 +70,28 @@ func parseStatus(out []byte) ([]StatusEntry, error) {
 	return entries, nil
 }
 
+// Untracked returns the untracked paths git status shows at or below path
+// (relative to dir) in the worktree at dir: none when the ignore rules
+// ignore all of it.
+func (r *Repo) Untracked(dir, path string) ([]string, error) {
+	out, err := runWith(dir, []string{"--no-optional-locks"},
+		"status", "--porcelain=v1", "-z", "--untracked-files=all", "--", path)
+	if err != nil {
+		return nil, wrapf(err, "status of %s in %s", path, dir)
+	}
+	st, err := parseStatus(out)
+	if err != nil {
+		return nil, fmt.Errorf("status of %s in %s: %w", path, dir, err)
+	}
+	var paths []string
+	for _, e := range st {
+		if e.X == '?' {
+			paths = append(paths, e.Path)
+		}
+	}
+	return paths, nil
+}
+
 // Ignored reports whether the worktree at dir ignores path (relative to
 // dir) as it is now: git matches a pattern with a trailing slash only
 // against a directory, and sees a symbolic link as a file.
