@@ -17,6 +17,26 @@ import (
 // Both are open file descriptors; src is read from offset 0.
 type fillFunc func(dst, src int) error
 
+// warmFileSize bounds the files a fork asks the kernel to read ahead
+// (fadvise WILLNEED) as it makes them: those a no-op cargo build reads
+// (readByNoOpBuild), all small; the rest (rlibs, binaries) it only stats.
+// Measured on the large bench workspace on XFS: a fresh copy fork's first
+// no-op build read about 2 MB from the disk (3,888 sectors, 576 voluntary
+// context switches against 183 once they were cached).
+const warmFileSize = 64 << 10
+
+// readByNoOpBuild reports whether a no-op cargo build reads the file at
+// path of a target dir: a unit's fingerprint files (.fingerprint/<unit>/),
+// a build script's recorded output (build/<unit>/output, root-output) and
+// the rustc-info cache.
+func readByNoOpBuild(path string) bool {
+	switch filepath.Base(path) {
+	case "output", "root-output", ".rustc_info.json":
+		return true
+	}
+	return filepath.Base(filepath.Dir(filepath.Dir(path))) == ".fingerprint"
+}
+
 // fileID names an inode.
 type fileID struct{ dev, ino uint64 }
 
@@ -177,6 +197,14 @@ func (t *tree) file(src, dst string, st *unix.Stat_t) error {
 	if err := t.fill(out, in); err != nil {
 		unix.Close(out)
 		return fmt.Errorf("%s: %w", src, err)
+	}
+	if st.Size <= warmFileSize && readByNoOpBuild(dst) {
+		// A clone (and a copy the kernel turned into one) is a new inode
+		// none of whose pages are cached, and a no-op cargo build reads
+		// every unit's fingerprint: ask for them to be read now, so the
+		// agent's first build finds them in memory (see warmFileSize).
+		// Advice only: an error changes nothing.
+		unix.Fadvise(out, 0, 0, unix.FADV_WILLNEED)
 	}
 	// fchmod, not the create mode: the umask would mask the create mode.
 	if err := unix.Fchmod(out, st.Mode&0o7777); err != nil {
