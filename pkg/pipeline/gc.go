@@ -2,14 +2,17 @@ package pipeline
 
 import (
 	"context"
+	"time"
 
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/bus"
 )
 
 // RunGC collects once from the store, then again on every base.ready and
-// agent.removed, until ctx ends. A trigger for something already collected
-// is a no-op: gc works from the store, not from the event.
+// agent.removed, and every ReapInterval (a hook-created agent becomes
+// abandoned by time passing, which no event announces), until ctx ends. A
+// trigger for something already collected is a no-op: gc works from the
+// store, not from the event.
 func RunGC(ctx context.Context, e Env) error {
 	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-gc"), func(err error) { e.Logf("ferry-gc: outbox: %v", err) })
 	if err != nil {
@@ -33,27 +36,60 @@ func RunGC(ctx context.Context, e Env) error {
 		}
 		return err
 	}
-	for {
-		m, err := cons.Next(ctx)
-		if bus.Rejected(err) {
-			e.Logf("ferry-gc: rejected a message: %v", err)
-			continue
+	// One loop collects, for a message or a tick, so two passes never run
+	// at once; the consumer only receives.
+	msgs, errc := make(chan *bus.Message), make(chan error, 1)
+	go func() {
+		for {
+			m, err := cons.Next(ctx)
+			if bus.Rejected(err) {
+				e.Logf("ferry-gc: rejected a message: %v", err)
+				continue
+			}
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
 		}
-		if err != nil {
+	}()
+	tick := time.NewTicker(ReapInterval(e.Settings.ReapAfter))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
-		}
-		if err := collect(ctx, e, conn); err != nil {
-			e.Logf("ferry-gc: %v", err)
-			m.Nak(0)
-			continue
-		}
-		if err := m.Ack(ctx); err != nil && ctx.Err() == nil {
-			e.Logf("ferry-gc: ack: %v", err)
+		case <-tick.C:
+			if err := collect(ctx, e, conn); err != nil && ctx.Err() == nil {
+				e.Logf("ferry-gc: %v", err)
+			}
+		case m := <-msgs:
+			if err := collect(ctx, e, conn); err != nil {
+				e.Logf("ferry-gc: %v", err)
+				m.Nak(0)
+				continue
+			}
+			if err := m.Ack(ctx); err != nil && ctx.Err() == nil {
+				e.Logf("ferry-gc: ack: %v", err)
+			}
 		}
 	}
+}
+
+// ReapInterval is how often a running gc collects without being told to,
+// for reap-after: a quarter of it, within a second and an hour, so an
+// abandoned agent goes at most a quarter late (an hour, by default).
+func ReapInterval(reapAfter time.Duration) time.Duration {
+	return min(max(reapAfter/4, time.Second), time.Hour)
 }
 
 func collect(ctx context.Context, e Env, conn *bus.Conn) error {
