@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
 )
 
 type baseJSON struct {
@@ -166,7 +167,7 @@ func TestPlantedLinkInTheStoreIsRefused(t *testing.T) {
 func TestChangedBaseIsRefused(t *testing.T) {
 	w := newWorld(t, true)
 	b := w.currentBase(t)
-	w.spawnOverlay(t, "before")
+	before := w.spawnOverlay(t, "before")
 	app := filepath.Join(b.Target, "debug", fixture.BinName)
 	f, err := os.OpenFile(app, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -206,7 +207,21 @@ func TestChangedBaseIsRefused(t *testing.T) {
 	expectRefusal(t, stderr, err, "lower layer of a running overlay agent")
 	s.stop()
 
+	// A holder that keeps the agent's namespace for the host, with no
+	// process running for the agent, is no user: --rebuild ends it.
+	if _, stderr, code := w.cargo(before.Worktree, []string{knobs.OverlayHold + "=2m"}, "-V"); code != 0 {
+		t.Fatalf("cargo -V in the overlay agent: %s", stderr)
+	}
+	var ns struct {
+		Holder int `json:"holder"`
+	}
+	if err := json.Unmarshal(must(os.ReadFile(filepath.Join(w.storeDir(t), "agents", "before", "ns.json"))), &ns); err != nil || !alive(ns.Holder) {
+		t.Fatalf("no live holder after a cargo call in the overlay agent: %v (pid %d)", err, ns.Holder)
+	}
 	w.mustFerry(t, "base", "--rebuild")
+	if alive(ns.Holder) {
+		t.Fatalf("ferry base --rebuild left the holder (pid %d) of an idle agent on the base running", ns.Holder)
+	}
 	w.mustFerry(t, "base", "verify")
 	w.mustFerry(t, "base") // reused
 	a := w.spawn(t, "after")
