@@ -268,6 +268,22 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	// The seed's target is cloned while git checks the commit out: the two
+	// touch different directories, and neither needs the other.
+	cloned := func() error { return nil }
+	if seed != nil {
+		done := make(chan error, 1)
+		go func() { done <- cloneSeed(r, seed) }()
+		var err error
+		waited := false
+		cloned = func() error {
+			if !waited {
+				err, waited = <-done, true
+			}
+			return err
+		}
+		defer cloned() // nothing returns while the clone still writes
+	}
 	if err := o.Repo.WorktreeAddDetached(r.Src, p.Commit); err != nil {
 		return nil, err
 	}
@@ -279,6 +295,9 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	t = time.Now()
 	fmt.Fprintf(out, "ferry-base: %s\n", p.SeedWhy)
 	if seed != nil {
+		if err := cloned(); err != nil {
+			return nil, err
+		}
 		var err error
 		if r.Stamped, err = seedFrom(o, r, seed); err != nil {
 			return nil, err

@@ -191,27 +191,33 @@ func chooseSeed(s *store.Store, p *Plan, prune bool) (seed *Record, why string) 
 	return nil, "cold: no ready base with this fingerprint to seed from"
 }
 
-// seedFrom gives the new base r the seed's target and stamps r's fresh
-// checkout against the seed's (see Seeding). The clone is a reflink where
-// the store clones files, else a copy; either keeps every mtime. What the
-// verifier cannot prove identical to the seed's checkout gets an mtime no
-// older than now, after the seed's build.
-func seedFrom(o Options, r, seed *Record) (StampCount, error) {
+// cloneSeed clones seed's target as r's (reflink where the store's
+// filesystem clones, else a copy). It needs nothing of r's checkout, so
+// build runs it while git checks the commit out.
+func cloneSeed(r, seed *Record) error {
 	b := fork.Copy()
 	if ok, _ := fork.CanReflink(r.Dir); ok {
 		b = fork.Reflink()
 	}
 	// The fork backends make AgentDir/target, which is the base's target.
 	if _, err := b.Fork(fork.Paths{BaseTarget: seed.Target, AgentDir: r.Dir}); err != nil {
-		return StampCount{}, fmt.Errorf("clone the seed's target: %w", err)
+		return fmt.Errorf("clone the seed's target: %w", err)
 	}
 	if seed.UnitInputs != r.UnitInputs {
 		// Nested workspaces' target dirs are not observed, so nothing
 		// could prune them: they start empty.
 		if err := fork.RemoveTree(store.NestedTargets(r.Target)); err != nil {
-			return StampCount{}, err
+			return err
 		}
 	}
+	return nil
+}
+
+// seedFrom stamps r's fresh checkout against the seed's (see Seeding), for
+// the seed's target cloneSeed gave r (a reflink or a copy: either keeps
+// every mtime). What the verifier cannot prove identical to the seed's
+// checkout gets an mtime no older than now, after the seed's build.
+func seedFrom(o Options, r, seed *Record) (StampCount, error) {
 	index, err := o.Repo.LsFiles(r.Src)
 	if err != nil {
 		return StampCount{}, err

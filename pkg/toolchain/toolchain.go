@@ -67,8 +67,25 @@ func Detect(dir string, env []string) (*Toolchain, error) {
 		return nil, err
 	}
 
+	// The three calls are independent: run them at once (each goes through
+	// rustup's proxy, and a base refresh waits for all of them).
+	type result struct {
+		out string
+		err error
+	}
+	calls := [][]string{{rustc, "-vV"}, {cargo, "-V"}, {cargo, "clippy", "--version"}}
+	results := make([]chan result, len(calls))
+	for i, c := range calls {
+		results[i] = make(chan result, 1)
+		go func() {
+			out, err := runTool(dir, env, c[0], c[1:]...)
+			results[i] <- result{out, err}
+		}()
+	}
+	rustcV, cargoV, clippyV := <-results[0], <-results[1], <-results[2]
+
 	t := &Toolchain{}
-	out, err := runTool(dir, env, rustc, "-vV")
+	out, err := rustcV.out, rustcV.err
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +106,7 @@ func Detect(dir string, env []string) (*Toolchain, error) {
 		return nil, fmt.Errorf("detect toolchain in %s: `%s -vV` printed no release or host line: %q", dir, rustc, out)
 	}
 
-	out, err = runTool(dir, env, cargo, "-V")
+	out, err = cargoV.out, cargoV.err
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +117,7 @@ func Detect(dir string, env []string) (*Toolchain, error) {
 	}
 	t.CargoVersion = f[1]
 
-	_, err = runTool(dir, env, cargo, "clippy", "--version")
-	t.Clippy = err == nil
+	t.Clippy = clippyV.err == nil
 	return t, nil
 }
 
