@@ -188,13 +188,9 @@ func worktreeRemove(io cli.IO) error {
 	if err != nil {
 		return err
 	}
-	// Git runs in the repository's top directory, which must outlive the
-	// removal: Claude Code may run this hook from inside the worktree.
-	if path := p.RemovePath(); path != "" && within(fc.Repo.Top, path) {
-		if fc, err = loadOutside(fc, path); err != nil {
-			return err
-		}
-	}
+	// Opened from inside the worktree (Claude Code may run the hook there),
+	// the removal goes on from another worktree of the repository once this
+	// one is gone (agent.Remove, git.Repo.Outside).
 	rm, err := hook.Remove(hookEnv(fc, io), p)
 	if err != nil {
 		return err
@@ -208,33 +204,6 @@ func worktreeRemove(io cli.IO) error {
 		fmt.Fprintf(io.Stderr, "ferry hook: kept branch %s: it carries %d commit(s)\n", rm.BranchKept, rm.BranchCommits)
 	}
 	return nil
-}
-
-// within reports whether dir is path or below it.
-func within(dir, path string) bool {
-	d, errD := git.ResolvePath(dir)
-	p, errP := git.ResolvePath(path)
-	if errD != nil || errP != nil {
-		return false
-	}
-	return d == p || strings.HasPrefix(d, p+string(filepath.Separator))
-}
-
-// loadOutside loads the repository of fc from one of its worktrees that is
-// not path, the main one first.
-func loadOutside(fc *cli.Context, path string) (*cli.Context, error) {
-	wts, err := fc.Repo.Worktrees()
-	if err != nil {
-		return nil, err
-	}
-	for _, wt := range wts {
-		if wt.Bare || wt.Prunable || within(wt.Path, path) {
-			continue
-		}
-		return cli.Load(wt.Path)
-	}
-	return nil, failure.New(failure.Prereq, "remove it with `ferry rm` from the repository's main checkout",
-		"no worktree of the repository but %s to run git in", path)
 }
 
 // sessionStart answers SessionStart, and CwdChanged, whose cwd is where the
