@@ -110,18 +110,9 @@ func runAgents(bin string, n, large int, xfs string) error {
 		return err
 	}
 	defer os.RemoveAll(root)
-	sets := []struct {
-		name string
-		opts fixture.Options
-	}{{"fixture", fixture.Options{}}}
-	if large > 0 {
-		sets = append(sets, struct {
-			name string
-			opts fixture.Options
-		}{fmt.Sprintf("large(%d crates)", large), fixture.Options{ExtraCrates: large, ModulesPerCrate: 10}})
-	}
+	sets := workspaceSets(large)
 	for _, set := range sets {
-		w, err := setupWS(bin, root, strings.NewReplacer("(", "-", ")", "", " ", "-").Replace(set.name), set.opts)
+		w, err := setupWS(bin, root, set.dirName(), set.opts)
 		if err != nil {
 			return err
 		}
@@ -382,4 +373,25 @@ func (w *ws) shimOverhead(n int) error {
 	fmt.Printf("  %-58s %8.2f ms\n", "real cargo directly", ms(d))
 	fmt.Printf("  %-58s %8.2f ms  (goal < 10 ms)\n", "shim overhead", ms(s-d))
 	return nil
+}
+
+// workspaceSet is a generated workspace a section measures.
+type workspaceSet struct {
+	name string
+	opts fixture.Options
+}
+
+// workspaceSets are the fixture workspace and, with large > 0, the large
+// one with that many extra crates.
+func workspaceSets(large int) []workspaceSet {
+	sets := []workspaceSet{{"fixture", fixture.Options{}}}
+	if large > 0 {
+		sets = append(sets, workspaceSet{fmt.Sprintf("large(%d crates)", large), fixture.Options{ExtraCrates: large, ModulesPerCrate: 10}})
+	}
+	return sets
+}
+
+// dirName is the set's name as a directory name.
+func (s workspaceSet) dirName() string {
+	return strings.NewReplacer("(", "-", ")", "", " ", "-").Replace(s.name)
 }

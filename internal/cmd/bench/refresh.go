@@ -50,20 +50,11 @@ func runRefresh(bin string, n, large int, xfs string) error {
 	if parent != "" {
 		where = "XFS with reflink (" + parent + ")"
 	}
-	sets := []struct {
-		name string
-		opts fixture.Options
-	}{{"fixture", fixture.Options{}}}
-	if large > 0 {
-		sets = append(sets, struct {
-			name string
-			opts fixture.Options
-		}{fmt.Sprintf("large(%d crates)", large), fixture.Options{ExtraCrates: large, ModulesPerCrate: 10}})
-	}
+	sets := workspaceSets(large)
 	for _, set := range sets {
 		var runs []refreshRun
 		for i := 0; i < n; i++ {
-			dir := filepath.Join(root, fmt.Sprintf("%s-%d", strings.NewReplacer("(", "-", ")", "", " ", "-").Replace(set.name), i))
+			dir := filepath.Join(root, fmt.Sprintf("%s-%d", set.dirName(), i))
 			r, err := refreshRound(bin, dir, set.opts)
 			if err != nil {
 				return err
