@@ -649,14 +649,15 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 // warmEnv is the environment of a warm command: the caller's, with every
 // variable that could send Cargo's output elsewhere replaced (invariant 3).
 func warmEnv(env []string, r *Record, shimDir string) []string {
-	out := cargoenv.Without(env, "PWD", "OLDPWD", "FERRY_AGENT", "FERRY_WARM_SRC", "FERRY_WARM_TARGET", "FERRY_WARM_UNITS", "PATH")
+	out := cargoenv.Without(env, "PWD", "OLDPWD", "FERRY_AGENT", "FERRY_WARM_SRC", "FERRY_WARM_TARGET", "FERRY_WARM_UNITS", "FERRY_WARM_CARGO", "PATH")
 	path := cargoenv.Get(env, "PATH")
 	if shimDir != "" {
 		path = shimDir + string(filepath.ListSeparator) + path
 	}
 	out = append(out, "PATH="+path)
 	if shimDir != "" {
-		out = append(out, "FERRY_WARM_SRC="+r.MntSrc, "FERRY_WARM_TARGET="+r.MntTarget, "FERRY_WARM_UNITS="+store.BaseFiles(r.Dir).WarmUnits)
+		out = append(out, "FERRY_WARM_SRC="+r.MntSrc, "FERRY_WARM_TARGET="+r.MntTarget, "FERRY_WARM_UNITS="+store.BaseFiles(r.Dir).WarmUnits,
+			"FERRY_WARM_CARGO="+r.Toolchain.CargoVersion)
 	}
 	out = append(out, cargoenv.Target(r.MntTarget)...)
 	return append(out,

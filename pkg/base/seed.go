@@ -135,7 +135,7 @@ func UnitInputs(tree []git.Entry, env []string, mntSrc, cargoHome string) (strin
 	}
 	// Cargo 1.99 turns incremental off under CI or TF_BUILD: whether
 	// either is set changes units (the architecture contract's shim rule).
-	fmt.Fprintf(h, "ci %t\n", cargoenv.Get(env, "CI") != "" || cargoenv.Get(env, "TF_BUILD") != "")
+	fmt.Fprintf(h, "ci %t\n", cargoenv.InCI(env))
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 

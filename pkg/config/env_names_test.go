@@ -16,19 +16,21 @@ import (
 // passes between its own processes, and names that are not variables at
 // all. Each may be used only by the packages listed.
 var protocol = map[string][]string{
-	"FERRY_AGENT":        {"pkg/agent", "pkg/shim", "pkg/base", "pkg/cli/ferrycmd"}, // set for scripts in an agent's sandbox, never trusted
-	"FERRY_WORKTREE":     {"pkg/cli/ferrycmd"},                                      // printed by ferry env
-	"FERRY_HOST_TARGET":  {"pkg/cli/ferrycmd"},                                      // printed by ferry env
-	"FERRY_WARM_SRC":     {"pkg/base", "pkg/shim"},                                  // a base's warm build tells the shim its checkout
-	"FERRY_WARM_TARGET":  {"pkg/base", "pkg/shim"},                                  // and its target
-	"FERRY_WARM_UNITS":   {"pkg/base", "pkg/shim"},                                  // and where the shim records its cargo calls
-	"FERRY_SHIM_CALL":    {"pkg/shim"},                                              // the shim's recursion guard
-	"FERRY_SHIM_DEPTH":   {"pkg/shim"},                                              // the shim's recursion guard
-	"FERRY_SANDBOX_PLAN": {"pkg/sandbox"},                                           // the plan a re-executed sandbox child reads
-	"FERRY_COMMITS":      {"pkg/bus"},                                               // a stream's name
-	"FERRY_EVENTS":       {"pkg/bus"},                                               // a stream's name
-	"FERRY_PROFILE":      {"pkg/doctor"},                                            // a here-document's delimiter
-	"FERRY_INVOKED_AS":   {"pkg/cli"},                                               // the command as typed, from the front to a stage
+	"FERRY_AGENT":         {"pkg/agent", "pkg/shim", "pkg/base", "pkg/cli/ferrycmd"}, // set for scripts in an agent's sandbox, never trusted
+	"FERRY_WORKTREE":      {"pkg/cli/ferrycmd"},                                      // printed by ferry env
+	"FERRY_HOST_TARGET":   {"pkg/cli/ferrycmd"},                                      // printed by ferry env
+	"FERRY_WARM_SRC":      {"pkg/base", "pkg/shim"},                                  // a base's warm build tells the shim its checkout
+	"FERRY_WARM_TARGET":   {"pkg/base", "pkg/shim"},                                  // and its target
+	"FERRY_WARM_UNITS":    {"pkg/base", "pkg/shim"},                                  // and where the shim records its cargo calls
+	"FERRY_WARM_CARGO":    {"pkg/base", "pkg/shim"},                                  // and the base's Cargo version (the CI rule)
+	"FERRY_REMAP_CHANNEL": {"pkg/remap"},                                             // the toolchain's channel, for remap mode's rustc wrapper
+	"FERRY_SHIM_CALL":     {"pkg/shim"},                                              // the shim's recursion guard
+	"FERRY_SHIM_DEPTH":    {"pkg/shim"},                                              // the shim's recursion guard
+	"FERRY_SANDBOX_PLAN":  {"pkg/sandbox"},                                           // the plan a re-executed sandbox child reads
+	"FERRY_COMMITS":       {"pkg/bus"},                                               // a stream's name
+	"FERRY_EVENTS":        {"pkg/bus"},                                               // a stream's name
+	"FERRY_PROFILE":       {"pkg/doctor"},                                            // a here-document's delimiter
+	"FERRY_INVOKED_AS":    {"pkg/cli"},                                               // the command as typed, from the front to a stage
 }
 
 // TestFerryVariablesAreSettings fails when code outside this package uses a

@@ -33,11 +33,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/sandbox/inplace"
 	"github.com/ferrydev/ferry/pkg/store"
+	"github.com/ferrydev/ferry/pkg/toolchain"
 )
 
 // Call is one cargo invocation.
@@ -153,6 +155,7 @@ func (c *Call) warm(cargo, src, warmTarget string) (int, error) {
 		}
 		target = store.NestedTarget(warmTarget, ws)
 		env = append(cargoenv.Without(c.Env), cargoenv.Target(target)...)
+		env = c.underCI(env, c.Dir, func(p string) string { return p }, func() string { return cargoenv.Get(c.Env, envWarmCargo) })
 	}
 	if dir := cargoenv.Get(c.Env, "FERRY_WARM_UNITS"); dir != "" {
 		return c.recordWarm(cargo, dir, warmTarget, target, env)
@@ -252,6 +255,13 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	}
 	target := store.NestedTarget(mntTarget, ws)
 	env := cargoEnv(c.Env, a.Name, target, canonical)
+	env = c.underCI(env, canonical, func(p string) string { return hostPath(p, mntSrc, top) }, func() string {
+		b, err := base.Read(s, a.Base)
+		if err != nil {
+			return "" // an unreadable base record: no Cargo version, no switch to answer
+		}
+		return b.Toolchain.CargoVersion
+	})
 	args := c.canonicalArgs(top, mntSrc)
 
 	if agent.InSandbox(s, a) {
@@ -369,6 +379,41 @@ func (c *Call) canonicalArgs(top, mntSrc string) []string {
 		}
 	}
 	return out
+}
+
+// envWarmCargo carries the base's Cargo version to the shim in its warm
+// commands, where no base record exists yet.
+const envWarmCargo = "FERRY_WARM_CARGO"
+
+// underCI adds CARGO_INCREMENTAL=1 to env under the CI rule
+// (cargoenv.IncrementalUnderCI) for a call whose cargo runs in dir;
+// readable maps a path cargo would read to one this process can read, and
+// cargoVersion is the base's Cargo version, read only in CI.
+func (c *Call) underCI(env []string, dir string, readable func(string) string, cargoVersion func() string) []string {
+	if !cargoenv.InCI(c.Env) {
+		return env
+	}
+	v := cargoVersion()
+	if !toolchain.VersionAtLeast(v, cargoenv.CIIncrementalSince[0], cargoenv.CIIncrementalSince[1]) {
+		return env
+	}
+	dirs := cargoenv.ConfigDirs(dir, c.Env)
+	for i, d := range dirs {
+		dirs[i] = readable(d)
+	}
+	if cargoenv.IncrementalUnderCI(c.Env, c.Args, c.Dir, dirs) {
+		env = append(env, "CARGO_INCREMENTAL=1")
+	}
+	return env
+}
+
+// hostPath maps a path below the canonical checkout to the worktree it
+// shows; any other path is the same on the host.
+func hostPath(p, mntSrc, top string) string {
+	if rel, err := filepath.Rel(mntSrc, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return filepath.Join(top, rel)
+	}
+	return p
 }
 
 // cargoEnv is the caller's environment with every inherited build

@@ -221,7 +221,12 @@ func checkExecutable(p string) error {
 // on a change that landed mid-cycle should probe rather than trust the
 // number. An unparsable version is never at least anything.
 func (t *Toolchain) AtLeast(major, minor int) bool {
-	maj, min, ok := parseVersion(t.CargoVersion)
+	return VersionAtLeast(t.CargoVersion, major, minor)
+}
+
+// VersionAtLeast is AtLeast for a version string a base recorded.
+func VersionAtLeast(v string, major, minor int) bool {
+	maj, min, ok := parseVersion(v)
 	if !ok {
 		return false
 	}
