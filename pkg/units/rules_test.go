@@ -115,8 +115,8 @@ func TestEveryUnitOfAFreshBuildIsNamed(t *testing.T) {
 // units of its package holding the same fingerprint (here the previous
 // version's bin and example, still in the target): by the inode of its
 // uplifted file (Cargo hard-links it on Linux), or where that does not
-// match, by its length and mtime. When neither tells, the observation is
-// incomplete.
+// match or Cargo copies (macOS), by its length and mtime. When neither
+// tells, the observation is incomplete.
 func TestUpliftedFilesAmongSeveralUnits(t *testing.T) {
 	w := template(t)
 	w.write(v2)
@@ -168,6 +168,15 @@ func TestUpliftedFilesAmongSeveralUnits(t *testing.T) {
 		copyFile(t, filepath.Join(fresh, "threshold-before"), filepath.Join(dir, "threshold-before"))
 		copyFile(t, filepath.Join(fresh, "threshold"), filepath.Join(dir, "threshold"))
 		check(t, w.observe(dir), units.BySizeMtime)
+	})
+	t.Run("copies, as on macOS", func(t *testing.T) {
+		// Where Cargo copies uplifted files the inode is not tried, though
+		// here it would match: length and mtime decide.
+		o, err := units.ObserveCopied(w.target, fresh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, o, units.BySizeMtime)
 	})
 	t.Run("ambiguous", func(t *testing.T) {
 		// The old bin's output made a hard link of the new one: both
