@@ -15,9 +15,13 @@ all: build
 bootstrap:
 	@GO=$(GO) script/bootstrap
 
+# The shim runs on every cargo call and enters an agent's sandbox through a
+# C constructor (pkg/sandbox/inplace): linked statically, neither of its two
+# execs per call loads the dynamic linker.
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(filter-out ferry-shim,$(BINARIES)))
+	$(GO) build -ldflags=-extldflags=-static -o $(BIN)/ ./cmd/ferry-shim
 
 vet:
 	$(GO) vet ./...

@@ -29,7 +29,10 @@
 // a 2-core machine: a shimmed cargo -V costs 23.1 ms joining through
 // nsenter against 22.7 ms creating the namespace and 19.9 ms for a bind-mount
 // sandbox (real cargo: 13.0 ms); create minus join stays within ±3 ms over
-// runs. Joining is no dearer than creating, so Ferry stays pure Go.
+// runs. Joining is no dearer than creating, so this package stays pure Go.
+// The one exception is the shim's bind-mount sandbox (reflink and copy
+// agents), the commonest call of all: package inplace enters it from a C
+// constructor in the shim alone, with the plan Command prepared (Created).
 package sandbox
 
 import (
@@ -220,8 +223,9 @@ type Cmd struct {
 	leading []*os.File // descriptors placed right after the status pipe
 	userNS  string     // as the child reported them (overlays only)
 	mountNS string
-	holder  int  // the holder's pid, as the child reported it (Plan.Hold)
-	direct  bool // runs in the caller's namespaces: see Inside
+	holder  int   // the holder's pid, as the child reported it (Plan.Hold)
+	direct  bool  // runs in the caller's namespaces: see Inside
+	created *Plan // the plan of a command in a namespace of its own
 }
 
 // Inside prepares p's command to run in the caller's own namespaces, for a
@@ -278,7 +282,17 @@ func Command(p Plan) (*Cmd, error) {
 	c := exec.Command("/proc/self/exe", childArg)
 	c.Env = []string{planEnv + "=" + string(data)}
 	c.SysProcAttr = namespaceAttr(p)
-	return &Cmd{Cmd: c}, nil
+	return &Cmd{Cmd: c, created: &p}, nil
+}
+
+// Created returns the plan of a command that gets a namespace of its own
+// (not one joined or the caller's), for a caller that enters it in place
+// instead of starting it (package inplace).
+func (c *Cmd) Created() (Plan, bool) {
+	if c.created == nil {
+		return Plan{}, false
+	}
+	return *c.created, true
 }
 
 const (
@@ -339,8 +353,8 @@ func (c *Cmd) Start() error {
 	w.Close()
 	if err != nil {
 		r.Close()
-		return &SetupError{Step: "create the user namespace", Err: err,
-			Blocker: platform.Real().ExplainUsernsFailure("create the user namespace", err)}
+		return &SetupError{Step: platform.StepCreate, Err: err,
+			Blocker: platform.Real().ExplainUsernsFailure(platform.StepCreate, err)}
 	}
 	// fd 3 is close-on-exec in the child: EOF without a message means the
 	// command is running.
@@ -377,13 +391,21 @@ func (c *Cmd) Start() error {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return &SetupError{Step: "start", Err: fmt.Errorf("bad report from sandbox child: %q", data)}
 	}
-	var cause error = errors.New(st.Msg)
-	if st.Errno != 0 {
-		cause = syscall.Errno(st.Errno)
+	return Reported(st.Step, syscall.Errno(st.Errno), st.Msg, st.Path)
+}
+
+// Reported is the error for a setup failure a sandbox child reported: at
+// step, errno (or, when 0, msg), and path when the failure is a store path
+// that is not what Ferry made. The in-place entry (package inplace)
+// reports its failures through it too, so both read the same.
+func Reported(step string, errno syscall.Errno, msg, path string) *SetupError {
+	var cause error = errors.New(msg)
+	if errno != 0 {
+		cause = errno
 	}
-	se := &SetupError{Step: st.Step, Err: cause, Path: st.Path}
-	if st.Path == "" && hostRefusal(st.Step, cause) {
-		se.Blocker = platform.Real().ExplainUsernsFailure(st.Step, cause)
+	se := &SetupError{Step: step, Err: cause, Path: path}
+	if step == platform.StepCreate || (path == "" && hostRefusal(step, cause)) {
+		se.Blocker = platform.Real().ExplainUsernsFailure(step, cause)
 	}
 	return se
 }

@@ -35,6 +35,8 @@ import (
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/sandbox/inplace"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -51,6 +53,9 @@ type Call struct {
 
 // Main runs the shim for this process and returns the exit status.
 func Main(args []string) int {
+	if err := inplace.Failure(args); err != nil {
+		return report(err) // this process entering an agent's sandbox failed
+	}
 	self, _ := os.Executable()
 	if r, err := filepath.EvalSymlinks(self); err == nil {
 		self = r
@@ -270,6 +275,13 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	env = c.marked(env, "", cargo, canonical, args)
 	x, err := agent.Command(s, a, canonical, append([]string{cargo}, args...), env)
 	if err != nil {
+		return 0, err
+	}
+	if x.Mode == fork.EnterBind && inplace.Linked {
+		// A namespace of the call's own: this process enters it and becomes
+		// cargo (package inplace says why), keeping busy.lock.
+		err := inplace.Exec(x.Cmd)
+		x.Close()
 		return 0, err
 	}
 	x.Cmd.Stdin, x.Cmd.Stdout, x.Cmd.Stderr = os.Stdin, os.Stdout, os.Stderr

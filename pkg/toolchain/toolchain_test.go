@@ -274,3 +274,35 @@ func TestAtLeast(t *testing.T) {
 		}
 	}
 }
+
+// The remap probe asks each toolchain here whether it keeps its
+// incremental state across working directories: one older than Rust 1.98
+// never does (the fix landed in 1.98), and is refused as a prerequisite
+// with the version to get; a stable 1.98 or later always does. A 1.98
+// nightly may predate the fix, so its answer is only logged.
+func TestProbeRemap(t *testing.T) {
+	requireCargo(t)
+	toolchains := []string{""}
+	if nightlyInstalled(t) {
+		toolchains = append(toolchains, "nightly")
+	}
+	for _, name := range toolchains {
+		env := baseEnv()
+		if name != "" {
+			env = append(env, "RUSTUP_TOOLCHAIN="+name)
+		}
+		tc, err := Detect(t.TempDir(), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tc.ProbeRemap(t.TempDir(), env)
+		t.Logf("rustc %s: %v", tc.RustcVersion, err)
+		maj, min, _ := parseVersion(tc.RustcVersion)
+		switch old := maj == 1 && min < 98; {
+		case old && (failure.KindOf(err) != failure.Prereq || !strings.Contains(err.Error(), ignoringCache) || !strings.Contains(failure.HintOf(err), RemapVersion)):
+			t.Errorf("rustc %s: %v, want a refusal naming what rustc printed and Rust %s", tc.RustcVersion, err, RemapVersion)
+		case !old && !strings.Contains(tc.RustcVersion, "nightly") && err != nil:
+			t.Errorf("rustc %s: %v", tc.RustcVersion, err)
+		}
+	}
+}

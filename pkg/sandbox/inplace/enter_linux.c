@@ -1,0 +1,201 @@
+// The in-place sandbox entry: a constructor that runs before the Go runtime
+// starts, while the process is still single-threaded, so it may unshare a
+// user namespace itself (see inplace.go for why and when).
+//
+// It acts only when argv[1] is the marker; any other process returns at
+// once. Its arguments, written by Exec:
+//
+//   argv[0] marker dir store nbinds {src dst}... nwritable {path}... -- path argv...
+//
+// with clean absolute paths, store "" for none. The environment is the
+// command's. On success it execs path; on a failure it execs this binary
+// again with the failure marker, the step, the errno and the store path
+// concerned, so that Go reports it exactly as a sandbox child's failure.
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "enter_linux.h"
+
+static char **ferry_argv;
+static char **ferry_envp;
+
+// fail hands the failure to Go and never returns; path is a store path that
+// is not what Ferry made.
+static void fail(const char *step, int err, const char *path) {
+	char num[16];
+	snprintf(num, sizeof num, "%d", err);
+	char *argv[] = {ferry_argv[0], FERRY_INPLACE_FAILED, (char *)step, num, (char *)(path ? path : ""), NULL};
+	execve("/proc/self/exe", argv, ferry_envp);
+	// Nothing is left to report through: say it plainly.
+	fprintf(stderr, "ferry: sandbox: %s: %s\n", step, strerror(err));
+	_exit(127);
+}
+
+static int write_file(const char *path, const char *data) {
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = strlen(data);
+	ssize_t w = write(fd, data, n);
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return w == (ssize_t)n ? 0 : -1;
+}
+
+// pin returns a name for path that mount(2) resolves to exactly the inode
+// meant: for a path below the store, /proc/self/fd/N of a descriptor opened
+// there without following a link (a link in the store was planted, and
+// following it could mount another agent's fork); any other path as it is.
+static const char *pin(int root, const char *store, const char *path, char *buf, size_t len) {
+	size_t n = strlen(store);
+	if (root < 0 || strncmp(path, store, n) != 0 || (path[n] != '/' && path[n] != '\0'))
+		return path;
+	if (path[n] == '\0') {
+		snprintf(buf, len, "/proc/self/fd/%d", root);
+		return buf;
+	}
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = syscall(SYS_openat2, root, path + n + 1, &how, sizeof how);
+	if (fd < 0)
+		return NULL;
+	snprintf(buf, len, "/proc/self/fd/%d", fd);
+	return buf;
+}
+
+// read_only makes the mount at dir read-only, not its submounts; the
+// remount (which must repeat the flags the mount is locked with) is the
+// fallback for a kernel without mount_setattr.
+static int read_only(const char *dir) {
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+	if (syscall(SYS_mount_setattr, AT_FDCWD, dir, 0, &attr, sizeof attr) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -1;
+	struct statvfs st;
+	if (statvfs(dir, &st) < 0)
+		return -1;
+	unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
+	if (st.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+	if (st.f_flag & ST_NODEV) flags |= MS_NODEV;
+	if (st.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+	if (st.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+	if (st.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+	if (st.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+	return mount("", dir, NULL, flags, NULL);
+}
+
+static void enter(int argc, char **argv) {
+	char step[4352];
+	int i = 2;
+	if (argc < 6)
+		fail("read plan", EINVAL, NULL);
+	const char *dir = argv[i++];
+	const char *store = argv[i++];
+	int nbinds = atoi(argv[i++]);
+	if (nbinds < 0 || i + 2 * nbinds >= argc)
+		fail("read plan", EINVAL, NULL);
+	char **binds = argv + i;
+	i += 2 * nbinds;
+	int nwritable = atoi(argv[i++]);
+	if (nwritable < 0 || i + nwritable >= argc)
+		fail("read plan", EINVAL, NULL);
+	char **writable = argv + i;
+	i += nwritable;
+	if (i + 1 >= argc || strcmp(argv[i], "--") != 0)
+		fail("read plan", EINVAL, NULL);
+	const char *path = argv[i + 1];
+	char **cmd = argv + i + 2;
+
+	// Read before unshare: inside, until the maps are written, both are
+	// the overflow id.
+	char uid_map[64], gid_map[64];
+	snprintf(uid_map, sizeof uid_map, "%u %u 1\n", (unsigned)getuid(), (unsigned)getuid());
+	snprintf(gid_map, sizeof gid_map, "%u %u 1\n", (unsigned)getgid(), (unsigned)getgid());
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		fail(FERRY_STEP_CREATE, errno, NULL);
+	if (write_file("/proc/self/setgroups", "deny") < 0 || write_file("/proc/self/uid_map", uid_map) < 0 ||
+	    write_file("/proc/self/gid_map", gid_map) < 0)
+		fail(FERRY_STEP_CREATE, errno, NULL);
+
+	if (mount("", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		fail("make / private", errno, NULL);
+	int root = -1;
+	if (store[0] != '\0') {
+		root = open(store, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (root < 0)
+			fail("open the store", errno, store);
+	}
+	for (int b = 0; b < nbinds; b++) {
+		char srcbuf[64], dstbuf[64];
+		const char *srcname = binds[2 * b], *dstname = binds[2 * b + 1];
+		const char *src = pin(root, store, srcname, srcbuf, sizeof srcbuf);
+		if (!src) {
+			snprintf(step, sizeof step, "open %s", srcname);
+			fail(step, errno, srcname);
+		}
+		const char *dst = pin(root, store, dstname, dstbuf, sizeof dstbuf);
+		if (!dst) {
+			snprintf(step, sizeof step, "open %s", dstname);
+			fail(step, errno, dstname);
+		}
+		if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0) {
+			snprintf(step, sizeof step, "bind-mount %s on %s", srcname, dstname);
+			fail(step, errno, NULL);
+		}
+	}
+	if (store[0] != '\0') {
+		// Seal the store: what must stay writable is bound onto itself
+		// first, so the store's recursive bind copies it as a mount of its
+		// own, and only the store's top mount turns read-only.
+		struct stat st;
+		for (int w = 0; w < nwritable; w++) {
+			if (lstat(writable[w], &st) < 0 && errno == ENOENT)
+				continue;
+			if (mount(writable[w], writable[w], NULL, MS_BIND | MS_REC, NULL) < 0) {
+				snprintf(step, sizeof step, "keep %s writable", writable[w]);
+				fail(step, errno, NULL);
+			}
+		}
+		if (mount(store, store, NULL, MS_BIND | MS_REC, NULL) < 0) {
+			snprintf(step, sizeof step, "bind the store %s onto itself", store);
+			fail(step, errno, NULL);
+		}
+		if (read_only(store) < 0) {
+			snprintf(step, sizeof step, "make the store %s read-only", store);
+			fail(step, errno, NULL);
+		}
+	}
+	if (chdir(dir) < 0)
+		fail("chdir", errno, NULL);
+	// The command gets no capability in the namespace unless it runs as
+	// root there, exactly as from a sandbox child.
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	execve(path, cmd, ferry_envp);
+	fail("exec", errno, NULL);
+}
+
+__attribute__((constructor)) static void ferry_inplace(int argc, char **argv, char **envp) {
+	if (argc < 2 || argv == NULL || argv[1] == NULL || strcmp(argv[1], FERRY_INPLACE) != 0)
+		return;
+	ferry_argv = argv;
+	ferry_envp = envp;
+	enter(argc, argv);
+}

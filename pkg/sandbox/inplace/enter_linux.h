@@ -1,0 +1,4 @@
+// Shared by enter_linux.c and the Go side (cgo).
+#define FERRY_INPLACE "__ferry_sandbox_inplace__"
+#define FERRY_INPLACE_FAILED "__ferry_sandbox_inplace_failed__"
+#define FERRY_STEP_CREATE "create the user namespace"
