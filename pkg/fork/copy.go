@@ -8,10 +8,10 @@ import (
 )
 
 // Copy forks by copying every regular file's bytes with copy_file_range
-// (read/write where the kernel cannot). It works on any filesystem and costs
-// the target's full size in time and space. Where the kernel turns
-// copy_file_range into a clone (same XFS or btrfs filesystem) the copy
-// shares extents; the files are new inodes either way.
+// (read/write where the kernel cannot, and on macOS). It works on any
+// filesystem and costs the target's full size in time and space. Where the
+// kernel turns copy_file_range into a clone (same XFS or btrfs filesystem)
+// the copy shares extents; the files are new inodes either way.
 func Copy() Backend { return copyBackend{} }
 
 type copyBackend struct{ bindForks }
@@ -22,7 +22,7 @@ func (copyBackend) Needs() Needs { return Needs{} }
 
 func (copyBackend) Cost() string { return "each fork is a full copy of the base's target" }
 
-func (copyBackend) Fork(p Paths) (Stats, error) { return forkTree(p, copyFile) }
+func (copyBackend) Fork(p Paths) (Stats, error) { return forkTree(p, filling(copyFile)) }
 
 func (copyBackend) TargetSpec(p Paths) TargetSpec { return TargetSpec{Dir: p.Target()} }
 
@@ -33,29 +33,6 @@ func (copyBackend) PrivateBytes(p Paths) (int64, error) {
 	return walkPrivate(p.Target(), func(_ string, st *unix.Stat_t) (int64, error) {
 		return allocated(st), nil
 	})
-}
-
-// copyChunk bounds one copy_file_range call.
-const copyChunk = 1 << 30
-
-// copyFile copies src to dst from their current offsets to src's end.
-func copyFile(dst, src int) error {
-	for {
-		n, err := unix.CopyFileRange(src, nil, dst, nil, copyChunk, 0)
-		if err != nil {
-			if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOSYS) ||
-				errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
-				// Across filesystems on kernels that refuse it, or a
-				// filesystem without it: the offsets moved by what was
-				// copied, so read/write picks up from there.
-				return readWrite(dst, src)
-			}
-			return fmt.Errorf("copy_file_range: %w", err)
-		}
-		if n == 0 {
-			return nil
-		}
-	}
 }
 
 // readWrite copies src to dst with read and write.

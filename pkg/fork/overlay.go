@@ -127,7 +127,7 @@ func expressible(path string) error {
 
 // ResetOverlay empties an overlay fork's layers, so that its view is the
 // base's target again: the state spawn left it in. New empty layers are made
-// beside the old ones and swapped in with RENAME_EXCHANGE, each swap atomic,
+// beside the old ones and swapped in (RENAME_EXCHANGE), each swap atomic,
 // so a crash leaves every layer either old or new and a later reset
 // finishes the job. The caller ensures nothing has the overlay mounted.
 func ResetOverlay(p Paths) error {
@@ -141,7 +141,7 @@ func ResetOverlay(p Paths) error {
 	}
 	fresh := Paths{AgentDir: tmp}
 	for _, pair := range [][2]string{{fresh.Work(), p.Work()}, {fresh.Upper(), p.Upper()}} {
-		err := unix.Renameat2(unix.AT_FDCWD, pair[0], unix.AT_FDCWD, pair[1], unix.RENAME_EXCHANGE)
+		err := exchange(pair[0], pair[1])
 		if errors.Is(err, unix.ENOENT) {
 			err = os.Rename(pair[0], pair[1]) // a layer an earlier reset left missing
 		}

@@ -16,7 +16,8 @@ import (
 // directory it may write in. As a set of facts about a store ("have"), the
 // same fields say what is there.
 type Needs struct {
-	// Clones: files clone in the store (FICLONE), see ReflinkBlocker.
+	// Clones: files clone in the store (FICLONE; clonefile on macOS), see
+	// ReflinkBlocker.
 	Clones bool
 	// Overlay: an unprivileged overlay mounts with its layers in the store,
 	// and nsenter is there to join the namespace it lives in, see
@@ -70,7 +71,12 @@ func CanReflink(dir string) (bool, error) {
 // overlay agent after the first joins its namespace through util-linux
 // nsenter (package sandbox), so nsenter is needed as much as the mount
 // itself, which h.OverlayBlocker tries in a new user and mount namespace.
+// Where there are no namespaces at all (macOS) the blocker says so, not
+// that nsenter is missing.
 func OverlayBlocker(h platform.Host, dir string) (*platform.Blocker, error) {
+	if !h.Namespaces() {
+		return h.OverlayBlocker(dir)
+	}
 	if _, err := exec.LookPath("nsenter"); err != nil {
 		return &platform.Blocker{
 			Check: platform.CheckOverlay, Setting: "nsenter", Value: "not found",

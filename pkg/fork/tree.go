@@ -17,6 +17,11 @@ import (
 // Both are open file descriptors; src is read from offset 0.
 type fillFunc func(dst, src int) error
 
+// cloneFunc makes the regular file src a new file dst, which must not exist
+// yet, never following a link at src: macOS's clonefile, which creates its
+// destination itself.
+type cloneFunc func(src, dst string) error
+
 // warmFileSize bounds the files a fork asks the kernel to read ahead
 // (fadvise WILLNEED) as it makes them: those a no-op cargo build reads
 // (readByNoOpBuild), all small; the rest (rlibs, binaries) it only stats.
@@ -40,9 +45,11 @@ func readByNoOpBuild(path string) bool {
 // fileID names an inode.
 type fileID struct{ dev, ino uint64 }
 
-// tree forks one directory tree with one way of filling files.
+// tree forks one directory tree with one way of making files: filling a
+// file it creates (fill), or, when clone is set, having clone make it.
 type tree struct {
 	fill  fillFunc
+	clone cloneFunc
 	stats Stats
 	// links maps a base inode with more than one link to the fork path of
 	// its first link, so later links are linked to that, inside the fork.
@@ -51,10 +58,16 @@ type tree struct {
 	links map[fileID]string
 }
 
-// forkTree makes p.Target() a fork of p.BaseTarget, filling regular files
-// with fill. It builds the fork in a temporary sibling and renames it into
-// place last.
-func forkTree(p Paths, fill fillFunc) (st Stats, err error) {
+// filling is a tree whose regular files are created and filled with fill.
+func filling(fill fillFunc) *tree { return &tree{fill: fill} }
+
+// cloning is a tree whose regular files clone makes.
+func cloning(clone cloneFunc) *tree { return &tree{clone: clone} }
+
+// forkTree makes p.Target() a fork of p.BaseTarget, making regular files
+// the way t does. It builds the fork in a temporary sibling and renames it
+// into place last.
+func forkTree(p Paths, t *tree) (st Stats, err error) {
 	start := time.Now()
 	target := p.Target()
 	defer func() {
@@ -83,7 +96,7 @@ func forkTree(p Paths, fill fillFunc) (st Stats, err error) {
 			_ = RemoveTree(tmp)
 		}
 	}()
-	t := &tree{fill: fill, links: map[fileID]string{}}
+	t.links = map[fileID]string{}
 	if err := t.dir(p.BaseTarget, tmp, &root); err != nil {
 		return Stats{}, err
 	}
@@ -116,14 +129,14 @@ func errTargetExists(target string) error {
 // something appeared at target meanwhile (a plain rename would replace an
 // empty directory).
 func renameNoReplace(tmp, target string) error {
-	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, target, unix.RENAME_NOREPLACE)
+	err := renameExclusive(tmp, target)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTEMPTY):
 		return errTargetExists(target)
-	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
-		// The filesystem does not take RENAME_NOREPLACE: check, then rename.
+	case exclusiveUnsupported(err):
+		// The filesystem does not rename exclusively: check, then rename.
 		if err := checkAbsent(target); err != nil {
 			return err
 		}
@@ -161,13 +174,13 @@ func (t *tree) dir(src, dst string, st *unix.Stat_t) error {
 		case unix.S_IFLNK:
 			err = t.symlink(s, d, &cst)
 		default:
-			err = errSpecial(s, cst.Mode)
+			err = errSpecial(s, uint32(cst.Mode))
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if err := unix.Chmod(dst, st.Mode&0o7777); err != nil {
+	if err := unix.Chmod(dst, uint32(st.Mode)&0o7777); err != nil {
 		return &os.PathError{Op: "chmod", Path: dst, Err: err}
 	}
 	return setTimes(dst, st)
@@ -185,18 +198,9 @@ func (t *tree) file(src, dst string, st *unix.Stat_t) error {
 	}
 	t.stats.Bytes += st.Size
 
-	in, err := unix.Open(src, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	out, err := t.create(src, dst)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: src, Err: err}
-	}
-	defer unix.Close(in)
-	out, err := unix.Open(dst, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return &os.PathError{Op: "create", Path: dst, Err: err}
-	}
-	if err := t.fill(out, in); err != nil {
-		unix.Close(out)
-		return fmt.Errorf("%s: %w", src, err)
+		return err
 	}
 	if st.Size <= warmFileSize && readByNoOpBuild(dst) {
 		// A clone (and a copy the kernel turned into one) is a new inode
@@ -204,10 +208,10 @@ func (t *tree) file(src, dst string, st *unix.Stat_t) error {
 		// every unit's fingerprint: ask for them to be read now, so the
 		// agent's first build finds them in memory (see warmFileSize).
 		// Advice only: an error changes nothing.
-		unix.Fadvise(out, 0, 0, unix.FADV_WILLNEED)
+		willRead(out)
 	}
 	// fchmod, not the create mode: the umask would mask the create mode.
-	if err := unix.Fchmod(out, st.Mode&0o7777); err != nil {
+	if err := unix.Fchmod(out, uint32(st.Mode)&0o7777); err != nil {
 		unix.Close(out)
 		return &os.PathError{Op: "chmod", Path: dst, Err: err}
 	}
@@ -215,6 +219,36 @@ func (t *tree) file(src, dst string, st *unix.Stat_t) error {
 		return &os.PathError{Op: "close", Path: dst, Err: err}
 	}
 	return setTimes(dst, st)
+}
+
+// create makes dst, new, with the bytes of the regular file src, and
+// returns it open, for its mode to be set. A clone comes with src's mode,
+// which may be read-only, and is opened for reading only.
+func (t *tree) create(src, dst string) (int, error) {
+	if t.clone != nil {
+		if err := t.clone(src, dst); err != nil {
+			return -1, fmt.Errorf("%s: %w", src, err)
+		}
+		out, err := unix.Open(dst, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, &os.PathError{Op: "open", Path: dst, Err: err}
+		}
+		return out, nil
+	}
+	in, err := unix.Open(src, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: src, Err: err}
+	}
+	defer unix.Close(in)
+	out, err := unix.Open(dst, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return -1, &os.PathError{Op: "create", Path: dst, Err: err}
+	}
+	if err := t.fill(out, in); err != nil {
+		unix.Close(out)
+		return -1, fmt.Errorf("%s: %w", src, err)
+	}
+	return out, nil
 }
 
 // symlink recreates the link src at dst with the same text, never following it.

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/failure"
@@ -47,7 +48,32 @@ const (
 	// SettingOverlayModule is a kernel without overlayfs, built in or as a
 	// module.
 	SettingOverlayModule = "CONFIG_OVERLAY_FS"
+	// SettingOS is an operating system without the facility (Value: its
+	// name as runtime.GOOS gives it, "darwin"): nothing on the host can
+	// turn it on.
+	SettingOS = "os"
 )
+
+// NoNamespaces is the blocker of an operating system without user and
+// mount namespaces, goos as runtime.GOOS names it: on macOS Ferry builds
+// without the sandbox, at host paths. It unwraps to errors.ErrUnsupported,
+// so callers tell "not on this platform" from a host setting Ferry could
+// name a fix for.
+func NoNamespaces(goos string) *Blocker {
+	name := goos
+	if goos == "darwin" {
+		name = "macOS"
+	}
+	return &Blocker{
+		Check:   CheckUserns,
+		Setting: SettingOS,
+		Value:   goos,
+		Problem: name + " has no user or mount namespaces, so Ferry cannot build in its namespace sandbox there.",
+		Remedy: "Nothing on this host turns namespaces on: build without the sandbox, at host paths (sandbox mode auto picks that here, or set [sandbox] mode = \"off\"); " +
+			"each fork then drops the units that recorded the base's paths. `ferry doctor` says what this mode costs.",
+		err: errors.ErrUnsupported,
+	}
+}
 
 // Blocker names the one host setting that blocks an operation, and the fix.
 type Blocker struct {
@@ -58,8 +84,8 @@ type Blocker struct {
 	Remedy  string `json:"remedy"`  // the commands that fix it, now and across reboots
 
 	// err is the failure this blocker explains, when it came from
-	// ExplainUsernsFailure; Unwrap returns it so errors.Is still finds the
-	// errno.
+	// ExplainUsernsFailure, or errors.ErrUnsupported (NoNamespaces);
+	// Unwrap returns it so errors.Is still finds the errno.
 	err error
 }
 
@@ -83,7 +109,7 @@ func (b *Blocker) Error() string {
 }
 
 // Unwrap returns the failure the blocker explains, or nil for a blocker found
-// by the static probe.
+// by the static probe (errors.ErrUnsupported for NoNamespaces).
 func (b *Blocker) Unwrap() error { return b.err }
 
 // AsError wraps the blocker as a *failure.Error of Kind failure.Blocked whose

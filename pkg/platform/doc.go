@@ -30,6 +30,14 @@
 // read under /proc/sys (the kernel release included) and /sys goes through
 // the Host's roots, so tests point them at prepared files.
 //
+// On macOS there is nothing to probe for the sandbox: it has no user or
+// mount namespaces, so UsernsBlocker, ExplainUsernsFailure and the overlay
+// probe, which starts with it, report NoNamespaces, a blocker naming the
+// operating system that unwraps to errors.ErrUnsupported (Host.OS lets a
+// test on Linux ask as macOS). FilesystemType reads statfs's type name
+// there and ReflinkBlocker clones with clonefile(2); both use build tags
+// (*_linux.go, *_darwin.go).
+//
 // The package never prints; the command layer shows a Blocker through
 // Blocker.AsError, whose hint is the remedy, or as data (ferry doctor). It
 // only reads files, except that the overlay and reflink probes create and

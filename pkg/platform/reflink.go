@@ -8,11 +8,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ReflinkBlocker reports whether files in dir can be cloned (FICLONE), by
-// cloning a temporary file into another there and removing both. It returns
-// nil when the clone works, a Blocker of Check CheckReflink naming the
-// filesystem when the filesystem refuses it, and an error when the probe
-// itself could not be made (dir missing or not writable).
+// ReflinkBlocker reports whether files in dir can be cloned (FICLONE on
+// Linux, clonefile on macOS), by cloning a temporary file into another there
+// and removing both. It returns nil when the clone works, a Blocker of Check
+// CheckReflink naming the filesystem when the filesystem refuses it, and an
+// error when the probe itself could not be made (dir missing or not
+// writable).
 //
 // This is the one reflink probe: package fork's ReflinkBlocker, which spawn
 // (fork.Select) and ferry doctor both ask, is this function. It lives here,
@@ -29,35 +30,34 @@ func ReflinkBlocker(dir string) (*Blocker, error) {
 	}
 	defer os.Remove(src.Name())
 	defer src.Close()
-	dst, err := os.CreateTemp(dir, ".ferry-clone-probe-*")
-	if err != nil {
-		return nil, fmt.Errorf("probe for clones: %w", err)
-	}
-	defer os.Remove(dst.Name())
-	defer dst.Close()
 	// A block of data, so that extents are cloned and not only an empty inode.
 	if _, err := src.Write(make([]byte, 4096)); err != nil {
 		return nil, fmt.Errorf("probe for clones: %w", err)
 	}
-	err = unix.IoctlFileClone(int(dst.Fd()), int(src.Fd()))
-	if err == nil {
+	refused, err := cloneProbe(dir, src)
+	if err != nil {
+		return nil, fmt.Errorf("probe for clones: %w", err)
+	}
+	if refused == nil {
 		return nil, nil
 	}
-	if !noClone(err) {
-		return nil, fmt.Errorf("probe for clones in %s: FICLONE: %w", dir, err)
+	if !noClone(refused) {
+		return nil, fmt.Errorf("probe for clones in %s: %s: %w", dir, cloneCall, refused)
 	}
 	fs, ferr := FilesystemType(dir)
 	if ferr != nil {
 		fs = "unknown"
 	}
-	return reflinkBlocker(dir, fs, err), nil
+	return reflinkBlocker(dir, fs, refused), nil
 }
 
-// noClone reports whether a FICLONE error means the filesystem cannot clone:
-// EOPNOTSUPP is the usual answer (ext4, XFS without reflink=1, tmpfs), the
-// others come from filesystems and kernels without the ioctl at all.
+// noClone reports whether a clone's error means the filesystem cannot clone:
+// EOPNOTSUPP is the usual answer on Linux (ext4, XFS without reflink=1,
+// tmpfs), ENOTSUP on macOS (HFS+, FAT, network volumes: a different errno
+// there, the same one on Linux), and the others come from filesystems and
+// kernels without the call at all.
 func noClone(err error) bool {
-	for _, errno := range []unix.Errno{unix.EOPNOTSUPP, unix.ENOTTY, unix.EINVAL, unix.EXDEV, unix.ENOSYS, unix.EPERM} {
+	for _, errno := range []unix.Errno{unix.EOPNOTSUPP, unix.ENOTSUP, unix.ENOTTY, unix.EINVAL, unix.EXDEV, unix.ENOSYS, unix.EPERM} {
 		if errors.Is(err, errno) {
 			return true
 		}
@@ -71,7 +71,7 @@ func reflinkBlocker(dir, fs string, err error) *Blocker {
 		Check:   CheckReflink,
 		Setting: SettingFilesystem,
 		Value:   fs,
-		Problem: fmt.Sprintf("The %s filesystem holding %s cannot clone files (FICLONE: %s).", fs, dir, errnoName(err)),
+		Problem: fmt.Sprintf("The %s filesystem holding %s cannot clone files (%s: %s).", fs, dir, cloneCall, errnoName(err)),
 		Remedy:  reflinkRemedy,
 		err:     err,
 	}
@@ -83,6 +83,8 @@ func reflinkBlocker(dir, fs string, err error) *Blocker {
 	return b
 }
 
-const reflinkRemedy = `Put Ferry's store on a filesystem that clones files (XFS made with mkfs.xfs -m reflink=1, or btrfs), for example:
-  export FERRY_HOME=/mnt/xfs/ferry
+// reflinkRemedy moves the store to a filesystem that clones, named by
+// cloningFS with an example FERRY_HOME.
+const reflinkRemedy = `Put Ferry's store on a filesystem that clones files (` + cloningFS + `), for example:
+  export FERRY_HOME=` + cloningHome + `
 or set [store] dir in ferry.toml. Until then use backend auto, which forks another way (` + "`ferry doctor`" + ` says which, and what it costs), or copy.`

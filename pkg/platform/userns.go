@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +35,22 @@ type Host struct {
 	// Sys is the sysfs root, where AppArmor's state is read
 	// (module/apparmor, kernel/security/apparmor); "" means /sys.
 	Sys string
+	// OS is the operating system as runtime.GOOS names it; "" means the
+	// one this binary runs on. Only Linux has the namespaces: elsewhere
+	// UsernsBlocker reports the OS itself (see NoNamespaces).
+	OS string
+}
+
+// Namespaces reports whether the Host's operating system has the user and
+// mount namespaces Ferry's sandbox is made of (Linux alone).
+func (h Host) Namespaces() bool { return h.os() == "linux" }
+
+// os returns the Host's operating system.
+func (h Host) os() string {
+	if h.OS == "" {
+		return runtime.GOOS
+	}
+	return h.OS
 }
 
 // Real describes the running process on this machine.
@@ -51,6 +68,8 @@ func Real() Host {
 // UsernsBlocker is the static, best-effort check: the first blocking
 // configuration it can see by reading settings, or nil. In order:
 //
+//   - an operating system without user namespaces (macOS): NoNamespaces,
+//     certain, with nothing to fix.
 //   - kernel.unprivileged_userns_clone = 0, Debian's and older Ubuntu's
 //     switch; binds only callers other than root, and an absent file (a
 //     kernel without the patch) does not block.
@@ -70,6 +89,9 @@ func Real() Host {
 // spent by namespaces already alive. ExplainUsernsFailure names those once an
 // attempt has failed.
 func (h Host) UsernsBlocker() *Blocker {
+	if !h.Namespaces() {
+		return NoNamespaces(h.os())
+	}
 	if b := h.cloneBlocker(); b != nil {
 		return b
 	}
@@ -103,8 +125,12 @@ func (h Host) UsernsBlocker() *Blocker {
 //     multi-threaded process), which is Ferry's bug, not the host's.
 //   - anything else: a generic blocker naming the errno.
 //
-// The returned blocker unwraps to err. It is never nil.
+// The returned blocker unwraps to err. It is never nil. On an operating
+// system without namespaces it is NoNamespaces, whatever err says.
 func (h Host) ExplainUsernsFailure(where string, err error) *Blocker {
+	if !h.Namespaces() {
+		return NoNamespaces(h.os())
+	}
 	var b *Blocker
 	switch {
 	case errors.Is(err, unix.ENOSPC):

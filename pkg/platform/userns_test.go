@@ -30,7 +30,7 @@ const (
 const testExe = "/opt/ferry/bin/ferry-shim"
 
 // fakeHost builds a /proc holding files (path relative to /proc: content)
-// and returns a Host reading it as uid.
+// and returns a Linux Host reading it as uid.
 func fakeHost(t *testing.T, uid int, files map[string]string) Host {
 	t.Helper()
 	proc := filepath.Join(t.TempDir(), "proc")
@@ -46,7 +46,7 @@ func fakeHost(t *testing.T, uid int, files map[string]string) Host {
 			t.Fatal(err)
 		}
 	}
-	return Host{ProcSys: filepath.Join(proc, "sys"), Uid: uid, Exe: testExe}
+	return Host{ProcSys: filepath.Join(proc, "sys"), Uid: uid, Exe: testExe, OS: "linux"}
 }
 
 // status is a /proc/self/status excerpt with the given seccomp mode.
@@ -196,6 +196,49 @@ func TestBlockerAsError(t *testing.T) {
 	e := fakeHost(t, 1000, nil).ExplainUsernsFailure(StepCreate, forkExecErr(unix.ENOSPC)).AsError()
 	if !errors.Is(e, unix.ENOSPC) {
 		t.Errorf("errors.Is(%v, ENOSPC) = false", e)
+	}
+}
+
+// TestNoNamespaces: on macOS the sandbox's namespaces do not exist, and
+// every probe says so with the one typed blocker, whatever /proc holds and
+// whatever errno an attempt met: nothing on the host can fix it.
+func TestNoNamespaces(t *testing.T) {
+	h := fakeHost(t, 1000, map[string]string{maxUserFile: "0\n"})
+	h.OS = "darwin"
+	if h.Namespaces() {
+		t.Fatal("macOS reported as having namespaces")
+	}
+	dir := t.TempDir()
+	overlay, err := h.OverlayBlocker(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noProbeLeft(t, dir)
+	for name, b := range map[string]*Blocker{
+		"static":    h.UsernsBlocker(),
+		"explained": h.ExplainUsernsFailure(StepCreate, forkExecErr(unix.EPERM)),
+		"overlay":   overlay,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if b == nil {
+				t.Fatal("no blocker on macOS")
+			}
+			checkBlocker(t, b, SettingOS, "darwin")
+			if !errors.Is(b, errors.ErrUnsupported) || !errors.Is(b.AsError(), errors.ErrUnsupported) {
+				t.Errorf("the blocker does not unwrap to errors.ErrUnsupported: %v", b.Unwrap())
+			}
+			if failure.KindOf(b.AsError()) != failure.Blocked {
+				t.Errorf("kind %v, want blocked", failure.KindOf(b.AsError()))
+			}
+			if !strings.Contains(b.Problem, "macOS") || !strings.Contains(b.Remedy, "sandbox") || strings.Contains(b.Remedy, "sudo") {
+				t.Errorf("problem or remedy does not fit macOS:\n%s\n%s", b.Problem, b.Remedy)
+			}
+		})
+	}
+	// Linux is judged by its settings, and a host that allows namespaces
+	// has no blocker.
+	if b := fakeHost(t, 1000, nil).UsernsBlocker(); b != nil {
+		t.Errorf("Linux without settings: %v", b)
 	}
 }
 

@@ -252,7 +252,12 @@ func Inside(p Plan) (*Cmd, error) {
 func (c *Cmd) Namespaces() (user, mount string) { return c.userNS, c.mountNS }
 
 // Command prepares p. Set Stdin, Stdout and Stderr on the result before Start.
+// Where there are no namespaces (macOS) it returns a *SetupError whose
+// Blocker is platform.NoNamespaces.
 func Command(p Plan) (*Cmd, error) {
+	if err := namespaces(); err != nil {
+		return nil, err
+	}
 	if len(p.Binds) == 0 && p.Argv == nil && p.Dir == "" {
 		p.Dir = "/"
 	}
@@ -276,24 +281,7 @@ func Command(p Plan) (*Cmd, error) {
 	}
 	c := exec.Command("/proc/self/exe", childArg)
 	c.Env = []string{planEnv + "=" + string(data)}
-	uid, gid := os.Getuid(), os.Getgid()
-	c.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
-		GidMappingsEnableSetgroups: false,
-		AmbientCaps:                []uintptr{capSysAdmin},
-	}
-	if len(p.Overlays) > 0 {
-		// Overlayfs works in its work dir (work/work, mode 0) with the
-		// mounter's credentials, which for a uid mapped to itself need
-		// CAP_DAC_OVERRIDE as well (see platform.OverlayBlocker).
-		c.SysProcAttr.AmbientCaps = append(c.SysProcAttr.AmbientCaps, capDacOverride)
-	}
-	if p.KillOnParentDeath {
-		c.SysProcAttr.Cloneflags |= syscall.CLONE_NEWPID
-		c.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	}
+	c.SysProcAttr = namespaceAttr(p)
 	return &Cmd{Cmd: c, created: &p}, nil
 }
 
@@ -355,7 +343,7 @@ func (c *Cmd) Start() error {
 	}
 	// fd 3 in the child is the status pipe; the caller's files follow.
 	c.ExtraFiles = append(append([]*os.File{w}, c.leading...), c.ExtraFiles...)
-	if c.SysProcAttr != nil && c.SysProcAttr.Pdeathsig != 0 {
+	if diesWithParent(c.SysProcAttr) {
 		// The parent-death signal follows the thread that forked; keep this
 		// goroutine's thread from being reused for the fork of another.
 		runtime.LockOSThread()

@@ -404,7 +404,7 @@ func MkdirAll(dir string, perm fs.FileMode) error {
 		return &fs.PathError{Op: "lstat", Path: dir, Err: err}
 	}
 	if st.Mode&0o022 != 0 {
-		if err := unix.Chmod(dir, st.Mode&0o7777&^0o022); err != nil {
+		if err := unix.Chmod(dir, uint32(st.Mode)&0o7777&^0o022); err != nil {
 			return &fs.PathError{Op: "chmod", Path: dir, Err: err}
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
@@ -62,10 +60,4 @@ func (s *Store) CheckWritable() error {
 	return failure.New(failure.Refused,
 		"run Ferry's commands for other agents and bases outside the agent's sandbox (from the shell that started it, not from `ferry shell` or `ferry run`)",
 		"the store %s is read-only here: this process runs inside an agent's sandbox, which may not change bases, agents or the store", s.Parent)
-}
-
-// readOnlyMount reports whether dir is on a read-only mount.
-func readOnlyMount(dir string) bool {
-	var st unix.Statfs_t
-	return unix.Statfs(dir, &st) == nil && st.Flags&unix.ST_RDONLY != 0
 }

@@ -115,6 +115,11 @@ func (o *Observation) filter(used bool) []*Unit {
 // Observe is Analyze on a base's target with the threshold and records
 // kept in its warm-units directory.
 func Observe(target, warmUnits string) (*Observation, error) {
+	return observe(target, warmUnits, cargoLinksUplifts)
+}
+
+// observe is Observe, told whether Cargo hard-links uplifted files.
+func observe(target, warmUnits string, linked bool) (*Observation, error) {
 	t, err := Threshold(warmUnits)
 	if err != nil {
 		return nil, err
@@ -123,7 +128,7 @@ func Observe(target, warmUnits string) (*Observation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Analyze(target, t, recs)
+	return analyze(target, t, recs, linked)
 }
 
 // Analyze works out which units in target the warm build recorded in recs
@@ -131,6 +136,12 @@ func Observe(target, warmUnits string) (*Observation, error) {
 // target that cannot be analysed at all; what makes the observation
 // untrustworthy is in Observation.Incomplete.
 func Analyze(target string, threshold time.Time, recs []*Record) (*Observation, error) {
+	return analyze(target, threshold, recs, cargoLinksUplifts)
+}
+
+// analyze is Analyze, told whether Cargo hard-links uplifted files (linked)
+// or copies them.
+func analyze(target string, threshold time.Time, recs []*Record, linked bool) (*Observation, error) {
 	fi, err := os.Lstat(target)
 	if err != nil {
 		return nil, fmt.Errorf("observe units: %w", err)
@@ -140,7 +151,7 @@ func Analyze(target string, threshold time.Time, recs []*Record) (*Observation, 
 	}
 	s := &scan{root: filepath.Clean(target), threshold: threshold, profiles: map[string]*profile{}}
 	s.walk("")
-	a := &analysis{scan: s}
+	a := &analysis{scan: s, linked: linked}
 	failed, succeeded := 0, 0
 	for _, r := range recs {
 		if r.Finished && r.Exit.Code == 0 && r.Damaged == "" && r.Unobservable == "" {
@@ -176,6 +187,9 @@ func Analyze(target string, threshold time.Time, recs []*Record) (*Observation, 
 
 type analysis struct {
 	*scan
+	// linked says Cargo hard-links uplifted files to their unit's output
+	// (cargoLinksUplifts): only then can an inode tell units apart.
+	linked bool
 }
 
 // Match says how messages named a fingerprint: a set of these rules.
@@ -480,17 +494,20 @@ func (a *analysis) pick(cands []*Unit, name string, fresh bool, upl []FileStat) 
 		return hit
 	}
 	// Linux: Cargo hard-links an uplifted file to the unit's output.
-	if u := same(func(st FileStat, c *Unit) bool {
-		for _, o := range a.outputFiles(c) {
-			if fi, ok := a.statFile(o); ok && uint64(fi.Dev) == st.Dev && fi.Ino == st.Ino {
-				return true
+	if a.linked {
+		if u := same(func(st FileStat, c *Unit) bool {
+			for _, o := range a.outputFiles(c) {
+				if fi, ok := a.statFile(o); ok && uint64(fi.Dev) == st.Dev && fi.Ino == st.Ino {
+					return true
+				}
 			}
+			return false
+		}); u != nil {
+			return u, ByInode, ""
 		}
-		return false
-	}); u != nil {
-		return u, ByInode, ""
 	}
-	// Where it copies instead (macOS), length and mtime tell them apart.
+	// Where it copies instead (macOS), length and mtime tell them apart:
+	// the copy keeps both.
 	if u := same(func(st FileStat, c *Unit) bool {
 		for _, o := range a.outputFiles(c) {
 			if fi, ok := a.statFile(o); ok && fi.Size == st.Size && fi.Mtim.Nano() == st.MtimeNs {

@@ -29,7 +29,8 @@
 // as the only unit of that package holding the fingerprint Cargo names
 // after the target; among several, the one a message reporting a rebuild
 // finds rebuilt, else the one whose outputs have the recorded inode (Linux
-// hard-links uplifted files) or else length and mtime (where Cargo copies).
+// hard-links uplifted files) or else length and mtime (where Cargo copies:
+// macOS, where the inode is not tried at all; see cargoLinksUplifts).
 //
 // The observation is incomplete, with a Reason each, when a call was
 // unobservable or did not finish, a record is damaged, no call was

@@ -12,8 +12,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The record of one cargo call is a file of its own in the warm-units
@@ -241,8 +242,8 @@ func Stat(paths []string) []FileStat {
 	out := make([]FileStat, 0, len(paths))
 	for _, p := range paths {
 		fs := FileStat{Path: p}
-		var st syscall.Stat_t
-		if err := syscall.Lstat(p, &st); err != nil {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
 			fs.Err = err.Error()
 		} else {
 			fs.Dev, fs.Ino, fs.Size = uint64(st.Dev), uint64(st.Ino), st.Size

@@ -7,14 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/units"
 )
@@ -115,8 +112,8 @@ func TestEveryUnitOfAFreshBuildIsNamed(t *testing.T) {
 // units of its package holding the same fingerprint (here the previous
 // version's bin and example, still in the target): by the inode of its
 // uplifted file (Cargo hard-links it on Linux), or where that does not
-// match, by its length and mtime. When neither tells, the observation is
-// incomplete.
+// match or Cargo copies (macOS), by its length and mtime. When neither
+// tells, the observation is incomplete.
 func TestUpliftedFilesAmongSeveralUnits(t *testing.T) {
 	w := template(t)
 	w.write(v2)
@@ -168,6 +165,15 @@ func TestUpliftedFilesAmongSeveralUnits(t *testing.T) {
 		copyFile(t, filepath.Join(fresh, "threshold-before"), filepath.Join(dir, "threshold-before"))
 		copyFile(t, filepath.Join(fresh, "threshold"), filepath.Join(dir, "threshold"))
 		check(t, w.observe(dir), units.BySizeMtime)
+	})
+	t.Run("copies, as on macOS", func(t *testing.T) {
+		// Where Cargo copies uplifted files the inode is not tried, though
+		// here it would match: length and mtime decide.
+		o, err := units.ObserveCopied(w.target, fresh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, o, units.BySizeMtime)
 	})
 	t.Run("ambiguous", func(t *testing.T) {
 		// The old bin's output made a hard link of the new one: both
@@ -490,37 +496,6 @@ func TestUnreadableDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireCause(t, o, units.Unreadable)
-}
-
-// withoutDACOverride runs f as if it were not root, when it is: on a
-// thread of its own that drops the capabilities that let root read any
-// directory (the thread ends with f, capabilities and all).
-func withoutDACOverride(t *testing.T, f func()) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		f()
-		return
-	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
-		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-		var data [2]unix.CapUserData
-		if err := unix.Capget(&hdr, &data[0]); err != nil {
-			errc <- err
-			return
-		}
-		data[0].Effective &^= 1<<unix.CAP_DAC_OVERRIDE | 1<<unix.CAP_DAC_READ_SEARCH
-		if err := unix.Capset(&hdr, &data[0]); err != nil {
-			errc <- err
-			return
-		}
-		f()
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
-		t.Skipf("skipping: cannot drop root's capabilities on a thread: %v", err)
-	}
 }
 
 // A workspace nested in the checkout builds in its own target dir under

@@ -7,8 +7,9 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // What a target dir holds, from Cargo's own description of it
@@ -445,9 +446,9 @@ func (s *scan) outputFiles(u *Unit) []string {
 }
 
 // statFile returns the identity of the file at rel.
-func (s *scan) statFile(rel string) (syscall.Stat_t, bool) {
-	var st syscall.Stat_t
-	err := syscall.Lstat(s.abs(rel), &st)
+func (s *scan) statFile(rel string) (unix.Stat_t, bool) {
+	var st unix.Stat_t
+	err := unix.Lstat(s.abs(rel), &st)
 	return st, err == nil
 }
 

@@ -206,7 +206,7 @@ func freeBytes(dir string) int64 {
 	for d := dir; ; d = filepath.Dir(d) {
 		var st unix.Statfs_t
 		if unix.Statfs(d, &st) == nil {
-			return int64(st.Bavail) * st.Bsize
+			return int64(st.Bavail) * int64(st.Bsize)
 		}
 		if d == filepath.Dir(d) {
 			return 0

@@ -98,7 +98,7 @@ func hookAgent(args []string, io cli.IO) int {
 // refusing a terminal (a person who typed the command would wait forever)
 // and a payload for another event, before anything else is looked at.
 func readPayload(event string) (*hook.Payload, error) {
-	if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err == nil {
+	if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), ioctlGetTermios); err == nil {
 		return nil, failure.New(failure.Usage, "Claude Code runs this command with the event's JSON on stdin; install it with `ferry hook claude-code install`",
 			"standard input is a terminal, not a hook payload")
 	}

@@ -1,10 +1,15 @@
 package platform
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,6 +17,63 @@ import (
 // overlayChildArg marks this binary re-executed by OverlayBlocker as the
 // probe's child, in a new user and mount namespace.
 const overlayChildArg = "__ferry_overlay_probe_child__"
+
+// runOverlayChild re-executes this binary in a new user and mount namespace
+// as the overlay probe's child (overlayChild, below) and returns the step
+// that failed with its error, or "" and nil when every step worked. Failing
+// to create the namespace is reported as StepCreate. err is for a probe that
+// could not run at all.
+func runOverlayChild(probe string) (step string, cause, err error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return "", nil, fmt.Errorf("overlay probe: %w", err)
+	}
+	defer r.Close()
+	c := exec.Command("/proc/self/exe", overlayChildArg, probe)
+	c.Env = []string{}
+	c.ExtraFiles = []*os.File{w} // fd 3 in the child
+	var stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stderr, &stderr
+	uid, gid := os.Getuid(), os.Getgid()
+	c.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		// As in the sandbox, the caller keeps its own uid, so what the
+		// mount needs is carried over the exec as ambient capabilities:
+		// CAP_SYS_ADMIN to mount, and CAP_DAC_OVERRIDE because overlayfs
+		// works in its work dir (work/work, mode 0) with the mounter's
+		// credentials, which without it fail with EACCES for a uid mapped
+		// to itself (found on Linux 6.18; root mapped to root has both).
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_DAC_OVERRIDE},
+	}
+	err = c.Start()
+	w.Close()
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			// The binary was replaced or deleted since it started.
+			return "", nil, fmt.Errorf("overlay probe: re-execute this binary: %w", err)
+		}
+		return StepCreate, err, nil
+	}
+	data, _ := io.ReadAll(io.LimitReader(r, 1<<16))
+	waitErr := c.Wait()
+	if len(data) == 0 {
+		if waitErr != nil {
+			return "", nil, fmt.Errorf("overlay probe: the child failed without a report: %w: %s", waitErr, bytes.TrimSpace(stderr.Bytes()))
+		}
+		return "", nil, nil
+	}
+	var rep overlayReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return "", nil, fmt.Errorf("overlay probe: bad report from the child: %q", data)
+	}
+	if rep.Errno != 0 {
+		return rep.Step, syscall.Errno(rep.Errno), nil
+	}
+	return rep.Step, errors.New(rep.Msg), nil
+}
 
 // init runs the overlay probe's child when this process is one, and exits.
 // It is a package init rather than a function for main to call because the
