@@ -79,8 +79,8 @@ pub fn here(_: TokenStream) -> TokenStream {
 	// removes it), and a build script that caches what it got from it in
 	// its OUT_DIR, hex-encoded (no needle finds it): only removing the
 	// run whole makes it write the agent's.
-	"bdep/Cargo.toml": pkg("bdep", ""),
-	"bdep/src/lib.rs": `pub const DIR: &str = env!("CARGO_MANIFEST_DIR");` + "\n",
+	"bdep/Cargo.toml":   pkg("bdep", ""),
+	"bdep/src/lib.rs":   `pub const DIR: &str = env!("CARGO_MANIFEST_DIR");` + "\n",
 	"cached/Cargo.toml": pkg("cached", "") + "\n[build-dependencies]\nbdep = { path = \"../bdep\" }\n",
 	"cached/build.rs": `fn main() {
     let f = format!("{}/dir.hex", std::env::var("OUT_DIR").unwrap());
@@ -129,7 +129,7 @@ fn bin() {
 resolver = "2"
 members = ["tool", "quiet"]
 `,
-	"tools/tool/Cargo.toml": pkg("tool", `quiet = { path = "../quiet" }`),
+	"tools/tool/Cargo.toml":  pkg("tool", `quiet = { path = "../quiet" }`),
 	"tools/tool/src/main.rs": `fn main() { println!("tool {} {}", env!("CARGO_MANIFEST_DIR"), quiet::one()); }` + "\n",
 	"tools/quiet/Cargo.toml": pkg("quiet", ""),
 	"tools/quiet/src/lib.rs": "pub fn one() -> u32 { 1 }\n",
@@ -490,7 +490,7 @@ func registryTrap(t *testing.T, name, use string) {
 	root := t.TempDir()
 	a, b := siteA(root), siteB(root)
 	writeTree(t, a.src, map[string]string{
-		"Cargo.toml": pkg("user", name+` = "=`+version+`"`),
+		"Cargo.toml":  pkg("user", name+` = "=`+version+`"`),
 		"src/main.rs": "fn main() { " + use + " }\n",
 		".cargo/config.toml": `[source.crates-io]
 replace-with = "debian"
@@ -548,4 +548,3 @@ func TestTrapRegistryIncludeFromOutDirCrunchy(t *testing.T) {
 func TestTrapRegistryIncludeFromOutDirSerde(t *testing.T) {
 	registryTrap(t, "serde", `println!("{}", std::any::type_name::<dyn serde::ser::Error>());`)
 }
-
