@@ -2,6 +2,7 @@ package relocate_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/relocate"
@@ -261,13 +263,28 @@ type relocated struct {
 func relocateTraps(t *testing.T, live bool) relocated {
 	t.Helper()
 	a, c := trapBase(t)
+	return relocateTree(t, a, c, live, func(b site) {
+		for _, args := range buildCommands {
+			c.run(b.src, b.target, args...)
+		}
+		c.run(filepath.Join(b.src, "tools"), filepath.Join(b.target, "ferry-ws", "tools"), "build", "--workspace")
+	})
+}
+
+// relocateTree copies a's checkout and target to B, plans with a's roots,
+// applies the plan to B's target, runs build at B, and checks that Cargo
+// rebuilt exactly Plan.Rebuilds and that app shows none of A's paths.
+func relocateTree(t *testing.T, a site, c cargo, live bool, build func(b site)) relocated {
+	t.Helper()
 	b := siteB(t.TempDir())
 	copyTree(t, a.src, b.src)
 	copyTree(t, a.target, b.target)
+	start := time.Now()
 	plan, err := relocate.Compute(a.target, relocate.Roots{Store: a.store, Src: a.src}, live)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("Compute: %v for %d units, %d removals, %d rebuilds", time.Since(start).Round(time.Millisecond), plan.Units, len(plan.Remove), len(plan.Rebuilds))
 	for _, r := range plan.Remove {
 		t.Logf("remove %s: %s", r.Path, r.Why)
 	}
@@ -275,10 +292,7 @@ func relocateTraps(t *testing.T, live bool) relocated {
 		t.Fatal(err)
 	}
 	before := fingerprints(t, b.target)
-	for _, args := range buildCommands {
-		c.run(b.src, b.target, args...)
-	}
-	c.run(filepath.Join(b.src, "tools"), filepath.Join(b.target, "ferry-ws", "tools"), "build", "--workspace")
+	build(b)
 	r := relocated{a: a, b: b, plan: plan, rebuilt: written(t, b.target, before)}
 	if !equal(r.rebuilt, plan.Rebuilds) {
 		t.Errorf("Cargo rebuilt %d units:\n  %s\nthe plan says %d:\n  %s", len(r.rebuilt), strings.Join(r.rebuilt, "\n  "),
@@ -547,4 +561,76 @@ func TestTrapRegistryIncludeFromOutDirCrunchy(t *testing.T) {
 
 func TestTrapRegistryIncludeFromOutDirSerde(t *testing.T) {
 	registryTrap(t, "serde", `println!("{}", std::any::type_name::<dyn serde::ser::Error>());`)
+}
+
+// TestFixtureRelocates relocates the standard fixture (registry crates with
+// build scripts and proc macros, a crate embedding its manifest dir, an
+// integration test running the binary, a nested workspace): the binary at B
+// prints the marker of B's sources and B's manifest dir, and Cargo
+// rebuilds exactly what the plan says.
+func TestFixtureRelocates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: builds the fixture (about 30 s); run without -short")
+	}
+	fixture.RequireTools(t)
+	root := t.TempDir()
+	a := siteA(root)
+	if _, err := fixture.Generate(a.src, fixture.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	c := cargo{t: t, home: filepath.Join(root, "home")}
+	build := func(s site) {
+		c.run(s.src, s.target, "build", "--workspace", "--all-targets")
+		c.run(filepath.Join(s.src, fixture.ToolsDir), filepath.Join(s.target, "ferry-ws", fixture.ToolsDir), "build")
+	}
+	build(a)
+	for _, live := range []bool{true, false} {
+		r := relocateTree(t, a, c, live, build)
+		want, err := fixture.ExpectedMarker(r.b.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(r.app); got != want {
+			t.Errorf("live %v: app at B printed %q, want %q", live, got, want)
+		}
+		out, err := exec.Command(filepath.Join(r.b.target, "debug", fixture.BinName), fixture.ManifestDirFlag).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.TrimSpace(string(out)), filepath.Join(r.b.src, fixture.CrateDir(fixture.ManifestCrate)); got != want {
+			t.Errorf("live %v: app --manifest-dir at B = %q, want %q", live, got, want)
+		}
+		out2 := c.run(r.b.src, r.b.target, "test", "-p", fixture.AppCrate, "--test", "markers")
+		if !strings.Contains(out2, "test result: ok") {
+			t.Errorf("live %v: the integration test at B:\n%s", live, out2)
+		}
+		t.Logf("live %v: %d of %d units rebuilt", live, len(r.plan.Rebuilds), r.plan.Units)
+	}
+}
+
+// BenchmarkComputeLarge plans the relocation of the fixture with 100 extra
+// crates, built once (a few minutes): what a base without the namespace
+// pays before writing base.json, and a spawn for a namespace base.
+func BenchmarkComputeLarge(b *testing.B) {
+	fixture.RequireTools(b)
+	root := b.TempDir()
+	a := siteA(root)
+	if _, err := fixture.Generate(a.src, fixture.Options{ExtraCrates: 100, ModulesPerCrate: 5}); err != nil {
+		b.Fatal(err)
+	}
+	c := cargo{t: b, home: filepath.Join(root, "home")}
+	c.run(a.src, a.target, "build", "--workspace", "--all-targets")
+	for _, live := range []bool{true, false} {
+		b.Run(fmt.Sprintf("live=%v", live), func(b *testing.B) {
+			var p *relocate.Plan
+			for b.Loop() {
+				var err error
+				if p, err = relocate.Compute(a.target, relocate.Roots{Store: a.store, Src: a.src}, live); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(p.Units), "units")
+			b.ReportMetric(float64(len(p.Rebuilds)), "rebuilds")
+		})
+	}
 }
