@@ -184,6 +184,12 @@ func (c *computation) note(x *unitPlan, in source, file, text string) {
 func (c *computation) examineCompile(x *unitPlan, s *scanner) {
 	u := x.u
 	var dfiles []string
+	if u.Layout == units.BuildUnits {
+		// build/<pkg>/<hash>/out/ holds rustc's outputs.
+		out := path.Join(u.Paths[0], "out")
+		dfiles = listD(c.abs(out), out)
+		x.dylib = findDylib(c.abs(out), out)
+	}
 	for _, p := range u.Paths[1:] {
 		switch {
 		case strings.HasSuffix(p, ".d"):
@@ -192,8 +198,6 @@ func (c *computation) examineCompile(x *unitPlan, s *scanner) {
 			x.dylib = p
 		case u.Layout == units.Legacy && path.Dir(p) == path.Join(u.Profile, "build"):
 			dfiles = append(dfiles, listD(c.abs(p), p)...) // a build script's dep-info
-		case u.Layout == units.BuildUnits:
-			dfiles = append(dfiles, listD(c.abs(path.Join(p, "out")), path.Join(p, "out"))...)
 		}
 	}
 	if len(dfiles) == 0 && !x.doc {
@@ -235,6 +239,18 @@ func isDylib(p string) bool {
 	return strings.HasSuffix(p, ".so") || strings.HasSuffix(p, ".dylib") || strings.HasSuffix(p, ".dll")
 }
 
+// findDylib returns the library in dir (rel: dir relative to the
+// target), or "".
+func findDylib(dir, rel string) string {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Type().IsRegular() && isDylib(e.Name()) && strings.HasPrefix(e.Name(), "lib") {
+			return path.Join(rel, e.Name())
+		}
+	}
+	return ""
+}
+
 // listD lists the rustc dep-info files directly in dir (rel: dir relative
 // to the target).
 func listD(dir, rel string) []string {
@@ -257,7 +273,12 @@ func (c *computation) examineRun(x *unitPlan, s *scanner) {
 		x.remove("cannot read the run's root-output: " + err.Error())
 		return
 	}
-	output, err := os.ReadFile(c.abs(path.Join(dir, "output")))
+	// The directives: run/stdout in the build-units layout.
+	outputName := "output"
+	if x.u.Layout == units.BuildUnits {
+		outputName = "stdout"
+	}
+	output, err := os.ReadFile(c.abs(path.Join(dir, outputName)))
 	if err != nil {
 		x.remove("cannot read the run's output: " + err.Error())
 		return
@@ -269,9 +290,9 @@ func (c *computation) examineRun(x *unitPlan, s *scanner) {
 			// reads the directives back.
 			v = strings.ReplaceAll(v, string(rootOutput), "")
 		}
-		c.note(x, inDirective, path.Join(dir, "output"), v)
+		c.note(x, inDirective, path.Join(dir, outputName), v)
 	}
-	skip := map[string]bool{"output": true, "root-output": true, "stderr": true, "invoked.timestamp": true}
+	skip := map[string]bool{outputName: true, "root-output": true, "stderr": true, "invoked.timestamp": true}
 	c.walkWritten(x, s, dir, skip)
 	if x.outDir != dir && !within(x.outDir, dir) {
 		c.walkWritten(x, s, x.outDir, nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/relocate"
+	"github.com/ferrydev/ferry/pkg/units"
 )
 
 // The trap workspace: each member captures the base's paths in one of the
@@ -166,16 +167,26 @@ func siteB(root string) site {
 type cargo struct {
 	t    testing.TB
 	home string
+	// plus and flags choose a toolchain and Cargo's unstable flags
+	// (a flavor of build).
+	plus  string
+	flags []string
 }
 
 func (c cargo) run(dir, target string, args ...string) string {
 	c.t.Helper()
-	cmd := exec.Command("cargo", args...)
+	var all []string
+	if c.plus != "" {
+		all = append(all, c.plus)
+	}
+	all = append(append(all, args[0]), c.flags...)
+	all = append(all, args[1:]...)
+	cmd := exec.Command("cargo", all...)
 	cmd.Dir = dir
 	cmd.Env = fixture.CargoEnv(os.Environ(), c.home, target)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		c.t.Fatalf("cargo %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+		c.t.Fatalf("cargo %s in %s: %v\n%s", strings.Join(all, " "), dir, err, out)
 	}
 	return string(out)
 }
@@ -203,48 +214,86 @@ func copyTree(t testing.TB, from, to string) {
 	}
 }
 
-// built is the trap workspace built once at A, shared by the tests (each
-// copies it).
-var built struct {
+// A flavor is a toolchain and Cargo flags the trap workspace is built with.
+type flavor struct {
+	name  string
+	plus  string
+	flags []string
+}
+
+var (
+	stable = flavor{name: "stable"}
+	// buildUnits is Cargo's new build-dir layout (build/<pkg>/<hash>/).
+	buildUnits = flavor{name: "build-units", plus: "+nightly", flags: []string{"-Zbuild-dir-new-layout"}}
+)
+
+// builtBase is the trap workspace built once at A in one flavor, shared by
+// the tests (each copies it).
+type builtBase struct {
 	once sync.Once
 	root string
 	err  string
 }
 
+var (
+	builtMu sync.Mutex
+	built   = map[string]*builtBase{}
+)
+
 // buildCommands are what A and B both run.
 var buildCommands = [][]string{{"build", "--workspace", "--all-targets"}}
 
-func trapBase(t *testing.T) (site, cargo) {
+func buildTraps(c cargo, s site) {
+	for _, args := range buildCommands {
+		c.run(s.src, s.target, args...)
+	}
+	c.run(filepath.Join(s.src, "tools"), filepath.Join(s.target, "ferry-ws", "tools"), "build", "--workspace")
+}
+
+func trapBase(t *testing.T, f flavor) (site, cargo) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("skipping: builds a Cargo workspace; run without -short")
 	}
 	fixture.RequireCommands(t)
-	built.once.Do(func() {
+	if f.plus != "" {
+		if out, err := exec.Command("cargo", f.plus, "-V").CombinedOutput(); err != nil {
+			t.Skipf("skipping: no cargo %s here (%v: %s)", f.plus, err, bytes.TrimSpace(out))
+		}
+	}
+	builtMu.Lock()
+	bb := built[f.name]
+	if bb == nil {
+		bb = &builtBase{}
+		built[f.name] = bb
+	}
+	builtMu.Unlock()
+	c := func(root string) cargo {
+		return cargo{t: t, home: filepath.Join(root, "cargo-home"), plus: f.plus, flags: f.flags}
+	}
+	bb.once.Do(func() {
 		root, err := os.MkdirTemp("", "ferry-relocate-")
 		if err != nil {
-			built.err = err.Error()
+			bb.err = err.Error()
 			return
 		}
-		built.root = root
+		bb.root = root
 		a := siteA(root)
 		writeTree(t, a.src, trapFiles)
-		c := cargo{t: t, home: filepath.Join(root, "cargo-home")}
-		for _, args := range buildCommands {
-			c.run(a.src, a.target, args...)
-		}
-		c.run(filepath.Join(a.src, "tools"), filepath.Join(a.target, "ferry-ws", "tools"), "build", "--workspace")
+		buildTraps(c(root), a)
 	})
-	if built.err != "" {
-		t.Fatal(built.err)
+	if bb.err != "" {
+		t.Fatal(bb.err)
 	}
-	return siteA(built.root), cargo{t: t, home: filepath.Join(built.root, "cargo-home")}
+	return siteA(bb.root), c(bb.root)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if built.root != "" {
-		os.RemoveAll(built.root)
+	for _, bb := range built {
+		if bb.root != "" {
+			os.RemoveAll(bb.root)
+		}
 	}
 	os.Exit(code)
 }
@@ -257,18 +306,18 @@ type relocated struct {
 	app     string   // what app printed at B
 }
 
-// relocateTraps copies the built trap workspace to B, plans with A's
-// roots (live or not), applies the plan to B's target, builds at B, and
-// checks that Cargo rebuilt exactly Plan.Rebuilds.
+// relocateTraps copies the trap workspace built at A (stable cargo) to B,
+// plans with A's roots (live or not), applies the plan to B's target,
+// builds at B, and checks that Cargo rebuilt exactly Plan.Rebuilds.
 func relocateTraps(t *testing.T, live bool) relocated {
 	t.Helper()
-	a, c := trapBase(t)
-	return relocateTree(t, a, c, live, func(b site) {
-		for _, args := range buildCommands {
-			c.run(b.src, b.target, args...)
-		}
-		c.run(filepath.Join(b.src, "tools"), filepath.Join(b.target, "ferry-ws", "tools"), "build", "--workspace")
-	})
+	return relocateFlavor(t, stable, live)
+}
+
+func relocateFlavor(t *testing.T, f flavor, live bool) relocated {
+	t.Helper()
+	a, c := trapBase(t, f)
+	return relocateTree(t, a, c, live, func(b site) { buildTraps(c, b) })
 }
 
 // relocateTree copies a's checkout and target to B, plans with a's roots,
@@ -313,20 +362,15 @@ func relocateTree(t *testing.T, a site, c cargo, live bool, build func(b site)) 
 // file of target, by fingerprint dir.
 func fingerprints(t *testing.T, target string) map[string]string {
 	t.Helper()
+	l, err := units.List(target)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := map[string]string{}
-	matches, _ := filepath.Glob(filepath.Join(target, "*", ".fingerprint", "*", "*"))
-	nested, _ := filepath.Glob(filepath.Join(target, "ferry-ws", "*", "*", ".fingerprint", "*", "*"))
-	for _, m := range append(matches, nested...) {
-		base := filepath.Base(m)
-		if strings.HasSuffix(base, ".json") || strings.HasPrefix(base, "dep-") || strings.HasPrefix(base, "output-") || base == "invoked.timestamp" {
-			continue
+	for _, u := range l.Units {
+		for _, f := range u.Fingerprints {
+			out[u.Dir] += f.Name + " " + f.ModTime.String() + ";"
 		}
-		fi, err := os.Stat(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rel, _ := filepath.Rel(target, filepath.Dir(m))
-		out[filepath.ToSlash(rel)] += fi.ModTime().String() + ";"
 	}
 	return out
 }
@@ -423,8 +467,7 @@ func TestTrapLocalProcMacroReadsManifestDir(t *testing.T) {
 
 func TestTrapTestBakesInBinaryPath(t *testing.T) {
 	r := relocateTraps(t, true)
-	a, c := trapBase(t)
-	_ = a
+	_, c := trapBase(t, stable)
 	out := c.run(r.b.src, r.b.target, "test", "-p", "app", "--test", "binexe", "--", "--nocapture")
 	want := "binexe " + filepath.Join(r.b.target, "debug", "app")
 	if !strings.Contains(out, want) {
@@ -632,5 +675,20 @@ func BenchmarkComputeLarge(b *testing.B) {
 			b.ReportMetric(float64(p.Units), "units")
 			b.ReportMetric(float64(len(p.Rebuilds)), "rebuilds")
 		})
+	}
+}
+
+// TestTrapsInTheBuildUnitsLayout relocates the trap workspace built in
+// Cargo's new build-dir layout (nightly, -Zbuild-dir-new-layout): every
+// trap shows B's paths, and Cargo rebuilds exactly what the plan says.
+func TestTrapsInTheBuildUnitsLayout(t *testing.T) {
+	r := relocateFlavor(t, buildUnits, true)
+	for _, name := range []string{"gencode", "rustcenv", "pmuser", "cached"} {
+		if got := r.line(t, name); !strings.HasPrefix(got, r.b.src+"/") {
+			t.Errorf("%s at B = %q, want a path in %s", name, got, r.b.src)
+		}
+	}
+	if r.plan.Units == 0 || len(r.plan.Rebuilds) == r.plan.Units {
+		t.Errorf("the plan rebuilds %d of %d units", len(r.plan.Rebuilds), r.plan.Units)
 	}
 }
