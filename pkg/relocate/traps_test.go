@@ -692,3 +692,29 @@ func TestTrapsInTheBuildUnitsLayout(t *testing.T) {
 		t.Errorf("the plan rebuilds %d of %d units", len(r.plan.Rebuilds), r.plan.Units)
 	}
 }
+
+// TestTrapRebuildsOnlyTrappedUnits pins what Cargo rebuilds at B, by
+// package: the trapped units and what depends on them, nothing else (the
+// other trap tests check each trap's own unit; this one that the plan
+// does not remove more than it must, which Cargo would rebuild just the
+// same).
+func TestTrapRebuildsOnlyTrappedUnits(t *testing.T) {
+	r := relocateTraps(t, true)
+	got := map[string]int{}
+	for _, d := range r.rebuilt {
+		name := filepath.Base(d)
+		got[name[:len(name)-17]]++
+	}
+	want := map[string]int{
+		"app":      3, // bin, its test, the binexe test (CARGO_BIN_EXE_app)
+		"bdep":     2, // lib and its test: CARGO_MANIFEST_DIR
+		"cached":   4, // its build script (bdep), the run (removed whole), lib and test
+		"gencode":  3, // the run (generated code), lib and test
+		"pmuser":   2, // lib and test: R7
+		"rustcenv": 3, // the run (rustc-env), lib and test
+		"tool":     1, // the nested workspace's binary
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rebuilt by package: %v, want %v", got, want)
+	}
+}
