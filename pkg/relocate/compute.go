@@ -34,6 +34,7 @@ type unitPlan struct {
 	dylib    string   // a proc macro's (or dylib's) compiled library, relative to the target
 	reads    string   // a proc macro: why it counts as reading paths (R7)
 	recorded []recorded
+	seen     map[place]bool // the target places in recorded
 
 	why   string // why it is removed, or ""
 	stale bool   // Cargo rebuilds it in the first build
@@ -165,6 +166,9 @@ func (c *computation) examine(x *unitPlan, s *scanner) {
 			}
 		}
 	}
+	if x.why != "" {
+		return // removed whatever else it records (and rebuilt, so R7 does not matter)
+	}
 	if x.run {
 		c.examineRun(x, s)
 		return
@@ -172,10 +176,30 @@ func (c *computation) examine(x *unitPlan, s *scanner) {
 	c.examineCompile(x, s)
 }
 
+// record notes a path x recorded, and reports whether another one can
+// still change the verdict. A checkout path removes x whatever else it
+// records; a target path is judged once the dependencies are known
+// (judge), each place once, however often a file repeats it.
+func (x *unitPlan) record(in source, file string, pl place) bool {
+	if !pl.target {
+		x.remove(in.String() + " " + file + " records a path into the base's checkout or git dir")
+		return false
+	}
+	if x.seen[pl] {
+		return true
+	}
+	if x.seen == nil {
+		x.seen = map[place]bool{}
+	}
+	x.seen[pl] = true
+	x.recorded = append(x.recorded, recorded{in: in, file: file, place: pl})
+	return true
+}
+
 // note records the paths under a root that text holds.
 func (c *computation) note(x *unitPlan, in source, file, text string) {
 	for _, h := range hitsIn(text, c.needles) {
-		x.recorded = append(x.recorded, recorded{in: in, file: file, place: where(h)})
+		x.record(in, file, where(h))
 	}
 }
 
@@ -223,7 +247,7 @@ func (c *computation) examineCompile(x *unitPlan, s *scanner) {
 			for _, h := range hitsIn(f, c.needles) {
 				pl := where(h)
 				x.local = x.local || !pl.target
-				x.recorded = append(x.recorded, recorded{in: inDepInfo, file: rel, place: pl})
+				x.record(inDepInfo, rel, pl)
 			}
 		}
 		for _, v := range d.env {
@@ -329,8 +353,7 @@ func (c *computation) walkWritten(x *unitPlan, s *scanner, rel string, skip map[
 			}
 			defer f.Close()
 			return s.hits(f, c.needles, func(h hit) bool {
-				x.recorded = append(x.recorded, recorded{in: inOutDir, file: r, place: where(h)})
-				return len(x.recorded) < 1000
+				return x.record(inOutDir, r, where(h))
 			})
 		}
 		return nil

@@ -459,3 +459,15 @@ func TestApplyStaysInsideTheFork(t *testing.T) {
 		t.Errorf("Apply removed a path outside the fork: %v", err)
 	}
 }
+
+func TestEveryHitCounts(t *testing.T) {
+	s := newSynth(t)
+	r := s.run("gen", "", nil)
+	// A generated file naming its own (live) OUT_DIR thousands of times,
+	// then the checkout once.
+	body := strings.Repeat("include!(\""+s.outDir(r)+"/part.rs\");\n", 5000) + "const SRC: &str = \"" + s.src + "\";\n"
+	s.write("debug/build/gen-"+r.hash+"/out/gen.rs", body)
+	if p := s.plan(true); !removes(p, r) {
+		t.Error("a checkout path after thousands of allowed OUT_DIR paths is not seen")
+	}
+}
