@@ -128,6 +128,9 @@ func (c *computation) examine(x *unitPlan, s *scanner) {
 	u := x.u
 	for _, f := range u.Fingerprints {
 		for _, name := range f.Files {
+			if name == "output-"+f.Name {
+				continue // cached diagnostics: cosmetic
+			}
 			rel := path.Join(u.Dir, name)
 			data, err := os.ReadFile(c.abs(rel))
 			if err != nil {
@@ -159,8 +162,6 @@ func (c *computation) examine(x *unitPlan, s *scanner) {
 				for _, v := range append(d.paths, d.env...) {
 					c.note(x, inFingerprint, rel, v)
 				}
-			case name == "output-"+f.Name:
-				// Cached diagnostics: cosmetic.
 			default:
 				c.note(x, inFingerprint, rel, string(data))
 			}
