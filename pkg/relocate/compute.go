@@ -381,12 +381,9 @@ var checkedMacros = map[string]string{
 	"xflags-macros":     "0.3.2",
 }
 
-// readsPaths applies R7 to a proc macro: it counts as reading a path when
-// its library names a path variable (registry crates: unless checked by
-// version), or, for a proc macro of the checkout, when its sources name
-// one, use the working directory, run a subprocess, or read variables by
-// a name built at run time. A local proc macro's sources that cannot be
-// read count.
+// readsPaths applies R7 to a proc macro's library: it counts as reading
+// a path when the library names a path variable (registry crates: unless
+// checked by version). localMacros looks at the sources of the checkout's.
 func (c *computation) readsPaths(x *unitPlan, s *scanner) string {
 	if !x.local {
 		if v, ok := checkedMacros[x.u.Package]; ok && v == registryVersion(x) {
@@ -405,9 +402,46 @@ func (c *computation) readsPaths(x *unitPlan, s *scanner) string {
 	if name != "" {
 		return "its library names " + name
 	}
-	if !x.local {
-		return ""
+	return ""
+}
+
+// localMacros applies R7's source rule to the proc macros of the
+// checkout: their own sources and those of the checkout's libraries they
+// depend on (a helper crate doing the reading) must not name a path
+// variable, use the working directory, run a subprocess, or read a
+// variable by a name built at run time. Sources that cannot be read count.
+func (c *computation) localMacros() {
+	for _, x := range c.units {
+		if x.dylib == "" || !x.local || x.reads != "" || x.why != "" {
+			continue
+		}
+		libs := []*unitPlan{x}
+		for y := range x.closure() {
+			if y.local && !y.run && y.isLib() {
+				libs = append(libs, y)
+			}
+		}
+		for _, y := range libs {
+			if why := c.sourcesRead(y); why != "" {
+				x.reads = why
+				break
+			}
+		}
 	}
+}
+
+// isLib reports whether x compiles a library (not a build script).
+func (x *unitPlan) isLib() bool {
+	for _, f := range x.u.Fingerprints {
+		if strings.HasPrefix(f.Name, "lib-") {
+			return true
+		}
+	}
+	return false
+}
+
+// sourcesRead says how the checkout's sources of x may read a path, or "".
+func (c *computation) sourcesRead(x *unitPlan) string {
 	for _, in := range x.inputs {
 		p := in
 		if !filepath.IsAbs(p) {

@@ -158,6 +158,7 @@ func Compute(target string, roots Roots, live bool) (*Plan, error) {
 	}
 	c.read()
 	c.link()
+	c.localMacros()
 	c.judge()
 	c.spread()
 	c.plan(p)

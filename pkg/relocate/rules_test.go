@@ -471,3 +471,18 @@ func TestEveryHitCounts(t *testing.T) {
 		t.Error("a checkout path after thousands of allowed OUT_DIR paths is not seen")
 	}
 }
+
+func TestLocalProcMacroHelperCrateCounts(t *testing.T) {
+	s := newSynth(t)
+	os.MkdirAll(filepath.Join(s.src, "helper", "src"), 0o755)
+	os.WriteFile(filepath.Join(s.src, "helper", "src", "lib.rs"), []byte("pub fn root() -> std::path::PathBuf { std::env::current_dir().unwrap() }"), 0o644)
+	helper := s.compile("helper", []string{"helper/src/lib.rs"}, nil)
+	os.MkdirAll(filepath.Join(s.src, "m", "src"), 0o755)
+	os.WriteFile(filepath.Join(s.src, "m", "src", "lib.rs"), []byte("fn f() { helper::root(); }"), 0o644)
+	macro := s.compile("m", []string{"m/src/lib.rs"}, nil, helper)
+	s.write("debug/deps/libm-"+macro.hash+".so", "\x7fELF")
+	user := s.compile("user", []string{"src/lib.rs"}, nil, macro)
+	if !removes(s.plan(true), user) {
+		t.Error("the user of a local proc macro whose local helper crate uses the working directory is kept")
+	}
+}
