@@ -71,6 +71,9 @@ type computation struct {
 	listing *units.Listing
 	units   []*unitPlan
 	byHash  map[string]*unitPlan
+
+	mu      sync.Mutex
+	foreign string // a run's OUT_DIR outside the store's target dirs: Roots.Store is not what the target recorded
 }
 
 func (c *computation) abs(rel string) string { return filepath.Join(c.target, filepath.FromSlash(rel)) }
@@ -298,6 +301,14 @@ func (c *computation) examineRun(x *unitPlan, s *scanner) {
 		x.remove("cannot read the run's root-output: " + err.Error())
 		return
 	}
+	// Every run's OUT_DIR was recorded in a target dir under the store:
+	// otherwise the target was built under another root than Roots.Store,
+	// whose paths no needle finds.
+	if !c.underStore(string(rootOutput)) {
+		c.mu.Lock()
+		c.foreign = string(rootOutput)
+		c.mu.Unlock()
+	}
 	// The directives: run/stdout in the build-units layout.
 	outputName := "output"
 	if x.u.Layout == units.BuildUnits {
@@ -461,6 +472,17 @@ func (c *computation) sourcesRead(x *unitPlan) string {
 		}
 	}
 	return ""
+}
+
+// underStore reports whether p, a path as recorded, lies in a target dir
+// under the store.
+func (c *computation) underStore(p string) bool {
+	for _, h := range hitsIn(p, c.needles) {
+		if h.n.store && where(h).target {
+			return true
+		}
+	}
+	return false
 }
 
 // inCheckout reports whether an input lies in the checkout.

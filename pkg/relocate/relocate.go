@@ -157,6 +157,11 @@ func Compute(target string, roots Roots, live bool) (*Plan, error) {
 		c.units = append(c.units, x)
 	}
 	c.read()
+	if c.foreign != "" {
+		p.Empty = true
+		p.EmptyWhy = "the target was not built under the store dir " + roots.Store + ": a build-script run's OUT_DIR is " + c.foreign
+		return p, nil
+	}
 	c.link()
 	c.localMacros()
 	c.judge()

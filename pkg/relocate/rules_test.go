@@ -486,3 +486,17 @@ func TestLocalProcMacroHelperCrateCounts(t *testing.T) {
 		t.Error("the user of a local proc macro whose local helper crate uses the working directory is kept")
 	}
 }
+
+func TestTargetBuiltElsewhereEmptiesTheFork(t *testing.T) {
+	s := newSynth(t)
+	r := s.run("gen", "", nil)
+	s.write("debug/build/gen-"+r.hash+"/root-output", "/elsewhere/target/debug/build/gen-"+r.hash+"/out")
+	if p := s.plan(true); !p.Empty || !strings.Contains(p.EmptyWhy, "/elsewhere/") {
+		t.Errorf("a target whose runs' OUT_DIRs lie outside Roots.Store: Empty %v (%q)", p.Empty, p.EmptyWhy)
+	}
+	s2 := newSynth(t)
+	s2.run("gen", "", nil)
+	if p := s2.plan(true); p.Empty {
+		t.Errorf("a target built under Roots.Store is emptied: %s", p.EmptyWhy)
+	}
+}
