@@ -85,6 +85,10 @@ type Plan struct {
 	Version int   `json:"version"`
 	Roots   Roots `json:"roots"`
 	Live    bool  `json:"live"`
+	// Own is the live target (relative to the store dir) whose OUT_DIR
+	// paths may stay: the target Compute ran on, when live and below the
+	// store dir; else empty, and every target path is dead.
+	Own string `json:"own,omitempty"`
 	// Empty: the fork must be emptied, for EmptyWhy (a root without a
 	// plain suffix of 8 bytes: no needle can find its spellings).
 	Empty    bool   `json:"empty,omitempty"`
@@ -146,6 +150,7 @@ func Compute(target string, roots Roots, live bool) (*Plan, error) {
 	c := &computation{target: filepath.Clean(target), roots: roots, live: live, needles: ns, listing: l}
 	if live {
 		c.own = ownTarget(target, roots.Store)
+		p.Own = c.own
 	}
 	for _, u := range l.Units {
 		x := &unitPlan{u: u, ws: l.Workspace(u.Profile)}
