@@ -3,6 +3,8 @@ package store
 import (
 	"path/filepath"
 	"strings"
+
+	"github.com/ferrydev/ferry/pkg/remap"
 )
 
 // The layout: every path under the store parent is named here, and nowhere
@@ -203,8 +205,9 @@ func NestedTarget(target, rel string) string {
 }
 
 // RemapLink is the link inside a checkout through which remap mode's
-// builds reach the target dir: <src>/.ferry-target.
-const RemapLink = ".ferry-target"
+// builds reach the target dir: <src>/.ferry-target (remap.Link, which
+// remap mode's rustc wrapper looks for).
+const RemapLink = remap.Link
 
 // RecordedTarget tells where rel, a path below a store dir (relative to
 // it, with forward slashes) as a build recorded it, lies: in a target dir
