@@ -235,6 +235,9 @@ func commonDirOf(gitFile string) (string, error) {
 }
 
 func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top string) (int, error) {
+	if a.HostPaths() {
+		return c.runAtHostPaths(cargo, a, s, top)
+	}
 	rel, err := filepath.Rel(top, c.Dir)
 	if err != nil {
 		return 0, err

@@ -126,7 +126,11 @@ type Base struct {
 	// and the write threshold (package units owns the files inside it),
 	// while the base is built.
 	WarmUnits string
-	Lock      string
+	// Relocation is relocation.json, for a base built without the
+	// namespace sandbox: what a fork of its target removes (package
+	// relocate).
+	Relocation string
+	Lock       string
 }
 
 // Base returns the paths of base id.
@@ -140,7 +144,7 @@ func (s *Store) Base(id string) Base {
 // lives beside the directory).
 func BaseFiles(dir string) Base {
 	return Base{Dir: dir, Record: filepath.Join(dir, "base.json"), Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target"),
-		WarmUnits: filepath.Join(dir, "warm-units")}
+		WarmUnits: filepath.Join(dir, "warm-units"), Relocation: filepath.Join(dir, "relocation.json")}
 }
 
 // Agent names the paths of one agent.
