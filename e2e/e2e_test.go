@@ -6,6 +6,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"testing"
@@ -97,6 +98,15 @@ func TestScripts(t *testing.T) {
 				}
 				ok, err := fork.CanReflink(knobs.XFS())
 				return ok && err == nil, nil
+			case "blockable":
+				// A user namespace in which nested ones can be blocked the
+				// way a restricted host blocks them: scripts run Ferry
+				// under `unshare --user --map-root-user` with its
+				// user.max_user_namespaces set to 0 (creating one then
+				// fails with ENOSPC).
+				err := exec.Command("unshare", "--user", "--map-root-user", "sh", "-c",
+					"echo 0 > /proc/sys/user/max_user_namespaces && ! unshare --user true 2>/dev/null").Run()
+				return err == nil, nil
 			case "otheruser":
 				// Root, and the unprivileged test user ($TESTUSER) to give
 				// files to: scripts play another user with exec chown.

@@ -395,7 +395,7 @@ func sandboxError(userns Check, mode string) error {
 	var cause error = errors.New(userns.Detail)
 	hint := userns.Hint
 	if userns.Blocker != nil {
-		cause, hint = userns.Blocker, userns.Blocker.Remedy
+		cause, hint = userns.Blocker.Opaque(), userns.Blocker.Remedy
 	}
 	if hint == "" {
 		hint = "see the userns check of `ferry doctor`"

@@ -83,7 +83,7 @@ func Decide(mode string) (Decision, error) {
 	if mode == ModeAuto {
 		return Decision{Isolation: IsolationOff, Fallback: b}, nil
 	}
-	return Decision{}, failure.Wrap(failure.Blocked, b,
+	return Decision{}, failure.Wrap(failure.Blocked, b.Opaque(),
 		b.Remedy+"\n(or set [sandbox] mode = \"auto\" or \"off\", FERRY_SANDBOX, to build at host paths without the sandbox)",
 		"the namespace sandbox is unavailable (sandbox mode %q)", mode)
 }
