@@ -18,8 +18,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/units"
 )
 
 // Version is the plan format and rule set. A plan saved by another
@@ -33,8 +37,12 @@ var ErrStale = errors.New("relocation plan written by another Ferry version")
 // its checkout's git dir. Store must be the path its target recorded (the
 // store dir as the base's build saw it).
 type Roots struct {
-	Store  string
-	GitDir string
+	Store  string `json:"store"`
+	GitDir string `json:"git_dir,omitempty"`
+	// Src is the base's checkout as it is on disk now, where the sources
+	// of its local proc macros are read (R7). Without it, every local
+	// proc macro counts as reading paths, and what uses one is removed.
+	Src string `json:"src,omitempty"`
 }
 
 // Plan is what a fork of a target removes before an agent builds at host
@@ -43,19 +51,36 @@ type Plan struct {
 	Version int   `json:"version"`
 	Roots   Roots `json:"roots"`
 	Live    bool  `json:"live"`
-	// Empty: the fork must be emptied (a root without a plain suffix of 8
-	// bytes, so no needle can find its spellings).
-	Empty bool `json:"empty,omitempty"`
+	// Empty: the fork must be emptied, for EmptyWhy (a root without a
+	// plain suffix of 8 bytes: no needle can find its spellings).
+	Empty    bool   `json:"empty,omitempty"`
+	EmptyWhy string `json:"empty_why,omitempty"`
 	// Remove lists what Apply deletes, relative to the target, with
-	// forward slashes.
-	Remove []string `json:"remove"`
+	// forward slashes: the fingerprint dirs of removed compilations,
+	// removed build-script runs whole, what could not be read.
+	Remove []Removal `json:"remove"`
+	// Rebuilds are the fingerprint dirs of the units Cargo rebuilds in
+	// the first build after Apply: the removed ones and every unit that
+	// depends on one.
+	Rebuilds []string `json:"rebuilds"`
+	Units    int      `json:"units"` // units planned
+	Kept     int      `json:"kept"`  // units the plan keeps whole
+	// Nested are the nested workspaces' target dirs (ferry-ws/<path>),
+	// planned like the rest and kept.
+	Nested []string `json:"nested,omitempty"`
+}
+
+// Removal is one path Apply deletes, and why.
+type Removal struct {
+	Path string `json:"path"`
+	Why  string `json:"why"`
 }
 
 // Applied is what Apply removed.
 type Applied struct {
-	Paths   int   `json:"paths"`   // entries of Plan.Remove removed
+	Paths   int   `json:"paths"`   // entries of Plan.Remove removed (absent ones are not counted)
 	Files   int   `json:"files"`   // files and symlinks removed
-	Bytes   int64 `json:"bytes"`   // their sizes
+	Bytes   int64 `json:"bytes"`   // their apparent sizes
 	Emptied bool  `json:"emptied"` // the whole fork was emptied
 }
 
@@ -63,39 +88,142 @@ type Applied struct {
 // roots. live: the base's own target paths may stay (a base built without
 // the namespace, which gc keeps while an agent references it); false: every
 // target path is dead.
+//
+// It keeps every unit unless something recorded in the target shows an
+// old path: one found with a needle of a root, leading into the checkout
+// or git dir, or into a target dir (a dead one, or the live target
+// outside the OUT_DIRs of the runs the unit depends on). Exempt are a
+// build script's own directives other than link arguments (Cargo rewrites
+// the exact root-output string in them) and a registry crate's compile-time
+// reads from its own OUT_DIR. Whatever uses a proc macro that reads paths
+// (R7) is removed too, and so is every build-script run that depends on
+// anything removed.
 func Compute(target string, roots Roots, live bool) (*Plan, error) {
-	return &Plan{Version: Version, Roots: roots, Live: live, Empty: true}, nil
+	p := &Plan{Version: Version, Roots: roots, Live: live, Remove: []Removal{}, Rebuilds: []string{}}
+	ns, why := needles(roots)
+	if why != "" {
+		p.Empty, p.EmptyWhy = true, why
+		return p, nil
+	}
+	l, err := units.List(target)
+	if err != nil {
+		return nil, failure.Wrap(failure.Internal, err, "", "plan the relocation of %s", target)
+	}
+	c := &computation{target: filepath.Clean(target), roots: roots, live: live, needles: ns, listing: l}
+	if live {
+		c.own = ownTarget(target, roots.Store)
+	}
+	for _, u := range l.Units {
+		x := &unitPlan{u: u, ws: l.Workspace(u.Profile)}
+		for _, f := range u.Fingerprints {
+			x.run = x.run || units.Kind(f.Name) == "run"
+			x.doc = x.doc || units.Kind(f.Name) == "doc"
+		}
+		x.outDir = u.OutDir()
+		c.units = append(c.units, x)
+	}
+	c.read()
+	c.link()
+	c.judge()
+	c.spread()
+	c.plan(p)
+	return p, nil
 }
 
 // Apply deletes what p lists from fork, a copy of the target p was
-// computed on.
+// computed on: fingerprint dirs last, so that an Apply cut short leaves no
+// unit that looks fresh without its outputs. Nothing is reached through a
+// symlink.
 func (p *Plan) Apply(fork string) (Applied, error) {
 	var a Applied
+	hint := "remove the agent (ferry rm --force NAME) and spawn it again"
 	if p.Empty {
 		ents, err := os.ReadDir(fork)
 		if err != nil {
-			return a, fmt.Errorf("relocate %s: %w", fork, err)
+			return a, failure.Wrap(failure.Internal, err, hint, "empty the fork %s", fork)
 		}
 		for _, e := range ents {
-			if err := os.RemoveAll(filepath.Join(fork, e.Name())); err != nil {
-				return a, fmt.Errorf("relocate %s: %w", fork, err)
+			if err := a.remove(fork, e.Name()); err != nil {
+				return a, failure.Wrap(failure.Internal, err, hint, "empty the fork %s", fork)
 			}
 		}
 		a.Emptied = true
+		return a, nil
+	}
+	order := append([]Removal(nil), p.Remove...)
+	sort.SliceStable(order, func(i, j int) bool { return !isFingerprintDir(order[i].Path) && isFingerprintDir(order[j].Path) })
+	for _, r := range order {
+		if err := a.remove(fork, r.Path); err != nil {
+			return a, failure.Wrap(failure.Internal, err, hint, "relocate the fork %s", fork)
+		}
 	}
 	return a, nil
 }
 
-// Save writes p to path atomically (a base's relocation.json).
-func Save(path string, p *Plan) error {
-	return atomicfile.WriteJSON(path, p, 0o644)
+func isFingerprintDir(rel string) bool {
+	return strings.Contains("/"+rel, "/.fingerprint/") || filepath.Base(rel) == "fingerprint"
 }
 
-// Load reads the plan at path; a plan of another version is ErrStale.
+// remove deletes rel below root, refusing a path that leaves it or passes
+// through a symlink.
+func (a *Applied) remove(root, rel string) error {
+	clean := filepath.Clean(filepath.FromSlash(rel))
+	if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%s: not a path inside the target", rel)
+	}
+	dir := root
+	parts := strings.Split(clean, string(filepath.Separator))
+	for _, part := range parts[:len(parts)-1] {
+		dir = filepath.Join(dir, part)
+		fi, err := os.Lstat(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: %s is not a directory", rel, dir)
+		}
+	}
+	full := filepath.Join(root, clean)
+	if _, err := os.Lstat(full); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	err := filepath.WalkDir(full, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		a.Files++
+		if fi, err := d.Info(); err == nil && d.Type().IsRegular() {
+			a.Bytes += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(full); err != nil {
+		return err
+	}
+	a.Paths++
+	return nil
+}
+
+// Save writes p to path atomically (a base's relocation.json).
+func Save(path string, p *Plan) error {
+	if err := atomicfile.WriteJSON(path, p, 0o644); err != nil {
+		return failure.Wrap(failure.Internal, err, "", "save the relocation plan")
+	}
+	return nil
+}
+
+// Load reads the plan at path; a plan of another version is ErrStale, and
+// the caller computes it again.
 func Load(path string) (*Plan, error) {
 	var p Plan
 	if err := atomicfile.ReadJSON(path, &p); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load the relocation plan: %w", err)
 	}
 	if p.Version != Version {
 		return nil, fmt.Errorf("%s: version %d, this Ferry writes %d: %w", path, p.Version, Version, ErrStale)

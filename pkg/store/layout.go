@@ -1,6 +1,9 @@
 package store
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"strings"
+)
 
 // The layout: every path under the store parent is named here, and nowhere
 // else (TestNoStorePathJoinedElsewhere checks the code, and
@@ -201,4 +204,34 @@ func NestedTarget(target, rel string) string {
 		return target
 	}
 	return filepath.Join(NestedTargets(target), rel)
+}
+
+// RemapLink is the link inside a checkout through which remap mode's
+// builds reach the target dir: <src>/.ferry-target.
+const RemapLink = ".ferry-target"
+
+// RecordedTarget tells where rel, a path below a store dir (relative to
+// it, with forward slashes) as a build recorded it, lies: in a target dir
+// (a base's target, mnt/target, an agent's fork, or a checkout's
+// RemapLink, which counts as its base's target), with root that target
+// and inner the path inside it; or, with ok false, anywhere else (a
+// checkout, the store's own files).
+func RecordedTarget(rel string) (root, inner string, ok bool) {
+	parts := strings.Split(rel, "/")
+	n := 0
+	switch {
+	case len(parts) >= 2 && parts[0] == "mnt" && parts[1] == "target":
+		root, n = "mnt/target", 2
+	case len(parts) >= 3 && parts[0] == "mnt" && parts[1] == "src" && parts[2] == RemapLink:
+		root, n = "mnt/target", 3
+	case len(parts) >= 3 && parts[0] == "bases" && parts[2] == "target":
+		root, n = "bases/"+parts[1]+"/target", 3
+	case len(parts) >= 4 && parts[0] == "bases" && parts[2] == "src" && parts[3] == RemapLink:
+		root, n = "bases/"+parts[1]+"/target", 4
+	case len(parts) >= 3 && parts[0] == "agents" && parts[2] == "target":
+		root, n = "agents/"+parts[1]+"/target", 3
+	default:
+		return "", "", false
+	}
+	return root, strings.Join(parts[n:], "/"), true
 }

@@ -127,6 +127,10 @@ type scan struct {
 	orphans   []string
 	nested    bool
 	reasons   []Reason
+	// withNested: walk nested workspaces' target dirs too (List),
+	// recording their roots in nestedRoots.
+	withNested  bool
+	nestedRoots []string
 }
 
 func (s *scan) abs(rel string) string { return filepath.Join(s.root, filepath.FromSlash(rel)) }
@@ -153,6 +157,14 @@ func (s *scan) walk(rel string) {
 	if !ok {
 		return
 	}
+	if strings.HasPrefix(rel, nestedDir+"/") {
+		for _, e := range ents {
+			if e.Name() == "CACHEDIR.TAG" && e.Type().IsRegular() {
+				// Cargo marks every target dir it creates.
+				s.nestedRoots = append(s.nestedRoots, rel)
+			}
+		}
+	}
 	for _, e := range ents {
 		if (e.Name() == ".cargo-lock" || e.Name() == ".cargo-build-lock") && e.Type().IsRegular() {
 			s.scanProfile(rel, ents)
@@ -166,6 +178,9 @@ func (s *scan) walk(rel string) {
 		child := path.Join(rel, e.Name())
 		if child == nestedDir {
 			s.nested = true
+			if s.withNested {
+				s.walk(child)
+			}
 			continue
 		}
 		// Fingerprints outside a profile dir (Cargo makes no .cargo-lock
