@@ -110,7 +110,16 @@ type ForkStats struct {
 	Bytes int64 `json:"bytes"`
 	// Relocated is what the relocation plan removed from the fork, when
 	// the agent builds at other paths than its base did.
-	Relocated *relocate.Applied `json:"relocated,omitempty"`
+	Relocated *Relocated `json:"relocated,omitempty"`
+}
+
+// Relocated is what the relocation plan removed from a fork (paths, files,
+// bytes), and Rebuilds how many units (fingerprint dirs) the agent's first
+// build compiles again because of it: those removed and what depends on
+// them.
+type Relocated struct {
+	relocate.Applied
+	Rebuilds int `json:"rebuilds"`
 }
 
 // HostPaths reports whether the agent builds without the namespace

@@ -21,7 +21,6 @@ import (
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
-	"github.com/ferrydev/ferry/pkg/relocate"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -419,18 +418,19 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 // paths, or the canonical ones for a sandboxed agent of a base built at
 // host paths. An overlay fork has no directory on the host to apply it to,
 // so such an agent is refused.
-func relocateFork(s *store.Store, r *Record, b *base.Record, backend fork.Backend) (relocate.Applied, error) {
+func relocateFork(s *store.Store, r *Record, b *base.Record, backend fork.Backend) (Relocated, error) {
 	spec := backend.TargetSpec(fork.Paths{BaseTarget: b.Target, AgentDir: s.Agent(r.Name).Dir})
 	if spec.Dir == "" {
-		return relocate.Applied{}, failure.New(failure.Refused,
+		return Relocated{}, failure.New(failure.Refused,
 			"rebuild the base in the sandbox (`ferry base --rebuild` with [sandbox] mode auto or on), or use backend reflink or copy",
 			"base %s was built at host paths, and a fork with backend %s cannot be relocated", b.ID, backend.Name())
 	}
 	plan, err := base.Relocation(b)
 	if err != nil {
-		return relocate.Applied{}, err
+		return Relocated{}, err
 	}
-	return plan.Apply(spec.Dir)
+	a, err := plan.Apply(spec.Dir)
+	return Relocated{Applied: a, Rebuilds: len(plan.Rebuilds)}, err
 }
 
 // copyLockfile gives the agent the base's Cargo.lock when the repository

@@ -25,13 +25,15 @@ import (
 
 // RelocationRoots are the paths base r's target may have recorded: the
 // store dir its build saw (the canonical mountpoints and the base's own
-// directories are all inside it) and its checkout's git dir.
+// directories are all inside it) and its checkout's git dir; and its
+// checkout as it is on disk, where its local proc macros' sources are
+// read.
 func RelocationRoots(r *Record) (relocate.Roots, error) {
 	gitDir, err := worktreeGitDir(r.Src)
 	if err != nil {
 		return relocate.Roots{}, fmt.Errorf("base %s: %w", r.ID, err)
 	}
-	return relocate.Roots{Store: r.Store, GitDir: gitDir}, nil
+	return relocate.Roots{Store: r.Store, GitDir: gitDir, Src: r.Src}, nil
 }
 
 // worktreeGitDir reads the git dir a linked worktree's .git file names.
