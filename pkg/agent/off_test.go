@@ -38,9 +38,9 @@ func (w *world) spawnWith(t *testing.T, extra []string, name string, args ...str
 
 // workspaceRoot asks cargo, through the shim in dir, where it sees the
 // workspace and its target dir.
-func (w *world) workspaceRoot(t *testing.T, dir string, extra []string) (root, target string) {
+func (w *world) workspaceRoot(t *testing.T, dir string, extra []string, args ...string) (root, target string) {
 	t.Helper()
-	out, stderr, code := w.cargo(dir, extra, "metadata", "--format-version", "1", "--no-deps")
+	out, stderr, code := w.cargo(dir, extra, append([]string{"metadata", "--format-version", "1", "--no-deps"}, args...)...)
 	if code != 0 {
 		t.Fatalf("cargo metadata in %s: %s", dir, stderr)
 	}
@@ -72,6 +72,15 @@ func TestOffAgentBuildsAtItsOwnPaths(t *testing.T) {
 		if root != a.Worktree || target != fork {
 			t.Errorf("a call under mode %s: cargo saw the workspace at %s with target %s; want %s and %s", mode, root, target, a.Worktree, fork)
 		}
+	}
+	// The nested workspace gets its own target dir in the fork, as in the
+	// sandbox, from inside it and through --manifest-path.
+	nested := filepath.Join(fork, "ferry-ws", fixture.ToolsDir)
+	if root, target := w.workspaceRoot(t, filepath.Join(a.Worktree, fixture.ToolsDir), nil); root != filepath.Join(a.Worktree, fixture.ToolsDir) || target != nested {
+		t.Errorf("in the nested workspace cargo saw %s with target %s; want target %s", root, target, nested)
+	}
+	if _, target := w.workspaceRoot(t, a.Worktree, []string{}, "--manifest-path", filepath.Join(a.Worktree, fixture.ToolsManifest)); target != nested {
+		t.Errorf("with --manifest-path the nested workspace's target is %s; want %s", target, nested)
 	}
 	if _, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
 		t.Fatalf("build: %s", stderr)
