@@ -656,7 +656,7 @@ func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.C
 		if err != nil {
 			return nil, err
 		}
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		c.SysProcAttr = hostWarmAttr()
 		return c, nil
 	}
 	root, writable, err := o.Store.Seal()

@@ -35,8 +35,8 @@ func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top
 	if err != nil {
 		return 0, err
 	}
-	if _, _, e := unix.Syscall(unix.SYS_FCNTL, busy.File().Fd(), unix.F_SETFD, 0); e != 0 {
-		return 0, e
+	if _, err := unix.FcntlInt(busy.File().Fd(), unix.F_SETFD, 0); err != nil {
+		return 0, err
 	}
 	return 0, c.exec(cargo, c.Dir, c.Args, env)
 }
