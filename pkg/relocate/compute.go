@@ -34,6 +34,7 @@ type unitPlan struct {
 	dylib    string   // a proc macro's (or dylib's) compiled library, relative to the target
 	reads    string   // a proc macro: why it counts as reading paths (R7)
 	recorded []recorded
+	seen     map[place]bool // the target places in recorded
 
 	why   string // why it is removed, or ""
 	stale bool   // Cargo rebuilds it in the first build
@@ -70,6 +71,9 @@ type computation struct {
 	listing *units.Listing
 	units   []*unitPlan
 	byHash  map[string]*unitPlan
+
+	mu      sync.Mutex
+	foreign string // a run's OUT_DIR outside the store's target dirs: Roots.Store is not what the target recorded
 }
 
 func (c *computation) abs(rel string) string { return filepath.Join(c.target, filepath.FromSlash(rel)) }
@@ -127,6 +131,9 @@ func (c *computation) examine(x *unitPlan, s *scanner) {
 	u := x.u
 	for _, f := range u.Fingerprints {
 		for _, name := range f.Files {
+			if name == "output-"+f.Name {
+				continue // cached diagnostics: cosmetic
+			}
 			rel := path.Join(u.Dir, name)
 			data, err := os.ReadFile(c.abs(rel))
 			if err != nil {
@@ -158,12 +165,13 @@ func (c *computation) examine(x *unitPlan, s *scanner) {
 				for _, v := range append(d.paths, d.env...) {
 					c.note(x, inFingerprint, rel, v)
 				}
-			case name == "output-"+f.Name:
-				// Cached diagnostics: cosmetic.
 			default:
 				c.note(x, inFingerprint, rel, string(data))
 			}
 		}
+	}
+	if x.why != "" {
+		return // removed whatever else it records (and rebuilt, so R7 does not matter)
 	}
 	if x.run {
 		c.examineRun(x, s)
@@ -172,10 +180,30 @@ func (c *computation) examine(x *unitPlan, s *scanner) {
 	c.examineCompile(x, s)
 }
 
+// record notes a path x recorded, and reports whether another one can
+// still change the verdict. A checkout path removes x whatever else it
+// records; a target path is judged once the dependencies are known
+// (judge), each place once, however often a file repeats it.
+func (x *unitPlan) record(in source, file string, pl place) bool {
+	if !pl.target {
+		x.remove(in.String() + " " + file + " records a path into the base's checkout or git dir")
+		return false
+	}
+	if x.seen[pl] {
+		return true
+	}
+	if x.seen == nil {
+		x.seen = map[place]bool{}
+	}
+	x.seen[pl] = true
+	x.recorded = append(x.recorded, recorded{in: in, file: file, place: pl})
+	return true
+}
+
 // note records the paths under a root that text holds.
 func (c *computation) note(x *unitPlan, in source, file, text string) {
 	for _, h := range hitsIn(text, c.needles) {
-		x.recorded = append(x.recorded, recorded{in: in, file: file, place: where(h)})
+		x.record(in, file, where(h))
 	}
 }
 
@@ -184,6 +212,12 @@ func (c *computation) note(x *unitPlan, in source, file, text string) {
 func (c *computation) examineCompile(x *unitPlan, s *scanner) {
 	u := x.u
 	var dfiles []string
+	if u.Layout == units.BuildUnits {
+		// build/<pkg>/<hash>/out/ holds rustc's outputs.
+		out := path.Join(u.Paths[0], "out")
+		dfiles = listD(c.abs(out), out)
+		x.dylib = findDylib(c.abs(out), out)
+	}
 	for _, p := range u.Paths[1:] {
 		switch {
 		case strings.HasSuffix(p, ".d"):
@@ -192,8 +226,6 @@ func (c *computation) examineCompile(x *unitPlan, s *scanner) {
 			x.dylib = p
 		case u.Layout == units.Legacy && path.Dir(p) == path.Join(u.Profile, "build"):
 			dfiles = append(dfiles, listD(c.abs(p), p)...) // a build script's dep-info
-		case u.Layout == units.BuildUnits:
-			dfiles = append(dfiles, listD(c.abs(path.Join(p, "out")), path.Join(p, "out"))...)
 		}
 	}
 	if len(dfiles) == 0 && !x.doc {
@@ -219,7 +251,7 @@ func (c *computation) examineCompile(x *unitPlan, s *scanner) {
 			for _, h := range hitsIn(f, c.needles) {
 				pl := where(h)
 				x.local = x.local || !pl.target
-				x.recorded = append(x.recorded, recorded{in: inDepInfo, file: rel, place: pl})
+				x.record(inDepInfo, rel, pl)
 			}
 		}
 		for _, v := range d.env {
@@ -233,6 +265,18 @@ func (c *computation) examineCompile(x *unitPlan, s *scanner) {
 
 func isDylib(p string) bool {
 	return strings.HasSuffix(p, ".so") || strings.HasSuffix(p, ".dylib") || strings.HasSuffix(p, ".dll")
+}
+
+// findDylib returns the library in dir (rel: dir relative to the
+// target), or "".
+func findDylib(dir, rel string) string {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Type().IsRegular() && isDylib(e.Name()) && strings.HasPrefix(e.Name(), "lib") {
+			return path.Join(rel, e.Name())
+		}
+	}
+	return ""
 }
 
 // listD lists the rustc dep-info files directly in dir (rel: dir relative
@@ -257,7 +301,20 @@ func (c *computation) examineRun(x *unitPlan, s *scanner) {
 		x.remove("cannot read the run's root-output: " + err.Error())
 		return
 	}
-	output, err := os.ReadFile(c.abs(path.Join(dir, "output")))
+	// Every run's OUT_DIR was recorded in a target dir under the store:
+	// otherwise the target was built under another root than Roots.Store,
+	// whose paths no needle finds.
+	if !c.underStore(string(rootOutput)) {
+		c.mu.Lock()
+		c.foreign = string(rootOutput)
+		c.mu.Unlock()
+	}
+	// The directives: run/stdout in the build-units layout.
+	outputName := "output"
+	if x.u.Layout == units.BuildUnits {
+		outputName = "stdout"
+	}
+	output, err := os.ReadFile(c.abs(path.Join(dir, outputName)))
 	if err != nil {
 		x.remove("cannot read the run's output: " + err.Error())
 		return
@@ -269,9 +326,9 @@ func (c *computation) examineRun(x *unitPlan, s *scanner) {
 			// reads the directives back.
 			v = strings.ReplaceAll(v, string(rootOutput), "")
 		}
-		c.note(x, inDirective, path.Join(dir, "output"), v)
+		c.note(x, inDirective, path.Join(dir, outputName), v)
 	}
-	skip := map[string]bool{"output": true, "root-output": true, "stderr": true, "invoked.timestamp": true}
+	skip := map[string]bool{outputName: true, "root-output": true, "stderr": true, "invoked.timestamp": true}
 	c.walkWritten(x, s, dir, skip)
 	if x.outDir != dir && !within(x.outDir, dir) {
 		c.walkWritten(x, s, x.outDir, nil)
@@ -308,8 +365,7 @@ func (c *computation) walkWritten(x *unitPlan, s *scanner, rel string, skip map[
 			}
 			defer f.Close()
 			return s.hits(f, c.needles, func(h hit) bool {
-				x.recorded = append(x.recorded, recorded{in: inOutDir, file: r, place: where(h)})
-				return len(x.recorded) < 1000
+				return x.record(inOutDir, r, where(h))
 			})
 		}
 		return nil
@@ -336,12 +392,9 @@ var checkedMacros = map[string]string{
 	"xflags-macros":     "0.3.2",
 }
 
-// readsPaths applies R7 to a proc macro: it counts as reading a path when
-// its library names a path variable (registry crates: unless checked by
-// version), or, for a proc macro of the checkout, when its sources name
-// one, use the working directory, run a subprocess, or read variables by
-// a name built at run time. A local proc macro's sources that cannot be
-// read count.
+// readsPaths applies R7 to a proc macro's library: it counts as reading
+// a path when the library names a path variable (registry crates: unless
+// checked by version). localMacros looks at the sources of the checkout's.
 func (c *computation) readsPaths(x *unitPlan, s *scanner) string {
 	if !x.local {
 		if v, ok := checkedMacros[x.u.Package]; ok && v == registryVersion(x) {
@@ -360,9 +413,46 @@ func (c *computation) readsPaths(x *unitPlan, s *scanner) string {
 	if name != "" {
 		return "its library names " + name
 	}
-	if !x.local {
-		return ""
+	return ""
+}
+
+// localMacros applies R7's source rule to the proc macros of the
+// checkout: their own sources and those of the checkout's libraries they
+// depend on (a helper crate doing the reading) must not name a path
+// variable, use the working directory, run a subprocess, or read a
+// variable by a name built at run time. Sources that cannot be read count.
+func (c *computation) localMacros() {
+	for _, x := range c.units {
+		if x.dylib == "" || !x.local || x.reads != "" || x.why != "" {
+			continue
+		}
+		libs := []*unitPlan{x}
+		for y := range x.closure() {
+			if y.local && !y.run && y.isLib() {
+				libs = append(libs, y)
+			}
+		}
+		for _, y := range libs {
+			if why := c.sourcesRead(y); why != "" {
+				x.reads = why
+				break
+			}
+		}
 	}
+}
+
+// isLib reports whether x compiles a library (not a build script).
+func (x *unitPlan) isLib() bool {
+	for _, f := range x.u.Fingerprints {
+		if strings.HasPrefix(f.Name, "lib-") {
+			return true
+		}
+	}
+	return false
+}
+
+// sourcesRead says how the checkout's sources of x may read a path, or "".
+func (c *computation) sourcesRead(x *unitPlan) string {
 	for _, in := range x.inputs {
 		p := in
 		if !filepath.IsAbs(p) {
@@ -382,6 +472,17 @@ func (c *computation) readsPaths(x *unitPlan, s *scanner) string {
 		}
 	}
 	return ""
+}
+
+// underStore reports whether p, a path as recorded, lies in a target dir
+// under the store.
+func (c *computation) underStore(p string) bool {
+	for _, h := range hitsIn(p, c.needles) {
+		if h.n.store && where(h).target {
+			return true
+		}
+	}
+	return false
 }
 
 // inCheckout reports whether an input lies in the checkout.

@@ -171,18 +171,37 @@ func (s *scanner) hits(r io.Reader, ns []needle, visit func(hit) bool) error {
 	})
 }
 
-// names returns the first of names found in r, or "".
+// names returns the first of names found in r, or "". Names sharing
+// their first three bytes are looked for in one pass (the path variables
+// are three: CARGO_…, OUT_DIR, PWD), which is most of R7's cost on a
+// proc macro's library of megabytes.
 func (s *scanner) names(r io.Reader, names []string) (string, error) {
 	keep := 0
+	anchors := map[string][]string{}
+	var order []string
 	for _, n := range names {
 		keep = max(keep, len(n))
+		a := n[:min(3, len(n))]
+		if anchors[a] == nil {
+			order = append(order, a)
+		}
+		anchors[a] = append(anchors[a], n)
 	}
 	found := ""
 	err := s.chunks(r, keep, func(data []byte, limit int) bool {
-		for _, n := range names {
-			if i := bytes.Index(data, []byte(n)); i >= 0 && i < limit {
-				found = n
-				return false
+		for _, a := range order {
+			for off := 0; off < limit; {
+				i := bytes.Index(data[off:], []byte(a))
+				if i < 0 || off+i >= limit {
+					break
+				}
+				for _, n := range anchors[a] {
+					if bytes.HasPrefix(data[off+i:], []byte(n)) {
+						found = n
+						return false
+					}
+				}
+				off += i + 1
 			}
 		}
 		return true

@@ -3,14 +3,48 @@
 // freshness::plan_relocation), and applies that plan to a fork.
 //
 // Without the namespace sandbox an agent builds at its own host paths, not
-// at the paths the base was built at. Cargo's unit hashes survive the move,
-// but a unit can capture the base's absolute paths where Cargo never looks
-// again: a build script writing its manifest dir into generated code or a
-// rustc-env value, a proc macro reading it from the environment, a test
-// baking in env!("CARGO_BIN_EXE_app"). Such a unit would stay fresh while
-// pointing at the base. Compute finds those units from what the target
-// records; Apply deletes them from a fork, so Cargo rebuilds them (and what
-// depends on them) in the agent's first build.
+// at the paths the base was built at. Cargo's unit hashes survive the move
+// (it hashes path packages relative to the workspace root), but a unit can
+// capture the base's absolute paths where Cargo never looks again: a build
+// script writing its manifest dir into generated code or a rustc-env
+// value, a proc macro reading it from the environment, a test baking in
+// env!("CARGO_BIN_EXE_app"). Such a unit would stay fresh while pointing
+// at the base. Compute finds those units from what the target records;
+// Apply deletes them from a fork, so Cargo rebuilds them (and what depends
+// on them) in the agent's first build.
+//
+// What Compute reads, per unit (Cargo 1.95, both build-dir layouts, found
+// by package units' scan, nested workspaces' ferry-ws/ target dirs
+// included): its fingerprint files, its rustc dep-info (the inputs and the
+// env-dep values: Cargo's own dep-info drops the variables it sets, such
+// as CARGO_MANIFEST_DIR and OUT_DIR), and for a build-script run its
+// directives and every file it wrote, a megabyte at a time. Not read:
+// compiled code (debuginfo and panic locations are cosmetic), cached
+// diagnostics, the script's stderr, incremental/ (the first edit pays for
+// it) and doc output.
+//
+// Old paths are found with one needle per root (the store dir as the base
+// recorded it, the checkout's git dir): the longest suffix made only of
+// bytes no escaping rewrites, so every spelling contains it; what follows
+// the needle tells a checkout (always old) from a target dir
+// (store.RecordedTarget; <src>/.ferry-target counts as the target). A
+// target path may stay when the target is live (Compute's live) and it
+// leads into the OUT_DIR of a run the unit depends on; a dead one only in
+// a script's own directives other than link arguments (Cargo rewrites the
+// exact root-output string) and in a registry crate's compile-time reads
+// from its own OUT_DIR. R7, a heuristic: a proc macro whose library names
+// a path variable (registry crates on an exact-version allowlist exempt),
+// or a local one whose sources use one, the working directory, a
+// subprocess or a variable name built at run time, has every unit using
+// it removed. A removed compilation loses its fingerprint dir; a run that
+// depends on anything removed is removed whole, run dir and OUT_DIR. What
+// cannot be read or parsed is removed; a root without a plain 8-byte
+// suffix empties the fork. The architecture lists what the plan cannot see.
+//
+// Callers: Roots.Store spelled as the base's build recorded it, Roots.Src
+// the base checkout on disk (local proc macros' sources), and Apply only
+// on a fork, never on a ready base's target (invariant 2). Nothing here
+// prints.
 package relocate
 
 import (
@@ -51,6 +85,10 @@ type Plan struct {
 	Version int   `json:"version"`
 	Roots   Roots `json:"roots"`
 	Live    bool  `json:"live"`
+	// Own is the live target (relative to the store dir) whose OUT_DIR
+	// paths may stay: the target Compute ran on, when live and below the
+	// store dir; else empty, and every target path is dead.
+	Own string `json:"own,omitempty"`
 	// Empty: the fork must be emptied, for EmptyWhy (a root without a
 	// plain suffix of 8 bytes: no needle can find its spellings).
 	Empty    bool   `json:"empty,omitempty"`
@@ -107,11 +145,12 @@ func Compute(target string, roots Roots, live bool) (*Plan, error) {
 	}
 	l, err := units.List(target)
 	if err != nil {
-		return nil, failure.Wrap(failure.Internal, err, "", "plan the relocation of %s", target)
+		return nil, failure.Wrap(failure.Internal, err, "rebuild the base (ferry base --rebuild)", "plan the relocation of %s", target)
 	}
 	c := &computation{target: filepath.Clean(target), roots: roots, live: live, needles: ns, listing: l}
 	if live {
 		c.own = ownTarget(target, roots.Store)
+		p.Own = c.own
 	}
 	for _, u := range l.Units {
 		x := &unitPlan{u: u, ws: l.Workspace(u.Profile)}
@@ -123,7 +162,13 @@ func Compute(target string, roots Roots, live bool) (*Plan, error) {
 		c.units = append(c.units, x)
 	}
 	c.read()
+	if c.foreign != "" {
+		p.Empty = true
+		p.EmptyWhy = "the target was not built under the store dir " + roots.Store + ": a build-script run's OUT_DIR is " + c.foreign
+		return p, nil
+	}
 	c.link()
+	c.localMacros()
 	c.judge()
 	c.spread()
 	c.plan(p)

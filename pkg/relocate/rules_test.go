@@ -278,7 +278,7 @@ func TestDeadPaths(t *testing.T) {
 	if !removes(p, nsTarget) {
 		t.Error("a path into a namespace base's mnt/target is kept")
 	}
-	if live := s.plan(true); removes(live, local) || !removes(live, nsTarget) {
+	if live := s.plan(true); live.Own != "bases/b1/target" || removes(live, local) || !removes(live, nsTarget) {
 		t.Errorf("live: local crate removed %v (want kept), mnt/target path removed %v (want removed)", removes(live, local), removes(live, nsTarget))
 	}
 }
@@ -457,5 +457,46 @@ func TestApplyStaysInsideTheFork(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, ".fingerprint", "x-0000000000000001")); err != nil {
 		t.Errorf("Apply removed a path outside the fork: %v", err)
+	}
+}
+
+func TestEveryHitCounts(t *testing.T) {
+	s := newSynth(t)
+	r := s.run("gen", "", nil)
+	// A generated file naming its own (live) OUT_DIR thousands of times,
+	// then the checkout once.
+	body := strings.Repeat("include!(\""+s.outDir(r)+"/part.rs\");\n", 5000) + "const SRC: &str = \"" + s.src + "\";\n"
+	s.write("debug/build/gen-"+r.hash+"/out/gen.rs", body)
+	if p := s.plan(true); !removes(p, r) {
+		t.Error("a checkout path after thousands of allowed OUT_DIR paths is not seen")
+	}
+}
+
+func TestLocalProcMacroHelperCrateCounts(t *testing.T) {
+	s := newSynth(t)
+	os.MkdirAll(filepath.Join(s.src, "helper", "src"), 0o755)
+	os.WriteFile(filepath.Join(s.src, "helper", "src", "lib.rs"), []byte("pub fn root() -> std::path::PathBuf { std::env::current_dir().unwrap() }"), 0o644)
+	helper := s.compile("helper", []string{"helper/src/lib.rs"}, nil)
+	os.MkdirAll(filepath.Join(s.src, "m", "src"), 0o755)
+	os.WriteFile(filepath.Join(s.src, "m", "src", "lib.rs"), []byte("fn f() { helper::root(); }"), 0o644)
+	macro := s.compile("m", []string{"m/src/lib.rs"}, nil, helper)
+	s.write("debug/deps/libm-"+macro.hash+".so", "\x7fELF")
+	user := s.compile("user", []string{"src/lib.rs"}, nil, macro)
+	if !removes(s.plan(true), user) {
+		t.Error("the user of a local proc macro whose local helper crate uses the working directory is kept")
+	}
+}
+
+func TestTargetBuiltElsewhereEmptiesTheFork(t *testing.T) {
+	s := newSynth(t)
+	r := s.run("gen", "", nil)
+	s.write("debug/build/gen-"+r.hash+"/root-output", "/elsewhere/target/debug/build/gen-"+r.hash+"/out")
+	if p := s.plan(true); !p.Empty || !strings.Contains(p.EmptyWhy, "/elsewhere/") {
+		t.Errorf("a target whose runs' OUT_DIRs lie outside Roots.Store: Empty %v (%q)", p.Empty, p.EmptyWhy)
+	}
+	s2 := newSynth(t)
+	s2.run("gen", "", nil)
+	if p := s2.plan(true); p.Empty {
+		t.Errorf("a target built under Roots.Store is emptied: %s", p.EmptyWhy)
 	}
 }

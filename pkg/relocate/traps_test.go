@@ -2,6 +2,7 @@ package relocate_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,9 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/relocate"
+	"github.com/ferrydev/ferry/pkg/units"
 )
 
 // The trap workspace: each member captures the base's paths in one of the
@@ -164,16 +167,26 @@ func siteB(root string) site {
 type cargo struct {
 	t    testing.TB
 	home string
+	// plus and flags choose a toolchain and Cargo's unstable flags
+	// (a flavor of build).
+	plus  string
+	flags []string
 }
 
 func (c cargo) run(dir, target string, args ...string) string {
 	c.t.Helper()
-	cmd := exec.Command("cargo", args...)
+	var all []string
+	if c.plus != "" {
+		all = append(all, c.plus)
+	}
+	all = append(append(all, args[0]), c.flags...)
+	all = append(all, args[1:]...)
+	cmd := exec.Command("cargo", all...)
 	cmd.Dir = dir
 	cmd.Env = fixture.CargoEnv(os.Environ(), c.home, target)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		c.t.Fatalf("cargo %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+		c.t.Fatalf("cargo %s in %s: %v\n%s", strings.Join(all, " "), dir, err, out)
 	}
 	return string(out)
 }
@@ -201,48 +214,86 @@ func copyTree(t testing.TB, from, to string) {
 	}
 }
 
-// built is the trap workspace built once at A, shared by the tests (each
-// copies it).
-var built struct {
+// A flavor is a toolchain and Cargo flags the trap workspace is built with.
+type flavor struct {
+	name  string
+	plus  string
+	flags []string
+}
+
+var (
+	stable = flavor{name: "stable"}
+	// buildUnits is Cargo's new build-dir layout (build/<pkg>/<hash>/).
+	buildUnits = flavor{name: "build-units", plus: "+nightly", flags: []string{"-Zbuild-dir-new-layout"}}
+)
+
+// builtBase is the trap workspace built once at A in one flavor, shared by
+// the tests (each copies it).
+type builtBase struct {
 	once sync.Once
 	root string
 	err  string
 }
 
+var (
+	builtMu sync.Mutex
+	built   = map[string]*builtBase{}
+)
+
 // buildCommands are what A and B both run.
 var buildCommands = [][]string{{"build", "--workspace", "--all-targets"}}
 
-func trapBase(t *testing.T) (site, cargo) {
+func buildTraps(c cargo, s site) {
+	for _, args := range buildCommands {
+		c.run(s.src, s.target, args...)
+	}
+	c.run(filepath.Join(s.src, "tools"), filepath.Join(s.target, "ferry-ws", "tools"), "build", "--workspace")
+}
+
+func trapBase(t *testing.T, f flavor) (site, cargo) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("skipping: builds a Cargo workspace; run without -short")
 	}
 	fixture.RequireCommands(t)
-	built.once.Do(func() {
+	if f.plus != "" {
+		if out, err := exec.Command("cargo", f.plus, "-V").CombinedOutput(); err != nil {
+			t.Skipf("skipping: no cargo %s here (%v: %s)", f.plus, err, bytes.TrimSpace(out))
+		}
+	}
+	builtMu.Lock()
+	bb := built[f.name]
+	if bb == nil {
+		bb = &builtBase{}
+		built[f.name] = bb
+	}
+	builtMu.Unlock()
+	c := func(root string) cargo {
+		return cargo{t: t, home: filepath.Join(root, "cargo-home"), plus: f.plus, flags: f.flags}
+	}
+	bb.once.Do(func() {
 		root, err := os.MkdirTemp("", "ferry-relocate-")
 		if err != nil {
-			built.err = err.Error()
+			bb.err = err.Error()
 			return
 		}
-		built.root = root
+		bb.root = root
 		a := siteA(root)
 		writeTree(t, a.src, trapFiles)
-		c := cargo{t: t, home: filepath.Join(root, "cargo-home")}
-		for _, args := range buildCommands {
-			c.run(a.src, a.target, args...)
-		}
-		c.run(filepath.Join(a.src, "tools"), filepath.Join(a.target, "ferry-ws", "tools"), "build", "--workspace")
+		buildTraps(c(root), a)
 	})
-	if built.err != "" {
-		t.Fatal(built.err)
+	if bb.err != "" {
+		t.Fatal(bb.err)
 	}
-	return siteA(built.root), cargo{t: t, home: filepath.Join(built.root, "cargo-home")}
+	return siteA(bb.root), c(bb.root)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if built.root != "" {
-		os.RemoveAll(built.root)
+	for _, bb := range built {
+		if bb.root != "" {
+			os.RemoveAll(bb.root)
+		}
 	}
 	os.Exit(code)
 }
@@ -255,19 +306,34 @@ type relocated struct {
 	app     string   // what app printed at B
 }
 
-// relocateTraps copies the built trap workspace to B, plans with A's
-// roots (live or not), applies the plan to B's target, builds at B, and
-// checks that Cargo rebuilt exactly Plan.Rebuilds.
+// relocateTraps copies the trap workspace built at A (stable cargo) to B,
+// plans with A's roots (live or not), applies the plan to B's target,
+// builds at B, and checks that Cargo rebuilt exactly Plan.Rebuilds.
 func relocateTraps(t *testing.T, live bool) relocated {
 	t.Helper()
-	a, c := trapBase(t)
+	return relocateFlavor(t, stable, live)
+}
+
+func relocateFlavor(t *testing.T, f flavor, live bool) relocated {
+	t.Helper()
+	a, c := trapBase(t, f)
+	return relocateTree(t, a, c, live, func(b site) { buildTraps(c, b) })
+}
+
+// relocateTree copies a's checkout and target to B, plans with a's roots,
+// applies the plan to B's target, runs build at B, and checks that Cargo
+// rebuilt exactly Plan.Rebuilds and that app shows none of A's paths.
+func relocateTree(t *testing.T, a site, c cargo, live bool, build func(b site)) relocated {
+	t.Helper()
 	b := siteB(t.TempDir())
 	copyTree(t, a.src, b.src)
 	copyTree(t, a.target, b.target)
+	start := time.Now()
 	plan, err := relocate.Compute(a.target, relocate.Roots{Store: a.store, Src: a.src}, live)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("Compute: %v for %d units, %d removals, %d rebuilds", time.Since(start).Round(time.Millisecond), plan.Units, len(plan.Remove), len(plan.Rebuilds))
 	for _, r := range plan.Remove {
 		t.Logf("remove %s: %s", r.Path, r.Why)
 	}
@@ -275,10 +341,7 @@ func relocateTraps(t *testing.T, live bool) relocated {
 		t.Fatal(err)
 	}
 	before := fingerprints(t, b.target)
-	for _, args := range buildCommands {
-		c.run(b.src, b.target, args...)
-	}
-	c.run(filepath.Join(b.src, "tools"), filepath.Join(b.target, "ferry-ws", "tools"), "build", "--workspace")
+	build(b)
 	r := relocated{a: a, b: b, plan: plan, rebuilt: written(t, b.target, before)}
 	if !equal(r.rebuilt, plan.Rebuilds) {
 		t.Errorf("Cargo rebuilt %d units:\n  %s\nthe plan says %d:\n  %s", len(r.rebuilt), strings.Join(r.rebuilt, "\n  "),
@@ -299,20 +362,15 @@ func relocateTraps(t *testing.T, live bool) relocated {
 // file of target, by fingerprint dir.
 func fingerprints(t *testing.T, target string) map[string]string {
 	t.Helper()
+	l, err := units.List(target)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := map[string]string{}
-	matches, _ := filepath.Glob(filepath.Join(target, "*", ".fingerprint", "*", "*"))
-	nested, _ := filepath.Glob(filepath.Join(target, "ferry-ws", "*", "*", ".fingerprint", "*", "*"))
-	for _, m := range append(matches, nested...) {
-		base := filepath.Base(m)
-		if strings.HasSuffix(base, ".json") || strings.HasPrefix(base, "dep-") || strings.HasPrefix(base, "output-") || base == "invoked.timestamp" {
-			continue
+	for _, u := range l.Units {
+		for _, f := range u.Fingerprints {
+			out[u.Dir] += f.Name + " " + f.ModTime.String() + ";"
 		}
-		fi, err := os.Stat(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rel, _ := filepath.Rel(target, filepath.Dir(m))
-		out[filepath.ToSlash(rel)] += fi.ModTime().String() + ";"
 	}
 	return out
 }
@@ -409,8 +467,7 @@ func TestTrapLocalProcMacroReadsManifestDir(t *testing.T) {
 
 func TestTrapTestBakesInBinaryPath(t *testing.T) {
 	r := relocateTraps(t, true)
-	a, c := trapBase(t)
-	_ = a
+	_, c := trapBase(t, stable)
 	out := c.run(r.b.src, r.b.target, "test", "-p", "app", "--test", "binexe", "--", "--nocapture")
 	want := "binexe " + filepath.Join(r.b.target, "debug", "app")
 	if !strings.Contains(out, want) {
@@ -547,4 +604,117 @@ func TestTrapRegistryIncludeFromOutDirCrunchy(t *testing.T) {
 
 func TestTrapRegistryIncludeFromOutDirSerde(t *testing.T) {
 	registryTrap(t, "serde", `println!("{}", std::any::type_name::<dyn serde::ser::Error>());`)
+}
+
+// TestFixtureRelocates relocates the standard fixture (registry crates with
+// build scripts and proc macros, a crate embedding its manifest dir, an
+// integration test running the binary, a nested workspace): the binary at B
+// prints the marker of B's sources and B's manifest dir, and Cargo
+// rebuilds exactly what the plan says.
+func TestFixtureRelocates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: builds the fixture (about 30 s); run without -short")
+	}
+	fixture.RequireTools(t)
+	root := t.TempDir()
+	a := siteA(root)
+	if _, err := fixture.Generate(a.src, fixture.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	c := cargo{t: t, home: filepath.Join(root, "home")}
+	build := func(s site) {
+		c.run(s.src, s.target, "build", "--workspace", "--all-targets")
+		c.run(filepath.Join(s.src, fixture.ToolsDir), filepath.Join(s.target, "ferry-ws", fixture.ToolsDir), "build")
+	}
+	build(a)
+	for _, live := range []bool{true, false} {
+		r := relocateTree(t, a, c, live, build)
+		want, err := fixture.ExpectedMarker(r.b.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(r.app); got != want {
+			t.Errorf("live %v: app at B printed %q, want %q", live, got, want)
+		}
+		out, err := exec.Command(filepath.Join(r.b.target, "debug", fixture.BinName), fixture.ManifestDirFlag).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.TrimSpace(string(out)), filepath.Join(r.b.src, fixture.CrateDir(fixture.ManifestCrate)); got != want {
+			t.Errorf("live %v: app --manifest-dir at B = %q, want %q", live, got, want)
+		}
+		out2 := c.run(r.b.src, r.b.target, "test", "-p", fixture.AppCrate, "--test", "markers")
+		if !strings.Contains(out2, "test result: ok") {
+			t.Errorf("live %v: the integration test at B:\n%s", live, out2)
+		}
+		t.Logf("live %v: %d of %d units rebuilt", live, len(r.plan.Rebuilds), r.plan.Units)
+	}
+}
+
+// BenchmarkComputeLarge plans the relocation of the fixture with 100 extra
+// crates, built once (a few minutes): what a base without the namespace
+// pays before writing base.json, and a spawn for a namespace base.
+func BenchmarkComputeLarge(b *testing.B) {
+	fixture.RequireTools(b)
+	root := b.TempDir()
+	a := siteA(root)
+	if _, err := fixture.Generate(a.src, fixture.Options{ExtraCrates: 100, ModulesPerCrate: 5}); err != nil {
+		b.Fatal(err)
+	}
+	c := cargo{t: b, home: filepath.Join(root, "home")}
+	c.run(a.src, a.target, "build", "--workspace", "--all-targets")
+	for _, live := range []bool{true, false} {
+		b.Run(fmt.Sprintf("live=%v", live), func(b *testing.B) {
+			var p *relocate.Plan
+			for b.Loop() {
+				var err error
+				if p, err = relocate.Compute(a.target, relocate.Roots{Store: a.store, Src: a.src}, live); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(p.Units), "units")
+			b.ReportMetric(float64(len(p.Rebuilds)), "rebuilds")
+		})
+	}
+}
+
+// TestTrapsInTheBuildUnitsLayout relocates the trap workspace built in
+// Cargo's new build-dir layout (nightly, -Zbuild-dir-new-layout): every
+// trap shows B's paths, and Cargo rebuilds exactly what the plan says.
+func TestTrapsInTheBuildUnitsLayout(t *testing.T) {
+	r := relocateFlavor(t, buildUnits, true)
+	for _, name := range []string{"gencode", "rustcenv", "pmuser", "cached"} {
+		if got := r.line(t, name); !strings.HasPrefix(got, r.b.src+"/") {
+			t.Errorf("%s at B = %q, want a path in %s", name, got, r.b.src)
+		}
+	}
+	if r.plan.Units == 0 || len(r.plan.Rebuilds) == r.plan.Units {
+		t.Errorf("the plan rebuilds %d of %d units", len(r.plan.Rebuilds), r.plan.Units)
+	}
+}
+
+// TestTrapRebuildsOnlyTrappedUnits pins what Cargo rebuilds at B, by
+// package: the trapped units and what depends on them, nothing else (the
+// other trap tests check each trap's own unit; this one that the plan
+// does not remove more than it must, which Cargo would rebuild just the
+// same).
+func TestTrapRebuildsOnlyTrappedUnits(t *testing.T) {
+	r := relocateTraps(t, true)
+	got := map[string]int{}
+	for _, d := range r.rebuilt {
+		name := filepath.Base(d)
+		got[name[:len(name)-17]]++
+	}
+	want := map[string]int{
+		"app":      3, // bin, its test, the binexe test (CARGO_BIN_EXE_app)
+		"bdep":     2, // lib and its test: CARGO_MANIFEST_DIR
+		"cached":   4, // its build script (bdep), the run (removed whole), lib and test
+		"gencode":  3, // the run (generated code), lib and test
+		"pmuser":   2, // lib and test: R7
+		"rustcenv": 3, // the run (rustc-env), lib and test
+		"tool":     1, // the nested workspace's binary
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rebuilt by package: %v, want %v", got, want)
+	}
 }

@@ -147,3 +147,21 @@ func TestReadmeShowsTheLayout(t *testing.T) {
 		}
 	}
 }
+
+func TestRecordedTarget(t *testing.T) {
+	for _, c := range []struct{ rel, root, inner string }{
+		{"bases/abc-1/target/debug/app", "bases/abc-1/target", "debug/app"},
+		{"bases/abc-1/src/.ferry-target/debug/build/x-0/out", "bases/abc-1/target", "debug/build/x-0/out"},
+		{"mnt/target/debug", "mnt/target", "debug"},
+		{"mnt/src/.ferry-target", "mnt/target", ""},
+		{"agents/a/target/ferry-ws/tools/debug", "agents/a/target", "ferry-ws/tools/debug"},
+		{"bases/abc-1/src/crates/x", "", ""},
+		{"mnt/src", "", ""},
+		{"tmp/x", "", ""},
+	} {
+		root, inner, ok := RecordedTarget(c.rel)
+		if root != c.root || inner != c.inner || ok != (c.root != "") {
+			t.Errorf("RecordedTarget(%q) = %q, %q, %v; want %q, %q", c.rel, root, inner, ok, c.root, c.inner)
+		}
+	}
+}

@@ -49,6 +49,10 @@
 // warm build (the architecture's step 3), so that what is there after it
 // was built by it alone.
 //
+// List is the scan alone, for a target no warm build is judged on (the
+// relocation plan, package relocate): every unit, nested workspaces'
+// target dirs included, and what could not be read or placed.
+//
 // The errors are typed (RecordError, ThresholdError, IncompleteError,
 // PruneError); nothing here prints.
 package units
