@@ -33,6 +33,9 @@ func RelocationRoots(r *Record) (relocate.Roots, error) {
 	if err != nil {
 		return relocate.Roots{}, fmt.Errorf("base %s: %w", r.ID, err)
 	}
+	// The store dir as spelled, not resolved: the build ran with PWD set
+	// to a path below it, and Cargo records paths from PWD (a store
+	// reached through a symbolic link is recorded through the link).
 	return relocate.Roots{Store: r.Store, GitDir: gitDir, Src: r.Src}, nil
 }
 
