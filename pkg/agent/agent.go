@@ -17,6 +17,16 @@
 // lives with it in package fork). This package adds what every agent
 // shares (the worktree's bind mount, the sealed store, busy.lock), asks the
 // backend for the rest and never compares backend names.
+//
+// An agent also records at spawn how its builds are isolated
+// (sandbox.Decide, from [sandbox] mode and, under auto, a probe), and every
+// later call follows the record, never the settings of the moment: in the
+// namespace sandbox at the canonical paths, or without it at host paths,
+// where its processes run as they are and the shim gives cargo the fork as
+// its target dir. A fork built at other paths than its base was (either
+// way round) gets the base's relocation plan at spawn (base.Relocation),
+// and an overlay fork, which exists only in a namespace, is refused
+// without one.
 package agent
 
 import (
