@@ -22,6 +22,7 @@ import (
 //	    bases/<commit>-<fp>/          immutable once base.json exists
 //	      base.json src/ target/
 //	      warm-units/                 the shim's records of the warm build's cargo calls (package units)
+//	      relocation.json             built at host paths: what forks remove from target/ (package relocate)
 //	    bases/<commit>-<fp>.lock
 //	    agents/<name>/
 //	      agent.json lock busy.lock
@@ -36,7 +37,7 @@ import (
 var Names = []string{
 	"bin", "cargo", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
-	"bases", "base.json", "warm-units", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
+	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
 	"mount.lock", "ns.json", "host-target", "view",
 }
 
