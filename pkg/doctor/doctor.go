@@ -342,7 +342,7 @@ func autoInputs(have fork.Needs, fs string, overlay Check) string {
 	case !have.Overlay:
 		return fmt.Sprintf("the store's filesystem (%s) cannot clone files and the overlay is blocked (%s)", fs, overlay.Detail)
 	case !have.Sandbox:
-		return fmt.Sprintf("the store's filesystem (%s) cannot clone files and the namespace sandbox the overlay is mounted in is unavailable", fs)
+		return fmt.Sprintf("the store's filesystem (%s) cannot clone files, and builds run without the namespace sandbox the overlay is mounted in", fs)
 	}
 	return fmt.Sprintf("the store's filesystem (%s) cannot clone files, and an unprivileged overlay mounts there", fs)
 }
