@@ -6,14 +6,17 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/internal/nouserns"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/cli/basecmd"
@@ -36,6 +39,14 @@ func TestMain(m *testing.M) {
 		"ferry-gc":    func() { os.Exit(gccmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO())) },
 		"ferry-watch": func() { os.Exit(watchcmd.Main(cli.Name(os.Args[0]), os.Args[1:], cli.StdIO())) },
 		"ferry-shim":  func() { os.Exit(shim.Main(os.Args[1:])) },
+		// nouserns CMD...: run CMD under a seccomp filter denying user
+		// namespaces, as Docker's default profile does.
+		"nouserns": func() {
+			if err := nouserns.Exec(os.Args[1:]); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+		},
 	})
 }
 
@@ -97,6 +108,18 @@ func TestScripts(t *testing.T) {
 				}
 				ok, err := fork.CanReflink(knobs.XFS())
 				return ok && err == nil, nil
+			case "blockable":
+				// A user namespace in which nested ones can be blocked the
+				// way a restricted host blocks them: scripts run Ferry
+				// under `unshare --user --map-root-user` with its
+				// user.max_user_namespaces set to 0 (creating one then
+				// fails with ENOSPC).
+				err := exec.Command("unshare", "--user", "--map-root-user", "sh", "-c",
+					"echo 0 > /proc/sys/user/max_user_namespaces && ! unshare --user true 2>/dev/null").Run()
+				return err == nil, nil
+			case "seccomp":
+				// nouserns's filter is written for x86-64 Linux.
+				return runtime.GOOS == "linux" && runtime.GOARCH == "amd64", nil
 			case "otheruser":
 				// Root, and the unprivileged test user ($TESTUSER) to give
 				// files to: scripts play another user with exec chown.

@@ -213,9 +213,10 @@ func (f *Ferry) SpawnWith(ctx context.Context, name, from, backend string) (Agen
 		return nil, err
 	}
 	var rec struct {
-		Name     string `json:"name"`
-		Worktree string `json:"worktree"`
-		State    string `json:"state"`
+		Name      string `json:"name"`
+		Worktree  string `json:"worktree"`
+		State     string `json:"state"`
+		Isolation string `json:"isolation"`
 	}
 	if err := json.Unmarshal([]byte(out), &rec); err != nil {
 		return nil, fmt.Errorf("oracle: ferry spawn --json: %w: %s", err, out)
@@ -225,14 +226,29 @@ func (f *Ferry) SpawnWith(ctx context.Context, name, from, backend string) (Agen
 	}
 	shimDir := filepath.Join(f.Home, "bin")
 	env := append(dropEnv(f.env(), "PATH"), "PATH="+shimDir+string(filepath.ListSeparator)+getenv(f.Env, "PATH"))
-	return &ferryAgent{
+	a := &ferryAgent{
 		name:     name,
 		worktree: rec.Worktree,
+		root:     filepath.Join(f.store, "mnt", "src"),
 		target:   filepath.Join(f.store, "mnt", "target"),
 		ferry:    filepath.Join(f.Bin, "ferry"),
 		shim:     filepath.Join(shimDir, "cargo"),
 		env:      env,
-	}, nil
+	}
+	if rec.Isolation == "off" {
+		// Built at host paths: cargo in the worktree, the target the
+		// fork, where ferry env says a host process finds it.
+		out, err := f.ferry(ctx, "env", name, "--json")
+		if err != nil {
+			return nil, err
+		}
+		var vars map[string]string
+		if err := json.Unmarshal([]byte(out), &vars); err != nil || vars["FERRY_HOST_TARGET"] == "" {
+			return nil, fmt.Errorf("oracle: ferry env --json names no host target (%v): %s", err, out)
+		}
+		a.root, a.target = rec.Worktree, vars["FERRY_HOST_TARGET"]
+	}
+	return a, nil
 }
 
 // Remove removes agent name with `ferry rm --force`.
@@ -247,7 +263,8 @@ func (f *Ferry) Remove(ctx context.Context, name string) error {
 // target is (an overlay agent's target exists only there).
 type ferryAgent struct {
 	name, worktree string
-	target         string // the canonical target path, inside the sandbox
+	root           string // where cargo sees the worktree: the canonical checkout, or the worktree without the sandbox
+	target         string // the canonical target path, inside the sandbox (the fork without it)
 	ferry, shim    string
 	env            []string
 }
@@ -259,6 +276,11 @@ func (a *ferryAgent) Build(ctx context.Context, dir string) (string, error) {
 }
 func (a *ferryAgent) Run(ctx context.Context) (string, error) {
 	out, err := command(ctx, a.worktree, a.env, a.ferry, "run", a.name, "--", filepath.Join(a.target, "debug", fixture.BinName))
+	return strings.TrimRight(out, "\n"), err
+}
+func (a *ferryAgent) BuildRoot() string { return a.root }
+func (a *ferryAgent) RunManifestDir(ctx context.Context) (string, error) {
+	out, err := command(ctx, a.worktree, a.env, a.ferry, "run", a.name, "--", filepath.Join(a.target, "debug", fixture.BinName), fixture.ManifestDirFlag)
 	return strings.TrimRight(out, "\n"), err
 }
 

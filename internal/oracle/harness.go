@@ -30,6 +30,20 @@ type Agent interface {
 	Run(ctx context.Context) (string, error)
 }
 
+// Rooted is an Agent whose build sees its tree at a known path, which the
+// app's ManifestDirFlag output must then name: the reference's output moved
+// from the reference's copy to that path. A build that kept a unit of the
+// base's (a build at other paths, without the namespace sandbox) shows
+// the base's path there.
+type Rooted interface {
+	// BuildRoot is where the agent's cargo sees Tree: the canonical
+	// checkout in the sandbox, the worktree itself without it.
+	BuildRoot() string
+	// RunManifestDir runs the app binary the last Build produced with
+	// ManifestDirFlag and returns its standard output.
+	RunManifestDir(ctx context.Context) (string, error)
+}
+
 // Options shape a run of the harness.
 type Options struct {
 	// Seed drives every random choice.
@@ -341,6 +355,18 @@ func (h *Harness) check(ctx context.Context, rep *Report, st *agentState, r int,
 			m.What, m.Expected, m.Got = "test output", wt, gt
 			rep.mismatch(m)
 			found++
+		}
+		if ra, ok := a.(Rooted); ok {
+			want := ra.BuildRoot() + strings.TrimPrefix(ref.ManifestDir, st.ref.Src())
+			if md, err := ra.RunManifestDir(ctx); err != nil {
+				m.What, m.Expected, m.Got = "app run "+fixture.ManifestDirFlag, want, err.Error()
+				rep.mismatch(m)
+				found++
+			} else if md != want {
+				m.What, m.Expected, m.Got = "app "+fixture.ManifestDirFlag+" output", want, md
+				rep.mismatch(m)
+				found++
+			}
 		}
 	}
 	if o.Logf != nil {

@@ -182,7 +182,16 @@ func newReferences(t *testing.T, n int, template string) []*Reference {
 // TestFerryAgentsBuildTheirOwnCode is the oracle: agents spawned by Ferry
 // from one base make random edits concurrently, and after every build each
 // agent's binary and test output must equal a cold build of its own tree.
-func TestFerryAgentsBuildTheirOwnCode(t *testing.T) {
+func TestFerryAgentsBuildTheirOwnCode(t *testing.T) { ferryOracle(t, "auto") }
+
+// TestFerryAgentsBuildTheirOwnCodeOff is the oracle without the namespace
+// sandbox (sandbox mode off): bases and agents build at host paths, every
+// fork relocated, and each agent's app must report its own worktree where
+// the reference's reports the reference's copy.
+func TestFerryAgentsBuildTheirOwnCodeOff(t *testing.T) { ferryOracle(t, "off") }
+
+// ferryOracle runs the oracle of Ferry agents under sandbox mode mode.
+func ferryOracle(t *testing.T, mode string) {
 	start := time.Now()
 	setupPkg(t) // starts the template build, which runs beside ferry base
 	cfg := loadConfig(t, defaultAgents, defaultRounds)
@@ -201,7 +210,7 @@ func TestFerryAgentsBuildTheirOwnCode(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	f := &Ferry{Bin: bin, Home: filepath.Join(tmp, "ferry-home"), Worktrees: filepath.Join(tmp, "worktrees"),
-		Repo: repo.Dir, Env: baseEnv()}
+		Repo: repo.Dir, Env: append(baseEnv(), "FERRY_SANDBOX="+mode)}
 	tBase := time.Now()
 	if err := f.Base(ctx, "cargo build --workspace --all-targets"); err != nil {
 		var ce *CommandError

@@ -28,6 +28,9 @@ type Reference struct {
 type RefResult struct {
 	App  string // the app binary's output
 	Test string // cargo test -p app's standard output
+	// ManifestDir is the app's output with fixture.ManifestDirFlag: a
+	// path in Src.
+	ManifestDir string
 }
 
 // NewReference makes a reference dir at root, seeding its target from
@@ -69,7 +72,11 @@ func (r *Reference) Build(ctx context.Context, tree string) (*RefResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &RefResult{App: strings.TrimRight(app, "\n"), Test: test}, nil
+	md, err := command(ctx, r.Src(), r.Env, filepath.Join(r.target(), "debug", fixture.BinName), fixture.ManifestDirFlag)
+	if err != nil {
+		return nil, err
+	}
+	return &RefResult{App: strings.TrimRight(app, "\n"), Test: test, ManifestDir: strings.TrimRight(md, "\n")}, nil
 }
 
 // skipGitAndTarget leaves out what is not the tree's source: git's metadata

@@ -17,6 +17,16 @@
 // lives with it in package fork). This package adds what every agent
 // shares (the worktree's bind mount, the sealed store, busy.lock), asks the
 // backend for the rest and never compares backend names.
+//
+// An agent also records at spawn how its builds are isolated
+// (sandbox.Decide, from [sandbox] mode and, under auto, a probe), and every
+// later call follows the record, never the settings of the moment: in the
+// namespace sandbox at the canonical paths, or without it at host paths,
+// where its processes run as they are and the shim gives cargo the fork as
+// its target dir. A fork built at other paths than its base was (either
+// way round) gets the base's relocation plan at spawn (base.Relocation),
+// and an overlay fork, which exists only in a namespace, is refused
+// without one.
 package agent
 
 import (
@@ -34,6 +44,8 @@ import (
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/relocate"
+	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -48,16 +60,22 @@ const (
 
 // Record is agent.json.
 type Record struct {
-	Format      int       `json:"format"`
-	Name        string    `json:"name"`
-	State       string    `json:"state"`
-	Branch      string    `json:"branch"`
-	Worktree    string    `json:"worktree"`
-	StartCommit string    `json:"start_commit"`
-	Base        string    `json:"base"` // base id
-	BaseCommit  string    `json:"base_commit"`
-	Backend     string    `json:"backend"`
-	Created     time.Time `json:"created"`
+	Format      int    `json:"format"`
+	Name        string `json:"name"`
+	State       string `json:"state"`
+	Branch      string `json:"branch"`
+	Worktree    string `json:"worktree"`
+	StartCommit string `json:"start_commit"`
+	Base        string `json:"base"` // base id
+	BaseCommit  string `json:"base_commit"`
+	Backend     string `json:"backend"`
+	// Isolation is how the agent's builds run, decided at spawn and kept:
+	// sandbox.IsolationNamespace (at the canonical paths) or
+	// sandbox.IsolationOff (at host paths: cargo in the worktree, the
+	// fork as its target dir). Empty in records older than the field:
+	// the namespace.
+	Isolation string    `json:"isolation,omitempty"`
+	Created   time.Time `json:"created"`
 	// What spawn made, so a rollback removes only that.
 	MadeWorktree bool `json:"made_worktree"`
 	MadeBranch   bool `json:"made_branch"`
@@ -100,7 +118,23 @@ type ForkStats struct {
 	Files int   `json:"files"`
 	Dirs  int   `json:"dirs"`
 	Bytes int64 `json:"bytes"`
+	// Relocated is what the relocation plan removed from the fork, when
+	// the agent builds at other paths than its base did.
+	Relocated *Relocated `json:"relocated,omitempty"`
 }
+
+// Relocated is what the relocation plan removed from a fork (paths, files,
+// bytes), and Rebuilds how many units (fingerprint dirs) the agent's first
+// build compiles again because of it: those removed and what depends on
+// them.
+type Relocated struct {
+	relocate.Applied
+	Rebuilds int `json:"rebuilds"`
+}
+
+// HostPaths reports whether the agent builds without the namespace
+// sandbox, at its own host paths.
+func (r *Record) HostPaths() bool { return r.Isolation == sandbox.IsolationOff }
 
 // Timings are seconds per spawn phase.
 type Timings struct {

@@ -53,7 +53,8 @@ func forkOf(s *store.Store, r *Record) fork.Agent {
 }
 
 // Command prepares argv to run in agent r's sandbox, at dir (a canonical or
-// host path), with env as its whole environment. The caller sets the
+// host path), with env as its whole environment; for an agent that builds
+// at host paths, without a sandbox, at dir. The caller sets the
 // command's standard streams and runs it with Session.Run; Close releases
 // what a session not run holds.
 func Command(s *store.Store, r *Record, dir string, argv, env []string) (*Session, error) {
@@ -69,7 +70,11 @@ func Command(s *store.Store, r *Record, dir string, argv, env []string) (*Sessio
 		return nil, err
 	}
 	var x *Session
-	if inSandbox(s, r, b) {
+	if r.HostPaths() {
+		// No sandbox: the shim sends cargo to the fork from the
+		// agent's record.
+		x, err = fork.Host(sandbox.Plan{Dir: dir, Argv: argv, Env: env}, busy)
+	} else if inSandbox(s, r, b) {
 		// A session of this agent starting another (ferry run from its
 		// shell): the namespace is already the agent's.
 		x, err = fork.Inside(sandbox.Plan{Dir: dir, Argv: argv, Env: env}, busy)

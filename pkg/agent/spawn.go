@@ -21,6 +21,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -82,11 +83,26 @@ func Spawn(o SpawnOptions) (*Record, error) {
 	if err := s.Init(); err != nil {
 		return nil, err
 	}
+	// How the agent's builds are isolated is decided once, here: a host
+	// that blocks the sandbox gets an agent building at host paths (mode
+	// auto) or no agent (mode on), never one whose every cargo call fails.
+	iso, err := sandbox.Decide(o.Settings.SandboxMode)
+	if err != nil {
+		return nil, err
+	}
+	if w := iso.Warning(); w != "" && o.Progress != nil {
+		fmt.Fprintf(o.Progress, "ferry spawn: warning: %s\n", w)
+	}
 	backendName := o.Backend
 	if backendName == "" {
 		backendName = o.Settings.Backend
 	}
-	backend, err := fork.Select(backendName, s.Dir)
+	var backend fork.Backend
+	if iso.Isolation == sandbox.IsolationOff {
+		backend, err = fork.SelectUnsandboxed(backendName, s.Dir)
+	} else {
+		backend, err = fork.Select(backendName, s.Dir)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +113,7 @@ func Spawn(o SpawnOptions) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, agentLock, err := reserve(o, commit, branch, path, backend.Name())
+	r, agentLock, err := reserve(o, commit, branch, path, backend.Name(), iso.Isolation)
 	storeLock.Release()
 	if err != nil {
 		return nil, err
@@ -139,7 +155,7 @@ func incompleteRollback(name string, err, rerr error) error {
 }
 
 // reserve runs under the store lock.
-func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lock.Lock, error) {
+func reserve(o SpawnOptions, commit, branch, path, backend, isolation string) (*Record, *lock.Lock, error) {
 	s := o.Store
 	if old, err := Read(s, o.Name); err == nil {
 		if old.State == Ready {
@@ -180,7 +196,7 @@ func reserve(o SpawnOptions, commit, branch, path, backend string) (*Record, *lo
 	}
 	r := &Record{
 		Format: Format, Name: o.Name, State: Creating, Branch: branch, Worktree: path,
-		StartCommit: commit, Base: b.ID, BaseCommit: b.Commit, Backend: backend,
+		StartCommit: commit, Base: b.ID, BaseCommit: b.Commit, Backend: backend, Isolation: isolation,
 		Tool: o.Tool, Session: o.Session, Created: time.Now().UTC(),
 	}
 	if err := os.MkdirAll(s.Agent(o.Name).Dir, 0o755); err != nil {
@@ -384,9 +400,37 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 		return failure.NoSpaceAt(s.Agent(r.Name).Dir, err)
 	}
 	r.Fork = ForkStats{Files: fs.Files, Dirs: fs.Dirs, Bytes: fs.Bytes}
+	if r.HostPaths() || b.HostPaths() {
+		// The agent builds at other paths than the base did.
+		a, err := relocateFork(s, r, b, backend)
+		if err != nil {
+			return err
+		}
+		r.Fork.Relocated = &a
+	}
 	r.Timings.Fork = since(t)
 	failpoint.Hit("spawn/after-fork")
 	return makeTargetLink(o.Repo, s, r, backend)
+}
+
+// relocateFork applies base b's relocation plan to agent r's fork, which
+// builds at other paths than b's target recorded: the agent's own host
+// paths, or the canonical ones for a sandboxed agent of a base built at
+// host paths. An overlay fork has no directory on the host to apply it to,
+// so such an agent is refused.
+func relocateFork(s *store.Store, r *Record, b *base.Record, backend fork.Backend) (Relocated, error) {
+	spec := backend.TargetSpec(fork.Paths{BaseTarget: b.Target, AgentDir: s.Agent(r.Name).Dir})
+	if spec.Dir == "" {
+		return Relocated{}, failure.New(failure.Refused,
+			"rebuild the base in the sandbox (`ferry base --rebuild` with [sandbox] mode auto or on), or use backend reflink or copy",
+			"base %s was built at host paths, and a fork with backend %s cannot be relocated", b.ID, backend.Name())
+	}
+	plan, err := base.Relocation(b)
+	if err != nil {
+		return Relocated{}, err
+	}
+	a, err := plan.Apply(spec.Dir)
+	return Relocated{Applied: a, Rebuilds: len(plan.Rebuilds)}, err
 }
 
 // copyLockfile gives the agent the base's Cargo.lock when the repository

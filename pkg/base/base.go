@@ -55,6 +55,8 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/relocate"
+	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -66,7 +68,9 @@ const Format = 2
 // Modes are the build modes that enter the fingerprint.
 type Modes struct {
 	Freshness string `json:"freshness"` // "mtime" (checksum freshness comes later)
-	Isolation string `json:"isolation"` // "namespace"
+	// Isolation is sandbox.IsolationNamespace (built at the canonical
+	// paths) or sandbox.IsolationOff (built at the base's host paths).
+	Isolation string `json:"isolation"`
 }
 
 // Toolchain is the part of the detected toolchain a base records.
@@ -126,12 +130,29 @@ type Record struct {
 	Observed   bool       `json:"observed"`
 	Unobserved []string   `json:"unobserved,omitempty"`
 	Pruned     PruneCount `json:"pruned"` // what a seed across unit inputs left that this commit does not use
-	Stamped    StampCount `json:"stamped"`
-	TargetSeal TargetSeal `json:"target_seal"` // what the target held when base.json was written
-	Timings    Timings    `json:"timings"`
-	Warnings   []string   `json:"warnings"`
-	Incomplete []string   `json:"incomplete"`
-	Created    time.Time  `json:"created"`
+	// Relocated is what the relocation plan removed from the seed's
+	// target before the warm build of a base built at host paths.
+	Relocated  *relocate.Applied `json:"relocated,omitempty"`
+	Stamped    StampCount        `json:"stamped"`
+	TargetSeal TargetSeal        `json:"target_seal"` // what the target held when base.json was written
+	Timings    Timings           `json:"timings"`
+	Warnings   []string          `json:"warnings"`
+	Incomplete []string          `json:"incomplete"`
+	Created    time.Time         `json:"created"`
+}
+
+// HostPaths reports whether the base was built without the namespace
+// sandbox, at its own host paths.
+func (r *Record) HostPaths() bool { return r.Modes.Isolation == sandbox.IsolationOff }
+
+// BuildPaths are the checkout and target dir as the base's build saw them,
+// the paths its target records: the canonical mountpoints in the sandbox,
+// its own directories without it.
+func (r *Record) BuildPaths() (src, target string) {
+	if r.HostPaths() {
+		return r.Src, r.Target
+	}
+	return r.MntSrc, r.MntTarget
 }
 
 // PruneCount is what pruning a seeded target removed.

@@ -72,6 +72,10 @@ type Plan struct {
 	// chooses it once the base lock is held (SeedWhy says why).
 	Seed    string
 	SeedWhy string
+	// Fallback is the warning of sandbox mode auto on a host that blocks
+	// user namespaces (the build runs at host paths), "" otherwise. Build
+	// prints it once.
+	Fallback string
 }
 
 // Fingerprint is the fingerprint part of the plan's base id.
@@ -93,6 +97,10 @@ func Resolve(o Options) (*Plan, error) {
 			"Ferry builds the Cargo workspace at the repository root: add a Cargo.toml there, or pick a commit that has one with --rev",
 			"commit %s has no Cargo.toml at the repository root", short(commit))
 	}
+	iso, err := sandbox.Decide(o.Settings.SandboxMode)
+	if err != nil {
+		return nil, err
+	}
 	tc, err := detectToolchain(o, commit)
 	if err != nil {
 		return nil, err
@@ -107,7 +115,8 @@ func Resolve(o Options) (*Plan, error) {
 			Rustc: tc.RustcVerbose, RustcVersion: tc.RustcVersion, Host: tc.Host,
 			Cargo: tc.Cargo, CargoVersion: tc.CargoVersion,
 		},
-		Modes: Modes{Freshness: "mtime", Isolation: "namespace"},
+		Modes:    Modes{Freshness: "mtime", Isolation: iso.Isolation},
+		Fallback: iso.Warning(),
 	}
 	for _, c := range cmds {
 		p.Warm = append(p.Warm, WarmCommand{Command: c, Generated: o.Settings.IsGeneratedClippy(c), KeepGoing: o.Settings.KeepGoing})
@@ -117,7 +126,13 @@ func Resolve(o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.UnitInputs, err = UnitInputs(tree, o.env(), o.Store.MntSrc(), cargoHome(o.env())); err != nil {
+	// Cargo reads the configurations above the directory it builds in:
+	// the canonical checkout in the sandbox, the base's own without it.
+	src := o.Store.MntSrc()
+	if p.Modes.Isolation == sandbox.IsolationOff {
+		src = o.Store.Base(p.ID).Src
+	}
+	if p.UnitInputs, err = UnitInputs(tree, o.env(), src, cargoHome(o.env())); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -156,29 +171,6 @@ func (o Options) progress() io.Writer {
 	return o.Progress
 }
 
-// CheckIsolation decides how builds are isolated under mode. Only the
-// namespace sandbox is implemented: building at host paths needs the
-// relocation plan, so without a working sandbox the build is refused with
-// the blocker named rather than done unsafely.
-func CheckIsolation(mode string) error {
-	if mode == "off" {
-		return failure.New(failure.Refused,
-			"set [sandbox] mode = \"auto\" (or FERRY_SANDBOX=auto); building at host paths is not supported yet",
-			"sandbox mode \"off\" needs the relocation plan, which this version of Ferry does not have")
-	}
-	tmp := os.TempDir()
-	err := sandbox.Probe(sandbox.Bind{Source: tmp, Target: tmp})
-	if err == nil {
-		return nil
-	}
-	hint := failure.HintOf(err)
-	if hint == "" {
-		hint = "run `ferry doctor` to see what blocks user namespaces on this host"
-	}
-	return failure.Wrap(failure.Blocked, err, hint+"\n(building without the namespace sandbox is refused until Ferry can relocate builds safely)",
-		"the namespace sandbox is unavailable (sandbox mode %q)", mode)
-}
-
 // Build builds the base of o.Rev, or reuses it when it is ready, and makes
 // it current. A failure leaves no ready base, no base directory, no
 // registered worktree, and the previous current base in place.
@@ -188,13 +180,13 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckIsolation(o.Settings.SandboxMode); err != nil {
-		return nil, err
-	}
 	if err := o.Store.Init(); err != nil {
 		return nil, err
 	}
 	out := o.progress()
+	if p.Fallback != "" {
+		fmt.Fprintf(out, "ferry-base: warning: %s\n", p.Fallback)
+	}
 
 	l, err := lock.TryTake(o.Store.BaseLock(p.ID))
 	if err == lock.ErrBusy {
@@ -262,6 +254,9 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 		MntSrc: s.MntSrc(), MntTarget: s.MntTarget(),
 		Toolchain: p.Toolchain, Modes: p.Modes, UnitInputs: p.UnitInputs, Warnings: []string{}, Incomplete: []string{},
 	}
+	if p.Fallback != "" {
+		r.Warnings = append(r.Warnings, p.Fallback)
+	}
 	fmt.Fprintf(out, "ferry-base: building base %s (%s, %s)\n", p.ID, short(p.Commit), p.Toolchain.Cargo)
 
 	t := time.Now()
@@ -303,6 +298,14 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 			return nil, err
 		}
 		r.Seed = seed.ID
+		if r.HostPaths() {
+			a, err := relocateSeed(r, seed)
+			if err != nil {
+				return nil, err
+			}
+			r.Relocated = &a
+			fmt.Fprintf(out, "ferry-base: relocated the seed's target: removed %d unit path(s) that recorded the seed's paths\n", a.Paths)
+		}
 	} else {
 		entries, err := o.Repo.LsFiles(r.Src)
 		if err != nil {
@@ -358,6 +361,13 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	// files (and the first reflink fork does not pay for the writeback).
 	if err := syncfs(r.Target); err != nil {
 		return nil, err
+	}
+	if r.HostPaths() {
+		// Forks of this base build at their own paths: what they must
+		// rebuild is planned once, here.
+		if err := planRelocation(r); err != nil {
+			return nil, err
+		}
 	}
 	if r.TargetSeal, err = Seal(r.Target); err != nil {
 		return nil, fmt.Errorf("seal the base's target: %w", err)
@@ -584,31 +594,14 @@ func FailedCommand(err error) string {
 	return ""
 }
 
-// runWarm runs one warm command in the sandbox at the canonical paths,
-// its output going to output, and returns its exit status and, when it
-// failed, the signs of a full filesystem it left. The error is for
-// failures to run it at all.
+// runWarm runs one warm command in the sandbox at the canonical paths (or,
+// for a base built without it, in the checkout at its host path), its
+// output going to output, and returns its exit status and, when it failed,
+// the signs of a full filesystem it left. The error is for failures to run
+// it at all.
 func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string, output io.Writer) (int, spaceSigns, error) {
 	env := warmEnv(o.env(), r, shimDir)
-	root, writable, err := o.Store.Seal()
-	if err != nil {
-		return 0, spaceSigns{}, err
-	}
-	// The shim records the warm build's cargo calls in the base's
-	// warm-units/, which the sealed store must leave writable.
-	writable = append(writable, store.BaseFiles(r.Dir).WarmUnits)
-	c, err := sandbox.Command(sandbox.Plan{
-		Store:    root,
-		Writable: writable,
-		Binds: []sandbox.Bind{
-			{Source: r.Src, Target: r.MntSrc},
-			{Source: r.Target, Target: r.MntTarget},
-		},
-		Dir:               r.MntSrc,
-		Argv:              []string{"sh", "-c", command},
-		Env:               env,
-		KillOnParentDeath: true,
-	})
+	c, err := warmCommand(o, r, command, env)
 	if err != nil {
 		return 0, spaceSigns{}, err
 	}
@@ -625,7 +618,12 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 	go func() {
 		select {
 		case <-ctx.Done():
-			c.Process.Kill() // init of the PID namespace: everything in it dies
+			// The init of the PID namespace, or without the sandbox the
+			// leader of the command's process group: everything dies.
+			if c.SysProcAttr != nil && c.SysProcAttr.Setpgid {
+				syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			}
+			c.Process.Kill()
 		case <-done:
 		}
 	}()
@@ -646,6 +644,42 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 	return 0, spaceSigns{}, err
 }
 
+// warmCommand prepares a warm command: in the sandbox, the checkout and
+// target bind-mounted at the canonical paths in a sealed store, in a PID
+// namespace that dies with this process; without it, in the checkout at its
+// host path, in a process group of its own that is killed on interruption
+// and gets SIGKILL when this process dies.
+func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.Cmd, error) {
+	src, _ := r.BuildPaths()
+	if r.HostPaths() {
+		c, err := sandbox.Inside(sandbox.Plan{Dir: src, Argv: []string{"sh", "-c", command}, Env: env})
+		if err != nil {
+			return nil, err
+		}
+		c.SysProcAttr = hostWarmAttr()
+		return c, nil
+	}
+	root, writable, err := o.Store.Seal()
+	if err != nil {
+		return nil, err
+	}
+	// The shim records the warm build's cargo calls in the base's
+	// warm-units/, which the sealed store must leave writable.
+	writable = append(writable, store.BaseFiles(r.Dir).WarmUnits)
+	return sandbox.Command(sandbox.Plan{
+		Store:    root,
+		Writable: writable,
+		Binds: []sandbox.Bind{
+			{Source: r.Src, Target: r.MntSrc},
+			{Source: r.Target, Target: r.MntTarget},
+		},
+		Dir:               src,
+		Argv:              []string{"sh", "-c", command},
+		Env:               env,
+		KillOnParentDeath: true,
+	})
+}
+
 // warmEnv is the environment of a warm command: the caller's, with every
 // variable that could send Cargo's output elsewhere replaced (invariant 3).
 func warmEnv(env []string, r *Record, shimDir string) []string {
@@ -655,14 +689,15 @@ func warmEnv(env []string, r *Record, shimDir string) []string {
 		path = shimDir + string(filepath.ListSeparator) + path
 	}
 	out = append(out, "PATH="+path)
+	src, target := r.BuildPaths()
 	if shimDir != "" {
-		out = append(out, "FERRY_WARM_SRC="+r.MntSrc, "FERRY_WARM_TARGET="+r.MntTarget, "FERRY_WARM_UNITS="+store.BaseFiles(r.Dir).WarmUnits,
+		out = append(out, "FERRY_WARM_SRC="+src, "FERRY_WARM_TARGET="+target, "FERRY_WARM_UNITS="+store.BaseFiles(r.Dir).WarmUnits,
 			"FERRY_WARM_CARGO="+r.Toolchain.CargoVersion)
 	}
-	out = append(out, cargoenv.Target(r.MntTarget)...)
+	out = append(out, cargoenv.Target(target)...)
 	return append(out,
 		"CARGO_BUILD_WARNINGS=warn",
-		"PWD="+r.MntSrc,
+		"PWD="+src,
 	)
 }
 

@@ -64,8 +64,16 @@ const (
 // Isolation of builds, as Spawn.Isolation says it.
 const (
 	IsolationSandbox = "namespace sandbox"
+	IsolationHost    = "host paths" // without the sandbox: sandbox mode off, or auto on a blocked host
 	IsolationRefused = "refused"
 )
+
+// hostPathsCost is what building without the namespace sandbox costs, for
+// the isolation reason.
+const hostPathsCost = "builds run at host paths, each agent in its own worktree with its fork as the target dir. " +
+	"It costs rebuilds, never correctness: rustc's incremental state is keyed on absolute paths, so the first build " +
+	"after an edit recompiles more of each edited crate than in the sandbox, and spawn removes from each fork the " +
+	"units that recorded the base's paths (the relocation plan), which the agent's first build compiles again"
 
 // Check is one check's result.
 type Check struct {
@@ -91,7 +99,7 @@ type Spawn struct {
 	// "copy"), "" when the configured one is refused.
 	Backend       string `json:"backend"`
 	BackendReason string `json:"backend_reason"`
-	// Isolation is IsolationSandbox or IsolationRefused.
+	// Isolation is IsolationSandbox, IsolationHost or IsolationRefused.
 	Isolation       string `json:"isolation"`
 	IsolationReason string `json:"isolation_reason"`
 }
@@ -256,12 +264,19 @@ func (r *Report) inRepo(o Options, userns Check) {
 	sp := &Spawn{}
 	r.Spawn = sp
 	switch {
-	case s.SandboxMode == "off":
-		sp.Isolation = IsolationRefused
-		sp.IsolationReason = `sandbox mode "off" needs the relocation plan, which this version of Ferry does not have`
-		r.err = failure.New(failure.Refused,
-			"set [sandbox] mode = \"auto\" (or FERRY_SANDBOX=auto); building at host paths is not supported yet",
-			"%s", sp.IsolationReason)
+	case s.SandboxMode == sandbox.ModeOff:
+		sp.Isolation = IsolationHost
+		sp.IsolationReason = `sandbox mode "off" (FERRY_SANDBOX or [sandbox] mode): ` + hostPathsCost
+		if userns.Status == OK {
+			sp.IsolationReason += `; user namespaces work here, so mode "auto" would build in the faster, exact namespace sandbox`
+		}
+	case userns.Status == Blocked && s.SandboxMode == sandbox.ModeAuto:
+		// Auto falls back (sandbox.Decide): spawn works, without the
+		// sandbox, so the blocker is a warning.
+		r.Check(CheckUserns).Status = Warning
+		sp.Isolation = IsolationHost
+		sp.IsolationReason = "sandbox mode auto and user namespaces are " + userns.Detail + ": " + hostPathsCost +
+			"; fix what the userns check names to get the namespace sandbox back"
 	case userns.Status == Blocked:
 		sp.Isolation = IsolationRefused
 		err := sandboxError(userns, s.SandboxMode)
@@ -303,9 +318,10 @@ func (r *Report) inRepo(o Options, userns Check) {
 			r.err = err
 		}
 	case need.Sandbox && !have.Sandbox:
-		sp.BackendReason = fmt.Sprintf("fork backend %s needs the namespace sandbox, which is unavailable", s.Backend)
+		sp.BackendReason = fmt.Sprintf("fork backend %s needs the namespace sandbox, and builds run without it", s.Backend)
 		if r.err == nil {
-			r.err = failure.New(failure.Blocked, "use backend copy, or fix the userns check", "%s", sp.BackendReason)
+			// Spawn refuses it (fork.SelectUnsandboxed, invariant 5).
+			r.err = failure.New(failure.Refused, "use backend auto, reflink or copy, or let builds use the namespace sandbox (see the userns check)", "%s", sp.BackendReason)
 		}
 	default:
 		used = set
@@ -326,7 +342,7 @@ func autoInputs(have fork.Needs, fs string, overlay Check) string {
 	case !have.Overlay:
 		return fmt.Sprintf("the store's filesystem (%s) cannot clone files and the overlay is blocked (%s)", fs, overlay.Detail)
 	case !have.Sandbox:
-		return fmt.Sprintf("the store's filesystem (%s) cannot clone files and the namespace sandbox the overlay is mounted in is unavailable", fs)
+		return fmt.Sprintf("the store's filesystem (%s) cannot clone files, and builds run without the namespace sandbox the overlay is mounted in", fs)
 	}
 	return fmt.Sprintf("the store's filesystem (%s) cannot clone files, and an unprivileged overlay mounts there", fs)
 }
@@ -373,19 +389,19 @@ func checkUserns(h platform.Host, tmp string) Check {
 	return c
 }
 
-// sandboxError is the error spawn meets when the sandbox is blocked, as
-// base.CheckIsolation words it.
+// sandboxError is the error spawn meets when the sandbox is blocked under
+// sandbox mode on, as sandbox.Decide words it.
 func sandboxError(userns Check, mode string) error {
 	var cause error = errors.New(userns.Detail)
 	hint := userns.Hint
 	if userns.Blocker != nil {
-		cause, hint = userns.Blocker, userns.Blocker.Remedy
+		cause, hint = userns.Blocker.Opaque(), userns.Blocker.Remedy
 	}
 	if hint == "" {
 		hint = "see the userns check of `ferry doctor`"
 	}
 	return failure.Wrap(failure.Blocked, cause,
-		hint+"\n(building without the namespace sandbox is refused until Ferry can relocate builds safely)",
+		hint+"\n(or set [sandbox] mode = \"auto\" or \"off\", FERRY_SANDBOX, to build at host paths without the sandbox)",
 		"the namespace sandbox is unavailable (sandbox mode %q)", mode)
 }
 

@@ -188,7 +188,7 @@ func TestPreparedRoots(t *testing.T) {
 				}
 				t.Cleanup(func() { os.RemoveAll(parent) })
 			}
-			r := Run(inRepo(preparedHost(t, c.uid, c.files), parent, "auto", "auto"))
+			r := Run(inRepo(preparedHost(t, c.uid, c.files), parent, "auto", "on"))
 			j := viaJSON(t, r)
 			status, setting, value := j.check(t, c.check)
 			if Status(status) != c.status || setting != c.setting || value != c.value {
@@ -211,6 +211,17 @@ func TestPreparedRoots(t *testing.T) {
 				// the same blocker.
 				if _, s, v := j.check(t, CheckOverlay); s != c.setting || v != c.value {
 					t.Errorf("overlay names %s = %s", s, v)
+				}
+				// Under mode auto spawn works at host paths: the blocker
+				// is a warning, and the isolation reason names it and
+				// what host paths cost.
+				r := Run(inRepo(preparedHost(t, c.uid, c.files), parent, "auto", "auto"))
+				j := viaJSON(t, r)
+				status, setting, _ := j.check(t, c.check)
+				if Status(status) != Warning || setting != c.setting || r.ExitCode != 0 || !j.Spawn.Works ||
+					j.Spawn.Isolation != IsolationHost || !strings.Contains(j.Spawn.IsolationReason, c.setting) ||
+					!strings.Contains(j.Spawn.IsolationReason, "incremental") || j.Spawn.Backend == "overlay" {
+					t.Errorf("mode auto: check %s %s (%s), exit %d, spawn %+v", c.check, status, setting, r.ExitCode, *j.Spawn)
 				}
 			}
 			if _, err := os.Stat(r.Store); !errors.Is(err, os.ErrNotExist) {
@@ -319,7 +330,8 @@ func TestWhatSpawnWouldDo(t *testing.T) {
 		{"reflink set where the store cannot clone", "reflink", "auto", 4, "", Blocked, IsolationSandbox},
 		{"overlay set", "overlay", "on", 0, "overlay", Warning, IsolationSandbox},
 		{"auto: overlay where clones do not work", "auto", "auto", 0, "overlay", Warning, IsolationSandbox},
-		{"sandbox off: no relocation plan yet", "auto", "off", 6, "copy", Warning, IsolationRefused},
+		{"sandbox off: auto picks copy, never the overlay", "auto", "off", 0, "copy", Warning, IsolationHost},
+		{"sandbox off: the overlay is refused", "overlay", "off", 6, "", Warning, IsolationHost},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

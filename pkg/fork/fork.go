@@ -259,6 +259,27 @@ func Select(name, storeDir string) (Backend, error) {
 	return ByName(name)
 }
 
+// SelectUnsandboxed is Select for an agent that builds without the
+// namespace sandbox: auto picks reflink where the store clones, else copy,
+// never probing the overlay; an explicit overlay is refused
+// (failure.Refused, invariant 5), because its fork exists only where a
+// namespace mounts it.
+func SelectUnsandboxed(name, storeDir string) (Backend, error) {
+	switch name {
+	case NameAuto:
+		clones, err := ReflinkBlocker(storeDir)
+		if err != nil {
+			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
+		}
+		return Auto(Needs{Clones: clones == nil}), nil
+	case NameOverlay:
+		return nil, failure.New(failure.Refused,
+			"use backend auto, reflink or copy (FERRY_BACKEND, [agent] backend or --backend), or let builds use the namespace sandbox ([sandbox] mode)",
+			"fork backend overlay needs the namespace sandbox, and this agent builds without it")
+	}
+	return Select(name, storeDir)
+}
+
 // ByName returns the backend an agent recorded at spawn, without probing.
 func ByName(name string) (Backend, error) {
 	switch name {

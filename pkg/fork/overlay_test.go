@@ -204,3 +204,38 @@ func TestOverlayBlockedWithoutNamespaces(t *testing.T) {
 		t.Fatalf("blocker %v, want the operating system's", b)
 	}
 }
+
+// Without the namespace sandbox auto picks reflink where the store clones,
+// else copy, never asking the overlay probe (which would say the overlay
+// works: it mounts in a namespace of its own), and an explicit overlay is
+// refused; other names are Select's.
+func TestSelectUnsandboxed(t *testing.T) {
+	tmp := testDir(t, os.TempDir())
+	clones, err := CanReflink(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := overlayBlocker
+	t.Cleanup(func() { overlayBlocker = saved })
+	overlayBlocker = func(string) (*platform.Blocker, error) {
+		t.Error("SelectUnsandboxed asked the overlay probe")
+		return nil, nil
+	}
+	want := NameCopy
+	if clones {
+		want = NameReflink
+	}
+	if b, err := SelectUnsandboxed(NameAuto, tmp); err != nil || b.Name() != want {
+		t.Errorf("SelectUnsandboxed(auto) on %s = %v, %v; want %s", fsName(tmp), b, err, want)
+	}
+	if b, err := SelectUnsandboxed(NameOverlay, tmp); failure.KindOf(err) != failure.Refused || b != nil ||
+		!strings.Contains(err.Error(), "needs the namespace sandbox") {
+		t.Errorf("SelectUnsandboxed(overlay) = %v, %v (kind %v); want Refused", b, err, failure.KindOf(err))
+	}
+	if b, err := SelectUnsandboxed(NameCopy, tmp); err != nil || b.Name() != NameCopy {
+		t.Errorf("SelectUnsandboxed(copy) = %v, %v", b, err)
+	}
+	if _, err := SelectUnsandboxed("hardlink", tmp); failure.KindOf(err) != failure.Usage {
+		t.Errorf("SelectUnsandboxed(hardlink): %v", err)
+	}
+}

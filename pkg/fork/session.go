@@ -36,6 +36,7 @@ const (
 	EnterCreate = "create" // a new namespace with the agent's overlay, which later sessions join
 	EnterJoin   = "join"   // the live namespace of the agent's overlay
 	EnterInside = "inside" // the caller's own: it runs in the agent's sandbox already
+	EnterHost   = "host"   // no sandbox: the agent builds at host paths
 )
 
 // Session is a command about to run in an agent's sandbox, with the locks
@@ -74,6 +75,18 @@ func Inside(plan sandbox.Plan, busy *lock.Lock) (*Session, error) {
 	x := newSession(busy)
 	x.Mode, x.Cmd = EnterInside, cmd
 	cmd.ExtraFiles = append(cmd.ExtraFiles, busy.File())
+	return x, nil
+}
+
+// Host prepares plan's command to run in the caller's namespaces for an
+// agent that builds without the namespace sandbox, at host paths: nothing
+// is mounted, and the command inherits busy as Inside's does.
+func Host(plan sandbox.Plan, busy *lock.Lock) (*Session, error) {
+	x, err := Inside(plan, busy)
+	if err != nil {
+		return nil, err
+	}
+	x.Mode = EnterHost
 	return x, nil
 }
 

@@ -121,3 +121,21 @@ func (b *Blocker) AsError() error {
 	}
 	return failure.Wrap(failure.Blocked, b, b.Remedy, "cannot create Ferry's build sandbox")
 }
+
+// Opaque returns b as an error whose chain ends at b: errors.As finds the
+// blocker, errors.Is finds no errno under it. A namespace budget that is
+// spent fails with ENOSPC, which is not a full disk, and failure.KindOf
+// takes any chain holding ENOSPC for one.
+func (b *Blocker) Opaque() error { return opaque{b} }
+
+type opaque struct{ b *Blocker }
+
+func (o opaque) Error() string { return o.b.Error() }
+
+func (o opaque) As(target any) bool {
+	if t, ok := target.(**Blocker); ok {
+		*t = o.b
+		return true
+	}
+	return false
+}

@@ -243,6 +243,9 @@ func commonDirOf(gitFile string) (string, error) {
 }
 
 func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top string) (int, error) {
+	if a.HostPaths() {
+		return c.runAtHostPaths(cargo, a, s, top)
+	}
 	rel, err := filepath.Rel(top, c.Dir)
 	if err != nil {
 		return 0, err
@@ -255,13 +258,7 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	}
 	target := store.NestedTarget(mntTarget, ws)
 	env := cargoEnv(c.Env, a.Name, target, canonical)
-	env = c.underCI(env, canonical, func(p string) string { return hostPath(p, mntSrc, top) }, func() string {
-		b, err := base.Read(s, a.Base)
-		if err != nil {
-			return "" // an unreadable base record: no Cargo version, no switch to answer
-		}
-		return b.Toolchain.CargoVersion
-	})
+	env = c.underCI(env, canonical, func(p string) string { return hostPath(p, mntSrc, top) }, func() string { return c.baseCargo(s, a) })
 	args := c.canonicalArgs(top, mntSrc)
 
 	if agent.InSandbox(s, a) {
@@ -405,6 +402,16 @@ func (c *Call) underCI(env []string, dir string, readable func(string) string, c
 		env = append(env, "CARGO_INCREMENTAL=1")
 	}
 	return env
+}
+
+// baseCargo is the Cargo version agent a's base recorded, or "" when its
+// record cannot be read (no version: no switch to answer).
+func (c *Call) baseCargo(s *store.Store, a *agent.Record) string {
+	b, err := base.Read(s, a.Base)
+	if err != nil {
+		return ""
+	}
+	return b.Toolchain.CargoVersion
 }
 
 // hostPath maps a path below the canonical checkout to the worktree it

@@ -24,6 +24,7 @@ import (
 //	    bases/<commit>-<fp>/          immutable once base.json exists
 //	      base.json src/ target/
 //	      warm-units/                 the shim's records of the warm build's cargo calls (package units)
+//	      relocation.json             built at host paths: what forks remove from target/ (package relocate)
 //	    bases/<commit>-<fp>.lock
 //	    agents/<name>/
 //	      agent.json lock busy.lock
@@ -38,7 +39,7 @@ import (
 var Names = []string{
 	"bin", "cargo", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
-	"bases", "base.json", "warm-units", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
+	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
 	"mount.lock", "ns.json", "host-target", "view",
 }
 
@@ -131,7 +132,11 @@ type Base struct {
 	// and the write threshold (package units owns the files inside it),
 	// while the base is built.
 	WarmUnits string
-	Lock      string
+	// Relocation is relocation.json, for a base built without the
+	// namespace sandbox: what a fork of its target removes (package
+	// relocate).
+	Relocation string
+	Lock       string
 }
 
 // Base returns the paths of base id.
@@ -145,7 +150,7 @@ func (s *Store) Base(id string) Base {
 // lives beside the directory).
 func BaseFiles(dir string) Base {
 	return Base{Dir: dir, Record: filepath.Join(dir, "base.json"), Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target"),
-		WarmUnits: filepath.Join(dir, "warm-units")}
+		WarmUnits: filepath.Join(dir, "warm-units"), Relocation: filepath.Join(dir, "relocation.json")}
 }
 
 // Agent names the paths of one agent.

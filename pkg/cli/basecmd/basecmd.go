@@ -33,7 +33,7 @@ type listCmd struct {
 	JSON bool `name:"json" help:"Print the bases as JSON."`
 }
 
-const desc = "Build immutable warm bases: one Cargo build per commit, at canonical paths inside a namespace sandbox."
+const desc = "Build immutable warm bases: one Cargo build per commit, at canonical paths inside a namespace sandbox (at the base's host paths without one: [sandbox] mode)."
 
 var examples = []string{
 	"ferry base                  # build (or reuse) the base of HEAD and make it current",

@@ -124,9 +124,16 @@ func TestDoctorRefusals(t *testing.T) {
 	tempRepo(t)
 	t.Setenv("FERRY_SANDBOX", "off")
 	out, _, code := front(t, "doctor")
-	if code != 6 || !strings.Contains(out, "isolation  refused") || !strings.Contains(out, "spawn would fail here (exit 6)") {
+	if code != 0 || !strings.Contains(out, "isolation  host paths") || !strings.Contains(out, "incremental") || strings.Contains(out, "backend    overlay") {
 		t.Errorf("sandbox off: exit %d\n%s", code, out)
 	}
+	// The overlay exists only in a namespace: refused without one.
+	t.Setenv("FERRY_BACKEND", "overlay")
+	out, _, code = front(t, "doctor")
+	if code != 6 || !strings.Contains(out, "needs the namespace sandbox") || !strings.Contains(out, "spawn would fail here (exit 6)") {
+		t.Errorf("sandbox off, backend overlay: exit %d\n%s", code, out)
+	}
+	t.Setenv("FERRY_BACKEND", "")
 
 	t.Setenv("FERRY_SANDBOX", "")
 	if err := os.WriteFile("ferry.toml", []byte("[base]\nwram = []\n"), 0o644); err != nil {
@@ -214,7 +221,7 @@ func TestDoctorTextBlocked(t *testing.T) {
 	h := platform.Host{ProcSys: filepath.Join(proc, "sys"), Uid: 1000, Exe: "/usr/local/bin/ferry"}
 	parent := t.TempDir()
 	r := doctor.Run(doctor.Options{Host: h, Repo: "/src/p",
-		Settings: &config.Settings{Backend: "auto", SandboxMode: "auto", StoreParent: parent},
+		Settings: &config.Settings{Backend: "auto", SandboxMode: "on", StoreParent: parent},
 		Store:    must(store.Open(parent, "/src/p/.git", "/src/p"))})
 	var b bytes.Buffer
 	printDoctor(&b, r)
@@ -237,6 +244,28 @@ func TestDoctorTextBlocked(t *testing.T) {
 	}
 	if r.ExitCode != 4 {
 		t.Errorf("exit %d", r.ExitCode)
+	}
+
+	// Under mode auto the same host gets host paths: a warning naming the
+	// blocker, with its remedy, and what host paths cost.
+	r = doctor.Run(doctor.Options{Host: h, Repo: "/src/p",
+		Settings: &config.Settings{Backend: "auto", SandboxMode: "auto", StoreParent: parent},
+		Store:    must(store.Open(parent, "/src/p/.git", "/src/p"))})
+	b.Reset()
+	printDoctor(&b, r)
+	out = b.String()
+	for _, want := range []string{
+		"userns       warning  blocked by kernel.apparmor_restrict_unprivileged_userns = 1",
+		"isolation  host paths: sandbox mode auto and user namespaces are blocked by kernel.apparmor_restrict_unprivileged_userns = 1",
+		"incremental",
+		"profile ferry /usr/local/bin/ferry{,-*} flags=(unconfined)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("mode auto: output lacks %q:\n%s", want, out)
+		}
+	}
+	if r.ExitCode != 0 {
+		t.Errorf("mode auto: exit %d", r.ExitCode)
 	}
 	if t.Failed() {
 		t.Log("\n" + out)

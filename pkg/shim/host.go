@@ -1,0 +1,43 @@
+package shim
+
+import (
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// runAtHostPaths runs cargo for agent a, which builds without the
+// namespace sandbox (its record says so, decided at spawn): in the working
+// directory as it is, with the selected workspace's target dir in the
+// agent's fork, exactly as the sandbox would give it at the canonical
+// paths (nested workspaces under ferry-ws/). cargo inherits busy.lock
+// through exec, so rm and gc see the call.
+func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top string) (int, error) {
+	rel, err := filepath.Rel(top, c.Dir)
+	if err != nil {
+		return 0, err
+	}
+	fork, ok := agent.HostTarget(s, a)
+	if !ok {
+		return 0, failure.New(failure.Refused, "remove it with `ferry rm --force "+a.Name+"` and spawn it again",
+			"agent %q has no fork at %s", a.Name, s.Agent(a.Name).Target)
+	}
+	ws, err := c.workspace(cargo, top, rel)
+	if err != nil {
+		return 0, err
+	}
+	env := cargoEnv(c.Env, a.Name, store.NestedTarget(fork, ws), c.Dir)
+	env = c.underCI(env, c.Dir, func(p string) string { return p }, func() string { return c.baseCargo(s, a) })
+	busy, err := agent.HoldBusy(s, a.Name)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := unix.FcntlInt(busy.File().Fd(), unix.F_SETFD, 0); err != nil {
+		return 0, err
+	}
+	return 0, c.exec(cargo, c.Dir, c.Args, env)
+}
