@@ -57,6 +57,9 @@ import (
 // childArg marks a re-executed process as a sandbox child.
 const childArg = "__ferry_sandbox_child__"
 
+// ChildArg is childArg, for package inplace's constructor to recognise.
+const ChildArg = childArg
+
 // joinedMark is what a joined child writes first on the status pipe;
 // nsMark starts the line in which a child that mounted overlays names its
 // namespaces ("N<user ns> <mount ns>\n").
@@ -305,8 +308,20 @@ const (
 // namespace). Tests may point it elsewhere.
 var nsenter = "nsenter"
 
-// joinCommand runs the sandbox child in p.Join's namespaces through
-// nsenter: fd 3 is the status pipe (added by Start), fds 4 and 5 the
+// JoinInConstructor is set (by package inplace, before main) in a binary
+// whose C constructor joins the namespaces itself when a sandbox child is
+// started with JoinArg after childArg: it saves nsenter's exec.
+var JoinInConstructor bool
+
+// JoinArg follows childArg for a child the constructor joins to the
+// namespaces at fds 4 (user) and 5 (mount) before the Go runtime starts.
+const JoinArg = "join"
+
+// StepJoin is the setup step that joins a live namespace.
+const StepJoin = "join the agent's namespace"
+
+// joinCommand runs the sandbox child in p.Join's namespaces, through
+// nsenter or, where JoinInConstructor, through this binary's constructor: fd 3 is the status pipe (added by Start), fds 4 and 5 the
 // namespaces, and the caller's ExtraFiles follow from fd 6. The child is
 // this binary again, so it can check the namespace's mounts and report a
 // failure over the same pipe as a created sandbox.
@@ -314,19 +329,24 @@ func joinCommand(p Plan) (*Cmd, error) {
 	if p.Join.User == nil || p.Join.Mount == nil {
 		return nil, errors.New("sandbox: join: both the user and the mount namespace are needed")
 	}
-	path, err := exec.LookPath(nsenter)
-	if err != nil {
-		return nil, &SetupError{Step: "join the agent's namespace", Err: fmt.Errorf("util-linux nsenter is needed to join a namespace: %w", err)}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
 	data, err := json.Marshal(childPlan{Plan: p, Joined: true})
 	if err != nil {
 		return nil, err
 	}
-	c := exec.Command(path, "--user=/proc/self/fd/4", "--mount=/proc/self/fd/5", "--preserve-credentials", "--", exe, childArg)
+	var c *exec.Cmd
+	if JoinInConstructor {
+		c = exec.Command("/proc/self/exe", childArg, JoinArg)
+	} else {
+		path, err := exec.LookPath(nsenter)
+		if err != nil {
+			return nil, &SetupError{Step: StepJoin, Err: fmt.Errorf("util-linux nsenter is needed to join a namespace: %w", err)}
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		c = exec.Command(path, "--user=/proc/self/fd/4", "--mount=/proc/self/fd/5", "--preserve-credentials", "--", exe, childArg)
+	}
 	c.Env = []string{planEnv + "=" + string(data)}
 	return &Cmd{Cmd: c, leading: []*os.File{p.Join.User, p.Join.Mount}}, nil
 }
@@ -364,12 +384,17 @@ func (c *Cmd) Start() error {
 		// A joined child first says it runs in the namespace; without
 		// that, nsenter failed (and said why on stderr).
 		rest, ok := bytes.CutPrefix(data, []byte(joinedMark))
+		var st status
+		if !ok && len(data) > 0 && json.Unmarshal(data, &st) == nil {
+			c.Cmd.Wait() // the constructor could not join, and said why
+			return Reported(st.Step, syscall.Errno(st.Errno), st.Msg, st.Path)
+		}
 		if !ok {
 			werr := c.Cmd.Wait()
 			if werr == nil {
 				werr = errors.New("nsenter exited without running the command")
 			}
-			return &SetupError{Step: "join the agent's namespace", Err: fmt.Errorf("nsenter: %w", werr)}
+			return &SetupError{Step: StepJoin, Err: fmt.Errorf("nsenter: %w", werr)}
 		}
 		data = rest
 	}

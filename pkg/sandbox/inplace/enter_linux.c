@@ -2,8 +2,9 @@
 // starts, while the process is still single-threaded, so it may unshare a
 // user namespace itself (see inplace.go for why and when).
 //
-// It acts only when argv[1] is the marker; any other process returns at
-// once. Its arguments, written by Exec:
+// It acts only when argv[1] is the marker (or when it joins a sandbox
+// child to a live namespace, see join); any other process returns at once.
+// Its arguments, written by Exec:
 //
 //   argv[0] marker dir store nbinds {src dst}... nwritable {path}... -- path argv...
 //
@@ -192,8 +193,32 @@ static void enter(int argc, char **argv) {
 	fail("exec", errno, NULL);
 }
 
+// join puts a sandbox child into the live namespaces at fds 4 (user) and 5
+// (mount), as util-linux nsenter --preserve-credentials would, and returns
+// to let the Go runtime start there: the child then checks the namespace's
+// mounts (package sandbox). A failure goes to the status pipe, fd 3, in
+// the child's own format.
+static void join(void) {
+	int fds[2] = {4, 5}, types[2] = {CLONE_NEWUSER, CLONE_NEWNS};
+	for (int i = 0; i < 2; i++) {
+		if (setns(fds[i], types[i]) < 0) {
+			char msg[256];
+			int n = snprintf(msg, sizeof msg, "{\"step\":\"%s\",\"errno\":%d,\"msg\":\"setns\"}", FERRY_STEP_JOIN, errno);
+			if (write(3, msg, n) < 0)
+				_exit(126);
+			_exit(127);
+		}
+	}
+}
+
 __attribute__((constructor)) static void ferry_inplace(int argc, char **argv, char **envp) {
-	if (argc < 2 || argv == NULL || argv[1] == NULL || strcmp(argv[1], FERRY_INPLACE) != 0)
+	if (argc < 2 || argv == NULL || argv[1] == NULL)
+		return;
+	if (argc >= 3 && strcmp(argv[1], FERRY_CHILD) == 0 && strcmp(argv[2], FERRY_JOIN) == 0) {
+		join();
+		return;
+	}
+	if (strcmp(argv[1], FERRY_INPLACE) != 0)
 		return;
 	ferry_argv = argv;
 	ferry_envp = envp;

@@ -264,6 +264,55 @@ func TestStepNames(t *testing.T) {
 	if stepCreate != platform.StepCreate {
 		t.Fatalf("the constructor creates namespaces at step %q, package platform explains %q", stepCreate, platform.StepCreate)
 	}
+	if childArg != sandbox.ChildArg || joinArg != sandbox.JoinArg || stepJoin != sandbox.StepJoin {
+		t.Fatalf("the constructor joins %q %q at step %q; package sandbox starts %q %q, step %q",
+			childArg, joinArg, stepJoin, sandbox.ChildArg, sandbox.JoinArg, sandbox.StepJoin)
+	}
+	if !sandbox.JoinInConstructor {
+		t.Fatal("linking the constructor did not tell package sandbox that it joins namespaces")
+	}
+}
+
+// A sandbox child joins a live namespace through the constructor, without
+// nsenter (none is on PATH here), and sees that namespace's mounts; a
+// namespace it may not enter is reported at the join step.
+func TestJoinInConstructor(t *testing.T) {
+	l := newLayout(t)
+	p := l.plan("")
+	p.Argv = []string{"/bin/sleep", "30"}
+	live, err := sandbox.Command(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	ns := func(name string) *os.File {
+		f, err := os.Open("/proc/" + strconv.Itoa(live.Process.Pid) + "/ns/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	t.Setenv("PATH", t.TempDir())
+	os.WriteFile(filepath.Join(l.target, "made-there"), []byte("x"), 0o644)
+	q := l.plan(`ls "$T"; { echo X > /proc/1/no; } 2>/dev/null; readlink /proc/self/ns/mnt`)
+	q.Join = &sandbox.Namespace{User: ns("user"), Mount: ns("mnt")}
+	out, err := child(t, q)
+	wantNS, _ := os.Readlink("/proc/" + strconv.Itoa(live.Process.Pid) + "/ns/mnt")
+	if err != nil || !strings.Contains(out, "made-there\n") || !strings.HasSuffix(out, wantNS+"\n") {
+		t.Fatalf("joined: %v\n%s(want the mount namespace %s)", err, out, wantNS)
+	}
+
+	// Descriptors of another kind: setns refuses, and the child reports it.
+	q.Join = &sandbox.Namespace{User: ns("mnt"), Mount: ns("user")}
+	_, err = child(t, q)
+	var se *sandbox.SetupError
+	if !errors.As(err, &se) || se.Step != sandbox.StepJoin || !errors.Is(se.Err, syscall.EINVAL) {
+		t.Fatalf("joining with swapped descriptors: %v", err)
+	}
 }
 
 // A plan the constructor does not take is refused before anything execs.
@@ -304,5 +353,5 @@ func parseReport(t *testing.T, out string, err error) report {
 
 // The same, for an ordinary user.
 func TestAsUnprivilegedUser(t *testing.T) {
-	unpriv.Rerun(t, "^TestInPlace(MatchesSandboxChild|KeepsFiles|StoreLinkRefused|ExecFailure|BlockedHost)$")
+	unpriv.Rerun(t, "^Test(InPlace(MatchesSandboxChild|KeepsFiles|StoreLinkRefused|ExecFailure|BlockedHost)|JoinInConstructor)$")
 }
