@@ -20,9 +20,11 @@
 // status is the caller's, and signals reach it directly.
 //
 // Only the shim links this package (a cgo package makes a binary run C
-// first in every process), and only bind-mount plans enter in place: an
-// overlay's namespace is created once and joined (package fork), which
-// this entry does not do. A failure execs this binary once more with the
+// first in every process), and only bind-mount plans enter in place. An
+// overlay's namespace is created once and joined by later calls (package
+// fork): there the constructor only joins, setns into the namespace at fds
+// 4 and 5 of a sandbox child started with sandbox.JoinArg, and the child's
+// Go code checks the mounts as it does after nsenter. A failure execs this binary once more with the
 // step and errno, and Failure turns those into the sandbox.SetupError a
 // sandbox child would have reported.
 package inplace
