@@ -495,10 +495,12 @@ func (x *unitPlan) inCheckout(in string, ns []needle) bool {
 	return false
 }
 
+// The patterns compile when first used: the shim links this package (through
+// package base) and must not pay for them on every cargo call.
 var (
-	dynamicVar = regexp.MustCompile(`env::var(_os)?\s*\(\s*[^"\s)]`)
-	rawVar     = regexp.MustCompile(`env::var(_os)?\s*\(\s*r#*"`)
-	versionDir = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+[-+.A-Za-z0-9]*$`)
+	dynamicVar = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`env::var(_os)?\s*\(\s*[^"\s)]`) })
+	rawVar     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`env::var(_os)?\s*\(\s*r#*"`) })
+	versionDir = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+[-+.A-Za-z0-9]*$`) })
 )
 
 // sourceReadsPaths says how a local proc macro's source may read a path,
@@ -518,8 +520,8 @@ func sourceReadsPaths(src []byte) string {
 	case strings.Contains(s, "env::vars"):
 		return "lists environment variables"
 	}
-	for _, m := range dynamicVar.FindAllStringIndex(s, -1) {
-		if !rawVar.MatchString(s[m[0]:]) {
+	for _, m := range dynamicVar().FindAllStringIndex(s, -1) {
+		if !rawVar().MatchString(s[m[0]:]) {
 			return "reads a variable by a name built at run time"
 		}
 	}
@@ -532,7 +534,7 @@ func registryVersion(x *unitPlan) string {
 	prefix := x.u.Package + "-"
 	for _, in := range x.inputs {
 		for _, part := range strings.Split(filepath.ToSlash(in), "/") {
-			if v, ok := strings.CutPrefix(part, prefix); ok && versionDir.MatchString(v) {
+			if v, ok := strings.CutPrefix(part, prefix); ok && versionDir().MatchString(v) {
 				return v
 			}
 		}

@@ -81,6 +81,11 @@ func Decide(mode string) (Decision, error) {
 			Problem: "Ferry's sandbox could not be built.", Remedy: "run `ferry doctor` to see why"}
 	}
 	if mode == ModeAuto {
+		if errors.Is(b, errors.ErrUnsupported) {
+			// An operating system without namespaces (macOS): nothing to
+			// fix, so nothing to warn about on every call.
+			return Decision{Isolation: IsolationOff}, nil
+		}
 		return Decision{Isolation: IsolationOff, Fallback: b}, nil
 	}
 	return Decision{}, failure.Wrap(failure.Blocked, b.Opaque(),

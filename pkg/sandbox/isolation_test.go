@@ -81,3 +81,20 @@ func TestDecide(t *testing.T) {
 		t.Errorf("off: %+v, %v", d, err)
 	}
 }
+
+// On an operating system without namespaces (macOS) auto builds at host
+// paths without a warning: there is no setting to fix, and the warning
+// would repeat on every call. Mode on still refuses.
+func TestDecideWithoutNamespaces(t *testing.T) {
+	old := probe
+	defer func() { probe = old }()
+	probe = func() error {
+		return &SetupError{Step: platform.StepCreate, Err: errors.ErrUnsupported, Blocker: platform.NoNamespaces("darwin")}
+	}
+	if d, err := Decide(ModeAuto); err != nil || d.Isolation != IsolationOff || d.Fallback != nil || d.Warning() != "" {
+		t.Errorf("auto: %+v, %v", d, err)
+	}
+	if _, err := Decide(ModeOn); failure.KindOf(err) != failure.Blocked {
+		t.Errorf("on: %v", err)
+	}
+}
