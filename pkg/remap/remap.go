@@ -124,6 +124,8 @@ func findRoot(cwd string) string {
 	}
 }
 
+// lookup is cargoenv.Lookup, kept here so that the wrapper links no TOML
+// parser (package cargoenv reads Cargo configuration).
 func lookup(env []string, name string) (string, bool) {
 	for i := len(env) - 1; i >= 0; i-- {
 		if v, ok := strings.CutPrefix(env[i], name+"="); ok {

@@ -3,8 +3,6 @@ package shim
 import (
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -32,12 +30,5 @@ func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top
 	}
 	env := cargoEnv(c.Env, a.Name, store.NestedTarget(fork, ws), c.Dir)
 	env = c.underCI(env, c.Dir, func(p string) string { return p }, func() string { return c.baseCargo(s, a) })
-	busy, err := agent.HoldBusy(s, a.Name)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := unix.FcntlInt(busy.File().Fd(), unix.F_SETFD, 0); err != nil {
-		return 0, err
-	}
-	return 0, c.exec(cargo, c.Dir, c.Args, env)
+	return 0, c.execBusy(s, a, cargo, c.Dir, c.Args, env)
 }

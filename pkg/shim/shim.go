@@ -263,18 +263,11 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 
 	if agent.InSandbox(s, a) {
 		// Already in this agent's sandbox (ferry run, ferry shell): cargo
-		// inherits busy.lock (and an overlay's mount.lock) through exec.
-		busy, err := agent.HoldBusy(s, a.Name)
-		if err != nil {
-			return 0, err
-		}
+		// inherits an overlay's mount.lock through exec, and busy.lock.
 		if err := unix.Chdir(canonical); err != nil {
 			return 0, err
 		}
-		if _, _, e := unix.Syscall(unix.SYS_FCNTL, busy.File().Fd(), unix.F_SETFD, 0); e != 0 {
-			return 0, e
-		}
-		return 0, c.exec(cargo, canonical, args, env)
+		return 0, c.execBusy(s, a, cargo, canonical, args, env)
 	}
 	// cargo runs in a child whose pid is not known yet: only the depth
 	// marks this call (checkRecursion catches a loop there on its way back
@@ -428,6 +421,19 @@ func hostPath(p, mntSrc, top string) string {
 func cargoEnv(env []string, name, target, pwd string) []string {
 	out := append(cargoenv.Without(env, "FERRY_AGENT", "PWD"), cargoenv.Target(target)...)
 	return append(out, "FERRY_AGENT="+name, "PWD="+pwd)
+}
+
+// execBusy replaces the shim with cargo, run in dir, holding agent a's
+// busy.lock through the exec so that rm and gc see the call.
+func (c *Call) execBusy(s *store.Store, a *agent.Record, cargo, dir string, args, env []string) error {
+	busy, err := agent.HoldBusy(s, a.Name)
+	if err != nil {
+		return err
+	}
+	if _, err := unix.FcntlInt(busy.File().Fd(), unix.F_SETFD, 0); err != nil {
+		return err
+	}
+	return c.exec(cargo, dir, args, env)
 }
 
 // exec replaces the shim with cargo, which runs in dir (the working
