@@ -234,6 +234,7 @@ type Cmd struct {
 	holder  int   // the holder's pid, as the child reported it (Plan.Hold)
 	direct  bool  // runs in the caller's namespaces: see Inside
 	created *Plan // the plan of a command in a namespace of its own
+	joining *Plan // the plan of a command in a live namespace (Plan.Join)
 }
 
 // Inside prepares p's command to run in the caller's own namespaces, for a
@@ -303,6 +304,16 @@ func (c *Cmd) Created() (Plan, bool) {
 	return *c.created, true
 }
 
+// Joining returns the plan of a command that joins a live namespace
+// (Plan.Join), for a caller that joins it in place instead of starting a
+// child (package inplace).
+func (c *Cmd) Joining() (Plan, bool) {
+	if c.joining == nil {
+		return Plan{}, false
+	}
+	return *c.joining, true
+}
+
 const (
 	capSysAdmin    = 21
 	capDacOverride = 1
@@ -353,7 +364,7 @@ func joinCommand(p Plan) (*Cmd, error) {
 		c = exec.Command(path, "--user=/proc/self/fd/4", "--mount=/proc/self/fd/5", "--preserve-credentials", "--", exe, childArg)
 	}
 	c.Env = []string{planEnv + "=" + string(data)}
-	return &Cmd{Cmd: c, leading: []*os.File{p.Join.User, p.Join.Mount}}, nil
+	return &Cmd{Cmd: c, leading: []*os.File{p.Join.User, p.Join.Mount}, joining: &p}, nil
 }
 
 // Start starts the sandbox and returns once the command has been exec'd in it,

@@ -284,6 +284,14 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 		x.Close()
 		return 0, err
 	}
+	if x.Mode == fork.EnterJoin && inplace.Linked {
+		// An overlay's live namespace: this process joins it and becomes
+		// cargo, keeping busy.lock and mount.lock; the agent lock goes at
+		// the exec, once busy.lock keeps rm out.
+		err := inplace.ExecJoin(x.Cmd)
+		x.Close()
+		return 0, err
+	}
 	x.Cmd.Stdin, x.Cmd.Stdout, x.Cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	return x.Run()
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/ferrydev/ferry/internal/fixture"
@@ -34,6 +35,21 @@ type hotAgent struct {
 	trivial  []time.Duration
 	first    []time.Duration // the first build in a fresh agent
 	second   []time.Duration // the build right after it, in the same agent
+	// Paired with the plain call or build beside each one.
+	overhead                []time.Duration // trivial less plain's, round by round
+	firstRatio, secondRatio []float64       // over the plain no-op beside it
+}
+
+// spread returns the least, the median and the greatest of ds, sorted in place.
+func spread(ds []time.Duration) (lo, mid, hi time.Duration) {
+	slices.Sort(ds)
+	return ds[0], ds[len(ds)/2], ds[len(ds)-1]
+}
+
+// spreadF is spread for ratios.
+func spreadF(fs []float64) (lo, mid, hi float64) {
+	slices.Sort(fs)
+	return fs[0], fs[len(fs)/2], fs[len(fs)-1]
 }
 
 func runHot(bin string, n, large int, xfs string) error {
@@ -100,8 +116,10 @@ func runHot(bin string, n, large int, xfs string) error {
 	}
 	shimEnv := w.shimEnv()
 
-	// Trivial calls, interleaved: plain, then each backend, m rounds.
-	m := 10 * n
+	// Trivial calls, interleaved: plain, then each backend, m rounds. The
+	// overhead is taken round by round (each agent's call less the plain
+	// call beside it), so a machine whose speed drifts moves both.
+	m := max(20*n, 60)
 	var plainTrivial []time.Duration
 	for range m + 1 { // the first round warms caches and is dropped
 		d, err := timed(plain, os.Environ(), hotTrivial...)
@@ -124,7 +142,7 @@ func runHot(bin string, n, large int, xfs string) error {
 
 	// First builds: a fresh agent of each backend per round, beside a no-op
 	// build in the plain checkout.
-	rounds := max(n, 5)
+	rounds := max(3*n, 9)
 	var plainNoop []time.Duration
 	for i := range rounds {
 		for _, a := range agents {
@@ -153,10 +171,23 @@ func runHot(bin string, n, large int, xfs string) error {
 		fmt.Fprintf(os.Stderr, "bench: hot: round %d of %d\n", i+1, rounds)
 	}
 
+	// Paired figures first: median sorts in place.
+	for _, a := range agents {
+		for i := range a.trivial {
+			a.overhead = append(a.overhead, a.trivial[i]-plainTrivial[i])
+		}
+	}
+	for k, a := range agents {
+		for i := range a.first {
+			noop := plainNoop[i*len(agents)+k].Seconds()
+			a.firstRatio = append(a.firstRatio, a.first[i].Seconds()/noop)
+			a.secondRatio = append(a.secondRatio, a.second[i].Seconds()/noop)
+		}
+	}
 	pt, pn := median(plainTrivial), median(plainNoop)
 	fmt.Printf("\n== Hot path: cargo calls through the shim against plain cargo, %s workspace, base warmed by build + clippy\n", name)
-	fmt.Printf("  (wall ms, medians; %s: %d rounds interleaved; builds: %d fresh agents per backend, each beside a plain no-op build)\n",
-		"cargo -V", m, rounds)
+	fmt.Printf("  (wall ms, medians; %s: %d rounds interleaved, the overhead taken within each round; builds: %d fresh agents\n", "cargo -V", m, rounds)
+	fmt.Printf("   per backend, each beside a plain no-op build, the ratio taken within each pair; [min..max] of the paired figures)\n")
 	fmt.Printf("  %-52s %9s %12s\n", "measure", "ms", "vs plain")
 	fmt.Printf("  %-52s %9.1f\n", "plain cargo -V", ms(pt))
 	for _, a := range agents {
@@ -164,17 +195,18 @@ func runHot(bin string, n, large int, xfs string) error {
 		if a.backend == fork.NameOverlay {
 			goal = 10
 		}
-		d := median(a.trivial)
-		fmt.Printf("  %-52s %9.1f %+9.1f ms  (goal <= +%.0f ms)\n", "cargo -V through the shim, "+a.backend+" agent", ms(d), ms(d)-ms(pt), goal)
+		lo, mid, hi := spread(a.overhead)
+		fmt.Printf("  %-52s %9.1f %+9.1f ms  [%+.1f..%+.1f]  (goal <= +%.0f ms)\n", "cargo -V through the shim, "+a.backend+" agent",
+			ms(median(a.trivial)), ms(mid), ms(lo), ms(hi), goal)
 	}
 	fmt.Printf("  %-52s %9.1f\n", "no-op cargo build, warm plain checkout", ms(pn))
 	for _, a := range agents {
-		d := median(a.first)
-		fmt.Printf("  %-52s %9.1f %10.2fx  (goal <= 1.3x)\n", "first cargo build in a fresh "+a.backend+" agent", ms(d), d.Seconds()/pn.Seconds())
+		lo, mid, hi := spreadF(a.firstRatio)
+		fmt.Printf("  %-52s %9.1f %10.2fx  [%.2f..%.2f]  (goal <= 1.3x)\n", "first cargo build in a fresh "+a.backend+" agent", ms(median(a.first)), mid, lo, hi)
 	}
 	for _, a := range agents {
-		d := median(a.second)
-		fmt.Printf("  %-52s %9.1f %10.2fx\n", "second cargo build in that "+a.backend+" agent", ms(d), d.Seconds()/pn.Seconds())
+		lo, mid, hi := spreadF(a.secondRatio)
+		fmt.Printf("  %-52s %9.1f %10.2fx  [%.2f..%.2f]\n", "second cargo build in that "+a.backend+" agent", ms(median(a.second)), mid, lo, hi)
 	}
 	if note != "" {
 		fmt.Printf("  (%s)\n", note)

@@ -2,16 +2,18 @@
 // starts, while the process is still single-threaded, so it may unshare a
 // user namespace itself (see inplace.go for why and when).
 //
-// It acts only when argv[1] is the marker (or when it joins a sandbox
-// child to a live namespace, see join); any other process returns at once.
-// Its arguments, written by Exec:
+// It acts only when argv[1] is one of its markers; any other process
+// returns at once. Its arguments, written by Exec and ExecJoin:
 //
 //   argv[0] marker dir store nbinds {src dst}... nwritable {path}... -- path argv...
+//   argv[0] join-marker userfd mntfd dir store nbinds {src dst}... noverlays {target view upper work}... -- path argv...
 //
-// with clean absolute paths, store "" for none. The environment is the
-// command's. On success it execs path; on a failure it execs this binary
-// again with the failure marker, the step, the errno and the store path
-// concerned, so that Go reports it exactly as a sandbox child's failure.
+// with clean absolute paths, store "" for none, view "" for none. The
+// environment is the command's. On success it execs path; on a failure it
+// execs this binary again with the failure marker, the step, the errno, the
+// store path concerned and a message, so that Go reports it exactly as a
+// sandbox child's failure. (It also joins a sandbox child to a live
+// namespace, see join.)
 
 #define _GNU_SOURCE
 #include <errno.h>
@@ -36,15 +38,17 @@ static char **ferry_envp;
 
 // fail hands the failure to Go and never returns; path is a store path that
 // is not what Ferry made.
-static void fail(const char *step, int err, const char *path) {
+static void fail_msg(const char *step, int err, const char *path, const char *msg) {
 	char num[16];
 	snprintf(num, sizeof num, "%d", err);
-	char *argv[] = {ferry_argv[0], FERRY_INPLACE_FAILED, (char *)step, num, (char *)(path ? path : ""), NULL};
+	char *argv[] = {ferry_argv[0], FERRY_INPLACE_FAILED, (char *)step, num, (char *)(path ? path : ""), (char *)msg, NULL};
 	execve("/proc/self/exe", argv, ferry_envp);
 	// Nothing is left to report through: say it plainly.
-	fprintf(stderr, "ferry: sandbox: %s: %s\n", step, strerror(err));
+	fprintf(stderr, "ferry: sandbox: %s: %s\n", step, err ? strerror(err) : msg);
 	_exit(127);
 }
+
+static void fail(const char *step, int err, const char *path) { fail_msg(step, err, path, ""); }
 
 static int write_file(const char *path, const char *data) {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -193,6 +197,188 @@ static void enter(int argc, char **argv) {
 	fail("exec", errno, NULL);
 }
 
+// unescape undoes mountinfo's octal escapes (\040 for a space) in place.
+static void unescape(char *s) {
+	char *w = s;
+	for (char *r = s; *r;) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)(((r[1] - '0') << 6) | ((r[2] - '0') << 3) | (r[3] - '0'));
+			r += 4;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+}
+
+// read_mountinfo returns this process's mountinfo, NUL-terminated, or NULL.
+static char *read_mountinfo(void) {
+	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	for (;;) {
+		if (buf == NULL)
+			break;
+		if (len + 1 >= cap) {
+			cap *= 2;
+			char *more = realloc(buf, cap);
+			if (more == NULL) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = more;
+		}
+		ssize_t n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		if (n == 0) {
+			buf[len] = '\0';
+			break;
+		}
+		len += n;
+	}
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return buf;
+}
+
+// is_overlay reports whether the mount processes see on point (the last
+// one mounted there) is the overlay with exactly these upper and work
+// dirs, as package sandbox's IsOverlay decides from the same file.
+static int is_overlay(char *mountinfo, const char *point, const char *upper, const char *work) {
+	int found = 0;
+	char *line = mountinfo;
+	while (line && *line) {
+		char *end = strchr(line, '\n');
+		if (end)
+			*end = '\0';
+		// 36 35 98:0 /root /point rw,noatime shared:1 - ext4 /dev/vda rw,errors=continue
+		char *f[64];
+		int n = 0;
+		char *lsave = NULL;
+		for (char *tok = strtok_r(line, " ", &lsave); tok && n < 64; tok = strtok_r(NULL, " ", &lsave))
+			f[n++] = tok;
+		int sep = -1;
+		for (int i = 6; i < n; i++) {
+			if (strcmp(f[i], "-") == 0) {
+				sep = i;
+				break;
+			}
+		}
+		if (sep >= 0 && n > 4) {
+			unescape(f[4]);
+			if (strcmp(f[4], point) == 0) {
+				int ok = sep + 1 < n && strcmp(f[sep + 1], "overlay") == 0;
+				int up = 0, wk = 0;
+				if (ok && sep + 3 < n) {
+					char *save = NULL;
+					for (char *o = strtok_r(f[sep + 3], ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+						if (strncmp(o, "upperdir=", 9) == 0) {
+							unescape(o + 9);
+							up = strcmp(o + 9, upper) == 0;
+						} else if (strncmp(o, "workdir=", 8) == 0) {
+							unescape(o + 8);
+							wk = strcmp(o + 8, work) == 0;
+						}
+					}
+				}
+				found = ok && up && wk;
+			}
+		}
+		line = end ? end + 1 : NULL;
+	}
+	return found;
+}
+
+// join_inplace enters the live namespaces of an overlay agent (the user
+// namespace, then the mount namespace, the descriptors Go opened), checks
+// that they show the plan's mounts and a sealed store, as a joined sandbox
+// child's Go code does (package sandbox, checkMounts and checkSealed), and
+// execs the command.
+static void join_inplace(int argc, char **argv) {
+	char msg[4352];
+	int i = 2;
+	if (argc < 9)
+		fail("read plan", EINVAL, NULL);
+	int userfd = atoi(argv[i++]), mntfd = atoi(argv[i++]);
+	const char *dir = argv[i++];
+	const char *store = argv[i++];
+	int nbinds = atoi(argv[i++]);
+	if (nbinds < 0 || i + 2 * nbinds >= argc)
+		fail("read plan", EINVAL, NULL);
+	char **binds = argv + i;
+	i += 2 * nbinds;
+	int noverlays = atoi(argv[i++]);
+	if (noverlays < 0 || i + 4 * noverlays >= argc)
+		fail("read plan", EINVAL, NULL);
+	char **overlays = argv + i;
+	i += 4 * noverlays;
+	if (i + 1 >= argc || strcmp(argv[i], "--") != 0)
+		fail("read plan", EINVAL, NULL);
+	const char *path = argv[i + 1];
+	char **cmd = argv + i + 2;
+
+	if (setns(userfd, CLONE_NEWUSER) < 0 || setns(mntfd, CLONE_NEWNS) < 0)
+		fail_msg(FERRY_STEP_JOIN, errno, NULL, "setns");
+	// They would keep the namespace alive for nothing once the command runs.
+	close(userfd);
+	close(mntfd);
+
+	for (int b = 0; b < nbinds; b++) {
+		struct stat src, dst;
+		if (stat(binds[2 * b], &src) < 0 || stat(binds[2 * b + 1], &dst) < 0)
+			fail(FERRY_STEP_CHECK, errno, NULL);
+		if (src.st_dev != dst.st_dev || src.st_ino != dst.st_ino) {
+			snprintf(msg, sizeof msg, "%s is not %s in the joined namespace", binds[2 * b + 1], binds[2 * b]);
+			fail_msg(FERRY_STEP_CHECK, 0, NULL, msg);
+		}
+	}
+	if (noverlays > 0) {
+		char *mountinfo = read_mountinfo();
+		if (mountinfo == NULL)
+			fail(FERRY_STEP_CHECK, errno, NULL);
+		size_t len = strlen(mountinfo);
+		char *scratch = malloc(len + 1);
+		if (scratch == NULL)
+			fail(FERRY_STEP_CHECK, ENOMEM, NULL);
+		for (int o = 0; o < noverlays; o++) {
+			char **ov = overlays + 4 * o; // target view upper work
+			for (int at = 0; at < 2; at++) {
+				if (ov[at][0] == '\0')
+					continue;
+				memcpy(scratch, mountinfo, len + 1); // is_overlay cuts it up
+				if (!is_overlay(scratch, ov[at], ov[2], ov[3])) {
+					snprintf(msg, sizeof msg, "%s is not the overlay on %s in the joined namespace", ov[at], ov[2]);
+					fail_msg(FERRY_STEP_CHECK, 0, NULL, msg);
+				}
+			}
+		}
+		free(scratch);
+		free(mountinfo);
+	}
+	if (store[0] != '\0') {
+		struct statvfs st;
+		if (statvfs(store, &st) < 0 || !(st.f_flag & ST_RDONLY)) {
+			snprintf(msg, sizeof msg, "the store %s is writable in the joined namespace", store);
+			fail_msg(FERRY_STEP_CHECK, 0, NULL, msg);
+		}
+	}
+	if (chdir(dir) < 0)
+		fail("chdir", errno, NULL);
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	execve(path, cmd, ferry_envp);
+	fail("exec", errno, NULL);
+}
+
 // join puts a sandbox child into the live namespaces at fds 4 (user) and 5
 // (mount), as util-linux nsenter --preserve-credentials would, and returns
 // to let the Go runtime start there: the child then checks the namespace's
@@ -218,9 +404,12 @@ __attribute__((constructor)) static void ferry_inplace(int argc, char **argv, ch
 		join();
 		return;
 	}
-	if (strcmp(argv[1], FERRY_INPLACE) != 0)
+	int joining = strcmp(argv[1], FERRY_INPLACE_JOIN) == 0;
+	if (!joining && strcmp(argv[1], FERRY_INPLACE) != 0)
 		return;
 	ferry_argv = argv;
 	ferry_envp = envp;
+	if (joining)
+		join_inplace(argc, argv);
 	enter(argc, argv);
 }

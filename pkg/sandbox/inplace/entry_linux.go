@@ -11,6 +11,7 @@ import "github.com/ferrydev/ferry/pkg/sandbox"
 // cannot drift apart.
 const (
 	marker       = C.FERRY_INPLACE
+	joinMarker   = C.FERRY_INPLACE_JOIN
 	failedMarker = C.FERRY_INPLACE_FAILED
 	stepCreate   = C.FERRY_STEP_CREATE
 	childArg     = C.FERRY_CHILD

@@ -6,6 +6,7 @@ package inplace
 // and the caller starts a sandbox child instead.
 const (
 	marker       = ""
+	joinMarker   = ""
 	failedMarker = ""
 	stepCreate   = ""
 	Linked       = false

@@ -67,6 +67,69 @@ func Exec(c *sandbox.Cmd) error {
 	return &os.PathError{Op: "exec", Path: "/proc/self/exe", Err: err}
 }
 
+// ExecJoin replaces this process with c's command in the live namespace c
+// joins (an overlay agent's): the constructor joins it, checks the plan's
+// mounts and the sealed store there as a joined sandbox child does, and
+// execs the command, so no child and no second Go runtime start. c must
+// be a joining command (sandbox.Command with Plan.Join) with an absolute
+// command path; the files in its ExtraFiles stay open for the command at
+// their own numbers (busy.lock and mount.lock: the command holds them, as
+// a child would), and the namespace's descriptors are closed before it
+// runs. ExecJoin returns only on failure to exec.
+func ExecJoin(c *sandbox.Cmd) error {
+	if !Linked {
+		return errors.New("inplace: this binary was built without cgo: start a sandbox child")
+	}
+	p, ok := c.Joining()
+	if !ok || p.Join == nil || p.Hold != nil || len(p.Argv) == 0 {
+		return errors.New("inplace: only a plan that joins a live namespace with a command joins in place")
+	}
+	paths := []string{p.Dir, p.Argv[0]}
+	for _, b := range p.Binds {
+		paths = append(paths, b.Source, b.Target)
+	}
+	for _, o := range p.Overlays {
+		paths = append(paths, o.Target, o.Upper, o.Work)
+		if o.View != "" {
+			paths = append(paths, o.View)
+		}
+	}
+	if p.Store != "" {
+		paths = append(paths, p.Store)
+	}
+	if err := clean(paths); err != nil {
+		return err
+	}
+	args := []string{os.Args[0], joinMarker, strconv.Itoa(int(p.Join.User.Fd())), strconv.Itoa(int(p.Join.Mount.Fd())),
+		p.Dir, p.Store, strconv.Itoa(len(p.Binds))}
+	for _, b := range p.Binds {
+		args = append(args, b.Source, b.Target)
+	}
+	args = append(args, strconv.Itoa(len(p.Overlays)))
+	for _, o := range p.Overlays {
+		args = append(args, o.Target, o.View, o.Upper, o.Work)
+	}
+	args = append(append(args, "--", p.Argv[0]), p.Argv...)
+	for _, f := range append([]*os.File{p.Join.User, p.Join.Mount}, c.ExtraFiles...) {
+		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+			return err
+		}
+	}
+	err := syscall.Exec("/proc/self/exe", args, p.Env)
+	return &os.PathError{Op: "exec", Path: "/proc/self/exe", Err: err}
+}
+
+// clean refuses a path the constructor must not be given: it takes paths
+// as they are, and compares some byte for byte.
+func clean(paths []string) error {
+	for _, q := range paths {
+		if !filepath.IsAbs(q) || filepath.Clean(q) != q {
+			return errors.New("inplace: " + q + " is not a clean absolute path")
+		}
+	}
+	return nil
+}
+
 // arguments is the constructor's command line for p (see enter_linux.c).
 func arguments(p sandbox.Plan) ([]string, error) {
 	paths := []string{p.Dir, p.Argv[0]}
@@ -77,10 +140,8 @@ func arguments(p sandbox.Plan) ([]string, error) {
 	if p.Store != "" {
 		paths = append(paths, p.Store)
 	}
-	for _, q := range paths {
-		if !filepath.IsAbs(q) || filepath.Clean(q) != q {
-			return nil, errors.New("inplace: " + q + " is not a clean absolute path")
-		}
+	if err := clean(paths); err != nil {
+		return nil, err
 	}
 	args := []string{os.Args[0], marker, p.Dir, p.Store, strconv.Itoa(len(p.Binds))}
 	for _, b := range p.Binds {
@@ -96,9 +157,9 @@ func arguments(p sandbox.Plan) ([]string, error) {
 // process's arguments after the program name) are its failure report, and
 // nil otherwise. Call it first thing in main.
 func Failure(args []string) error {
-	if !Linked || len(args) != 4 || args[0] != failedMarker {
+	if !Linked || len(args) != 5 || args[0] != failedMarker {
 		return nil
 	}
 	errno, _ := strconv.Atoi(args[2])
-	return sandbox.Reported(args[1], syscall.Errno(errno), "", args[3])
+	return sandbox.Reported(args[1], syscall.Errno(errno), args[4], args[3])
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 const (
 	envPlan = "INPLACE_TEST_PLAN"
 	envKeep = "INPLACE_TEST_KEEP"
+	envJoin = "INPLACE_TEST_JOIN" // the pid whose namespaces the plan joins
 )
 
 // report is what a helper prints when the constructor reported a failure.
@@ -67,6 +69,15 @@ func helper(data string) int {
 		keep = f
 		p.Env = append(p.Env, "KEEP_FD="+strconv.Itoa(int(f.Fd())))
 	}
+	enter := Exec
+	if pid := os.Getenv(envJoin); pid != "" {
+		user, err1 := os.Open("/proc/" + pid + "/ns/user")
+		mnt, err2 := os.Open("/proc/" + pid + "/ns/mnt")
+		if errors.Join(err1, err2) != nil {
+			return 103
+		}
+		p.Join, enter = &sandbox.Namespace{User: user, Mount: mnt}, ExecJoin
+	}
 	c, err := sandbox.Command(p)
 	if err != nil {
 		return 102
@@ -74,7 +85,7 @@ func helper(data string) int {
 	if keep != nil {
 		c.ExtraFiles = append(c.ExtraFiles, keep)
 	}
-	err = Exec(c)
+	err = enter(c)
 	os.Stderr.WriteString(err.Error() + "\n")
 	return 104
 }
@@ -125,13 +136,25 @@ func (l layout) plan(script string) sandbox.Plan {
 // returns the helper's pid, its output and its error.
 func inPlace(t *testing.T, p sandbox.Plan, keep string, wrap ...string) (int, string, error) {
 	t.Helper()
+	return helperRun(t, p, keep, nil, wrap...)
+}
+
+// joinInPlace runs the plan through a helper that joins the namespaces of
+// the process pid in place.
+func joinInPlace(t *testing.T, p sandbox.Plan, keep string, pid int) (int, string, error) {
+	t.Helper()
+	return helperRun(t, p, keep, []string{envJoin + "=" + strconv.Itoa(pid)})
+}
+
+func helperRun(t *testing.T, p sandbox.Plan, keep string, env []string, wrap ...string) (int, string, error) {
+	t.Helper()
 	data, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	argv := append(wrap, os.Args[0])
 	c := exec.Command(argv[0], argv[1:]...)
-	c.Env = append(os.Environ(), envPlan+"="+string(data), envKeep+"="+keep)
+	c.Env = append(append(os.Environ(), envPlan+"="+string(data), envKeep+"="+keep), env...)
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	err = c.Run()
@@ -315,6 +338,75 @@ func TestJoinInConstructor(t *testing.T) {
 	}
 }
 
+// An overlay agent's later calls join its live namespace in place: the
+// command is the process that joined (no child between), runs in that
+// namespace and sees its overlay, keeps the caller's files and no
+// descriptor of the namespace. A namespace whose mounts are not the
+// plan's, or whose store is not sealed, is refused at the check step with
+// the reason, and nothing runs.
+func TestExecJoin(t *testing.T) {
+	l := newLayout(t)
+	upper, work := filepath.Join(l.root, "agents", "a1", "upper"), filepath.Join(l.root, "agents", "a1", "work")
+	for _, d := range []string{upper, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(work, "work"), 0o700) })
+	p := l.plan("")
+	p.Binds = p.Binds[1:] // the target; the overlay shows the checkout
+	p.Overlays = []sandbox.Overlay{{Lower: l.src, Upper: upper, Work: work, Target: l.mntSrc}}
+	p.Argv = []string{"/bin/sleep", "30"}
+	live, err := sandbox.Command(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	wantNS, _ := os.Readlink("/proc/" + strconv.Itoa(live.Process.Pid) + "/ns/mnt")
+
+	keep := filepath.Join(l.root, "busy.lock")
+	os.WriteFile(keep, nil, 0o644)
+	q := p
+	q.Argv = []string{"/bin/sh", "-c", `echo "pid $$"; readlink /proc/self/ns/mnt; cat hello.txt; echo X > from-agent; readlink /proc/self/fd/$KEEP_FD
+		for f in /proc/self/fd/*; do readlink "$f"; done | grep -c -e '^mnt:' -e '^user:' || :`}
+	pid, out, err := joinInPlace(t, q, keep, live.Process.Pid)
+	want := "pid " + strconv.Itoa(pid) + "\n" + wantNS + "\nfrom the checkout\n" + keep + "\n0\n"
+	if err != nil || out != want {
+		t.Fatalf("joined in place: %v\n%q\nwant\n%q", err, out, want)
+	}
+	if _, err := os.Stat(filepath.Join(upper, "from-agent")); err != nil {
+		t.Fatalf("the command's write did not reach the agent's upper dir: %v", err)
+	}
+
+	other := filepath.Join(l.root, "agents", "a2", "upper")
+	os.MkdirAll(other, 0o755)
+	for name, c := range map[string]struct {
+		change func(*sandbox.Plan)
+		msg    string
+	}{
+		"another upper": {func(p *sandbox.Plan) { p.Overlays[0].Upper = other }, l.mntSrc + " is not the overlay on " + other},
+		"another bind":  {func(p *sandbox.Plan) { p.Binds[0].Source = l.src }, l.mntTarget + " is not " + l.src},
+		"no seal":       {func(p *sandbox.Plan) { p.Store = l.keep }, "the store " + l.keep + " is writable"},
+	} {
+		r := q
+		r.Binds = slices.Clone(q.Binds)
+		r.Overlays = slices.Clone(q.Overlays)
+		r.Argv = []string{"/bin/sh", "-c", "echo ran > " + l.keep + "/ran"}
+		c.change(&r)
+		_, out, err := joinInPlace(t, r, "", live.Process.Pid)
+		rep := parseReport(t, out, err)
+		if rep.Step != "check the joined namespace" || !strings.Contains(rep.Msg, c.msg) || rep.Blocked {
+			t.Errorf("%s: report %+v, want a check failure saying %q", name, rep, c.msg)
+		}
+		if _, err := os.Stat(filepath.Join(l.keep, "ran")); err == nil {
+			t.Fatalf("%s: the command ran", name)
+		}
+	}
+}
+
 // A plan the constructor does not take is refused before anything execs.
 func TestExecRefusesOtherPlans(t *testing.T) {
 	l := newLayout(t)
@@ -353,5 +445,5 @@ func parseReport(t *testing.T, out string, err error) report {
 
 // The same, for an ordinary user.
 func TestAsUnprivilegedUser(t *testing.T) {
-	unpriv.Rerun(t, "^Test(InPlace(MatchesSandboxChild|KeepsFiles|StoreLinkRefused|ExecFailure|BlockedHost)|JoinInConstructor)$")
+	unpriv.Rerun(t, "^Test(InPlace(MatchesSandboxChild|KeepsFiles|StoreLinkRefused|ExecFailure|BlockedHost)|JoinInConstructor|ExecJoin)$")
 }
