@@ -33,11 +33,14 @@
 // The one exception is the shim, which runs on every cargo call: package
 // inplace links a C constructor into it alone. A bind-mount sandbox
 // (reflink and copy agents) is entered in place from there, with the plan
-// Command prepared (Created), and a sandbox child the shim starts joins a
-// live namespace from there too (JoinInConstructor), without nsenter. In a
-// cgo binary each Go runtime start costs more (about 0.6 ms here), which
-// made the nsenter join 1.3 ms dearer than in a pure Go shim; joining from
-// the constructor more than wins it back.
+// Command prepared (Created), and so is an overlay's live namespace, with
+// the plan it prepared to join (Joining): the constructor joins, checks the
+// mounts as the child would, and execs the command, so the shim starts no
+// child at all. A sandbox child the shim does start (the namespace's first
+// session) would join from the constructor too (JoinInConstructor),
+// without nsenter: in a cgo binary each Go runtime start costs more (about
+// 0.6 ms here), which made the nsenter join 1.3 ms dearer than in a pure Go
+// shim.
 package sandbox
 
 import (
