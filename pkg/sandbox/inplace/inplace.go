@@ -20,13 +20,16 @@
 // status is the caller's, and signals reach it directly.
 //
 // Only the shim links this package (a cgo package makes a binary run C
-// first in every process), and only bind-mount plans enter in place. An
-// overlay's namespace is created once and joined by later calls (package
-// fork): there the constructor only joins, setns into the namespace at fds
-// 4 and 5 of a sandbox child started with sandbox.JoinArg, and the child's
-// Go code checks the mounts as it does after nsenter. A failure execs this binary once more with the
-// step and errno, and Failure turns those into the sandbox.SetupError a
-// sandbox child would have reported.
+// first in every process). An overlay's namespace is created once, by a
+// sandbox child (it mounts the overlay and starts the namespace's holder),
+// and joined by later calls (package fork): ExecJoin joins it in place the
+// same way, the constructor entering the namespace from the descriptors Go
+// opened, checking the plan's mounts and the sealed store as a joined
+// child's Go code does, and execing the command. (A sandbox child started
+// with sandbox.JoinArg is joined by the constructor too, in place of
+// nsenter.) A failure execs this binary once more with the step, errno and
+// message, and Failure turns them into the sandbox.SetupError a sandbox
+// child would have reported.
 package inplace
 
 import (
