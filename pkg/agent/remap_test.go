@@ -51,7 +51,7 @@ func compileOf(t *testing.T, log, crate string) string {
 	t.Helper()
 	b, _ := os.ReadFile(log)
 	for line := range strings.Lines(string(b)) {
-		if strings.Contains(line, " --crate-name "+crate+" ") && strings.Contains(line, "-Zremap-cwd-prefix=.") &&
+		if strings.Contains(line, " --crate-name "+strings.ReplaceAll(crate, "-", "_")+" ") && strings.Contains(line, "-Zremap-cwd-prefix=.") &&
 			strings.Contains(line, "--crate-type lib") {
 			_, args, _ := strings.Cut(strings.TrimSpace(line), " ")
 			return args
@@ -129,6 +129,11 @@ func TestRemapModeBaseAndAgent(t *testing.T) {
 	if strings.Contains(baseLine, br.Src) || !strings.Contains(baseLine, "--out-dir .ferry-target/debug/deps") {
 		t.Errorf("the base's compile of %s names its checkout, or not the target through the link: %s", fixture.ManifestCrate, baseLine)
 	}
+	// #![feature] stays an error on stable and beta, as without the
+	// wrapper; a nightly allows it.
+	if nightly := toolchain.Channel(tc.RustcVersion) == "nightly"; strings.Contains(baseLine, "-Zallow-features=") == nightly {
+		t.Errorf("rustc %s: -Zallow-features= in the compile line is %t, want %t: %s", tc.RustcVersion, !nightly, nightly, baseLine)
+	}
 	baseApp, err := exec.Command(filepath.Join(br.Target, "debug", fixture.BinName)).Output()
 	if want, _ := fixture.ExpectedMarker(br.Src); err != nil || strings.TrimSpace(string(baseApp)) != want {
 		t.Errorf("the base's app prints %q (%v), want %q", baseApp, err, want)
@@ -194,12 +199,18 @@ func TestRemapModeBaseAndAgent(t *testing.T) {
 		t.Errorf("the agent's app reports %q (%v), want %q", md, err, want)
 	}
 
-	// An edit shows in the next build.
+	// An edit shows in the next build, made with a workspace wrapper
+	// inherited from the caller, which remap mode's replaces.
 	if err := os.WriteFile(filepath.Join(a.Worktree, fixture.SharedData), []byte("edited in remap mode\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, stderr, code := w.cargo(a.Worktree, env, "build", "--workspace"); code != 0 {
+	os.Remove(log)
+	inherited := append(env[:len(env):len(env)], "RUSTC_WORKSPACE_WRAPPER=/nonexistent/wrapper")
+	if _, stderr, code := w.cargo(a.Worktree, inherited, "build", "--workspace"); code != 0 {
 		t.Fatalf("agent build after the edit: %s", stderr)
+	}
+	if compileOf(t, log, fixture.ChainC) == "" {
+		t.Errorf("the build after the edit did not compile %s through ferry-rustc", fixture.ChainC)
 	}
 	marker, err := exec.Command(app).Output()
 	if want, _ := fixture.ExpectedMarker(a.Worktree); err != nil || strings.TrimSpace(string(marker)) != want {

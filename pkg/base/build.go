@@ -226,6 +226,13 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 			if err := Verify(r); err != nil {
 				return nil, err
 			}
+			if r.Modes.Remap {
+				// Its agents run rustc through the installed wrapper: put
+				// back a link a move of Ferry's binaries left dangling.
+				if err := o.Store.InstallRemapWrapper(o.RustcBin); err != nil {
+					return nil, fmt.Errorf("remap mode: %w", err)
+				}
+			}
 			if err := setCurrent(o.Store, p.ID); err != nil {
 				return nil, err
 			}
@@ -720,7 +727,7 @@ func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.C
 func warmEnv(env []string, r *Record, shimDir, wrapper string) []string {
 	out := cargoenv.Without(env, "PWD", "OLDPWD", "FERRY_AGENT", "FERRY_WARM_SRC", "FERRY_WARM_TARGET", "FERRY_WARM_UNITS", "FERRY_WARM_CARGO", "PATH")
 	if r.Modes.Remap {
-		out = append(out, remap.Env(wrapper, toolchain.Channel(r.Toolchain.RustcVersion))...)
+		out = append(cargoenv.Without(out, remap.EnvWrapper, remap.EnvChannel), remap.Env(wrapper, toolchain.Channel(r.Toolchain.RustcVersion))...)
 	}
 	path := cargoenv.Get(env, "PATH")
 	if shimDir != "" {

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 
 	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/remap"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -30,16 +31,19 @@ func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top
 	if err != nil {
 		return 0, err
 	}
-	var wrap []string
+	callerEnv, wrap := c.Env, []string(nil)
 	if a.Remap != nil {
 		// Remap mode: the target through the worktree's link, rustc
-		// through ferry-rustc, as the base was built.
+		// through ferry-rustc, as the base was built (replacing any
+		// inherited wrapper: execve keeps duplicates, and Cargo reads
+		// the first).
 		if fork, err = agent.RemapTarget(a); err != nil {
 			return 0, err
 		}
+		callerEnv = cargoenv.Without(c.Env, remap.EnvWrapper, remap.EnvChannel)
 		wrap = remap.Env(a.Remap.Wrapper, a.Remap.Channel)
 	}
-	env := append(cargoEnv(c.Env, a.Name, store.NestedTarget(fork, ws), c.Dir), wrap...)
+	env := append(cargoEnv(callerEnv, a.Name, store.NestedTarget(fork, ws), c.Dir), wrap...)
 	env = c.underCI(env, c.Dir, func(p string) string { return p }, func() string { return c.baseCargo(s, a) })
 	return 0, c.execBusy(s, a, cargo, c.Dir, c.Args, env)
 }
