@@ -34,6 +34,11 @@ const (
 	// OverlayHold shortens how long an overlay agent's namespace outlives
 	// its last session (a Go duration; package fork's HoldIdle).
 	OverlayHold = "FERRY_TEST_OVERLAY_HOLD"
+	// RemapNoProbe, set to 1, lets ferry base build in remap mode without
+	// toolchain.ProbeRemap: the wiring is tested on toolchains the probe
+	// refuses (every one before Rust 1.98), whose builds are correct in
+	// remap mode but recompile an edited crate from scratch.
+	RemapNoProbe = "FERRY_TEST_REMAP_NOPROBE"
 )
 
 // DefaultTestUser is the account .ci/run creates for the unprivileged
@@ -42,6 +47,9 @@ const DefaultTestUser = "ferrytest"
 
 // OverlayHoldValue is the OverlayHold knob's value, "" when unset.
 func OverlayHoldValue() string { return os.Getenv(OverlayHold) }
+
+// SkipRemapProbe reports whether the RemapNoProbe knob is set.
+func SkipRemapProbe() bool { return os.Getenv(RemapNoProbe) == "1" }
 
 // XFS is the TestXFS directory, "" when unset.
 func XFS() string { return os.Getenv(TestXFS) }

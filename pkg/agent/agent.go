@@ -99,6 +99,9 @@ type Record struct {
 	// ignore rules ignore target only as a directory): each name links to
 	// the same name under TargetLink.
 	TargetLinks []string `json:"target_links,omitempty"`
+	// Remap is set for an agent in remap mode (see remap.go): spawned
+	// without the namespace from a base built in remap mode.
+	Remap *Remap `json:"remap,omitempty"`
 
 	Stamp   StampStats `json:"stamp"`
 	Fork    ForkStats  `json:"fork"`

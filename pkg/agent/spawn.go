@@ -358,6 +358,11 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 	if err := copyLockfile(o.Repo, r, b); err != nil {
 		return err
 	}
+	if r.HostPaths() && b.Modes.Remap {
+		if err := makeRemapLink(o.Repo, s, r, b, backend); err != nil {
+			return err
+		}
+	}
 	r.Timings.Worktree = since(t)
 
 	t = time.Now()

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Work is what an agent's worktree holds beyond its commit, without
@@ -67,6 +68,8 @@ const (
 //   - Cargo.lock, when spawn placed the base's in a worktree whose commit
 //     tracks none (Record.PlacedLockfile): Ferry's while unchanged, the
 //     agent's dependency change once it is not;
+//   - .ferry-target, remap mode's link to the fork (remap.go), while it
+//     still leads there;
 //   - target, the symlink spawn made at the worktree's root for the host to
 //     reach the agent's build output (OwnEntry), while it still points
 //     where spawn pointed it.
@@ -86,6 +89,9 @@ func ferryEntry(r *Record, path string) entryKind {
 	}
 	if OwnEntry(r, path) {
 		return entryFerrys
+	}
+	if r.Remap != nil && path == store.RemapLink && linksTo(filepath.Join(r.Worktree, store.RemapLink), r.Remap.Link) {
+		return entryFerrys // remap mode's link to the fork (remap.go)
 	}
 	return entryUsers
 }

@@ -49,6 +49,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -71,6 +72,10 @@ type Modes struct {
 	// Isolation is sandbox.IsolationNamespace (built at the canonical
 	// paths) or sandbox.IsolationOff (built at the base's host paths).
 	Isolation string `json:"isolation"`
+	// Remap is remap mode ([sandbox] remap-paths, package remap): built
+	// at host paths, the target reached through <src>/.ferry-target and
+	// rustc run through ferry-rustc. Only with IsolationOff.
+	Remap bool `json:"remap,omitempty"`
 }
 
 // Toolchain is the part of the detected toolchain a base records.
@@ -147,8 +152,12 @@ func (r *Record) HostPaths() bool { return r.Modes.Isolation == sandbox.Isolatio
 
 // BuildPaths are the checkout and target dir as the base's build saw them,
 // the paths its target records: the canonical mountpoints in the sandbox,
-// its own directories without it.
+// its own directories without it (the target through the checkout's
+// RemapLink in remap mode).
 func (r *Record) BuildPaths() (src, target string) {
+	if r.Modes.Remap {
+		return r.Src, filepath.Join(r.Src, store.RemapLink)
+	}
 	if r.HostPaths() {
 		return r.Src, r.Target
 	}
@@ -185,6 +194,10 @@ func Fingerprint(tc Toolchain, warm []WarmCommand, m Modes) string {
 		fmt.Fprintln(h)
 	}
 	fmt.Fprintf(h, "freshness %s\nisolation %s\n", m.Freshness, m.Isolation)
+	if m.Remap {
+		// Only when set, so the ids of other bases stay what they were.
+		fmt.Fprintln(h, "remap")
+	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 

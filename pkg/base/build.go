@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/config"
@@ -25,6 +26,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/remap"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 	"github.com/ferrydev/ferry/pkg/toolchain"
@@ -49,6 +51,9 @@ type Options struct {
 	// it is not ferry-shim beside the running binary (tests).
 	Shim    bool
 	ShimBin string
+	// RustcBin names the ferry-rustc binary remap mode installs when it
+	// is not beside the running binary (tests).
+	RustcBin string
 	// OnBuilding is called once the base lock is held and a build (not a
 	// reuse) begins.
 	OnBuilding func(p *Plan)
@@ -101,7 +106,10 @@ func Resolve(o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := detectToolchain(o, commit)
+	// Remap mode applies to builds without the namespace: in it every
+	// build already runs at the same canonical paths.
+	remapMode := o.Settings.RemapPaths && iso.Isolation == sandbox.IsolationOff
+	tc, err := detectToolchain(o, commit, remapMode)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +123,7 @@ func Resolve(o Options) (*Plan, error) {
 			Rustc: tc.RustcVerbose, RustcVersion: tc.RustcVersion, Host: tc.Host,
 			Cargo: tc.Cargo, CargoVersion: tc.CargoVersion,
 		},
-		Modes:    Modes{Freshness: "mtime", Isolation: iso.Isolation},
+		Modes:    Modes{Freshness: "mtime", Isolation: iso.Isolation, Remap: remapMode},
 		Fallback: iso.Warning(),
 	}
 	for _, c := range cmds {
@@ -141,7 +149,9 @@ func Resolve(o Options) (*Plan, error) {
 // detectToolchain runs the toolchain in a scratch directory holding the
 // commit's rust-toolchain files, so rustup resolves what the build will get
 // (the warm build runs at <store>/mnt/src, a path no rustup override names).
-func detectToolchain(o Options, commit string) (*toolchain.Toolchain, error) {
+// With remap, it also asks that toolchain's rustc whether remap mode pays
+// off (toolchain.ProbeRemap), and refuses the build when it does not.
+func detectToolchain(o Options, commit string, remap bool) (*toolchain.Toolchain, error) {
 	dir, err := os.MkdirTemp("", "ferry-toolchain-")
 	if err != nil {
 		return nil, err
@@ -154,7 +164,19 @@ func detectToolchain(o Options, commit string) (*toolchain.Toolchain, error) {
 			}
 		}
 	}
-	return toolchain.Detect(dir, o.env())
+	tc, err := toolchain.Detect(dir, o.env())
+	if err != nil || !remap || knobs.SkipRemapProbe() {
+		return tc, err
+	}
+	if err := tc.ProbeRemap(dir, o.env()); err != nil {
+		hint := failure.HintOf(err)
+		if hint == "" {
+			hint = fmt.Sprintf("use a toolchain from Rust %s on, or leave [sandbox] remap-paths off", toolchain.RemapVersion)
+		}
+		return nil, failure.Wrap(failure.Prereq, err, hint,
+			"remap mode ([sandbox] remap-paths) needs Rust %s or later, and this commit's toolchain is rustc %s", toolchain.RemapVersion, tc.RustcVersion)
+	}
+	return tc, nil
 }
 
 func (o Options) env() []string {
@@ -203,6 +225,13 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 			// Never serve a base something changed since it was built.
 			if err := Verify(r); err != nil {
 				return nil, err
+			}
+			if r.Modes.Remap {
+				// Its agents run rustc through the installed wrapper: put
+				// back a link a move of Ferry's binaries left dangling.
+				if err := o.Store.InstallRemapWrapper(o.RustcBin); err != nil {
+					return nil, fmt.Errorf("remap mode: %w", err)
+				}
 			}
 			if err := setCurrent(o.Store, p.ID); err != nil {
 				return nil, err
@@ -285,6 +314,11 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	if err := o.Repo.WorktreeLock(r.Src, "ferry base "+p.ID); err != nil {
 		return nil, err
 	}
+	if r.Modes.Remap {
+		if err := prepareRemap(o, r); err != nil {
+			return nil, err
+		}
+	}
 	r.Timings.Worktree = since(t)
 
 	t = time.Now()
@@ -351,6 +385,9 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 			// An untracked lockfile is Cargo resolving the workspace; agents
 			// get a copy of it (see ferry spawn).
 			continue
+		}
+		if r.Modes.Remap && d.X == '!' && d.Path == store.RemapLink {
+			continue // remap mode's link to the target: Ferry's
 		}
 		msg := fmt.Sprintf("the warm build wrote %s into the source tree (a build script or command writing outside OUT_DIR or the target dir)", d.Path)
 		r.Warnings = append(r.Warnings, msg)
@@ -600,7 +637,11 @@ func FailedCommand(err error) string {
 // the signs of a full filesystem it left. The error is for failures to run
 // it at all.
 func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string, output io.Writer) (int, spaceSigns, error) {
-	env := warmEnv(o.env(), r, shimDir)
+	wrapper := ""
+	if r.Modes.Remap {
+		wrapper = o.Store.RemapWrapper()
+	}
+	env := warmEnv(o.env(), r, shimDir, wrapper)
 	c, err := warmCommand(o, r, command, env)
 	if err != nil {
 		return 0, spaceSigns{}, err
@@ -681,9 +722,13 @@ func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.C
 }
 
 // warmEnv is the environment of a warm command: the caller's, with every
-// variable that could send Cargo's output elsewhere replaced (invariant 3).
-func warmEnv(env []string, r *Record, shimDir string) []string {
+// variable that could send Cargo's output elsewhere replaced (invariant 3);
+// in remap mode, with rustc run through wrapper (remap.Env).
+func warmEnv(env []string, r *Record, shimDir, wrapper string) []string {
 	out := cargoenv.Without(env, "PWD", "OLDPWD", "FERRY_AGENT", "FERRY_WARM_SRC", "FERRY_WARM_TARGET", "FERRY_WARM_UNITS", "FERRY_WARM_CARGO", "PATH")
+	if r.Modes.Remap {
+		out = append(cargoenv.Without(out, remap.EnvWrapper, remap.EnvChannel), remap.Env(wrapper, toolchain.Channel(r.Toolchain.RustcVersion))...)
+	}
 	path := cargoenv.Get(env, "PATH")
 	if shimDir != "" {
 		path = shimDir + string(filepath.ListSeparator) + path
@@ -699,6 +744,26 @@ func warmEnv(env []string, r *Record, shimDir string) []string {
 		"CARGO_BUILD_WARNINGS=warn",
 		"PWD="+src,
 	)
+}
+
+// prepareRemap lays out a remap base's checkout: the link through which
+// its builds reach the target (<src>/.ferry-target -> target, made before
+// stamping so the checkout's root holds the same entries as an agent's
+// worktree, which gets its link before it is compared), ignored by every
+// worktree of the repository through info/exclude so it is never counted
+// as anyone's change; and the rustc wrapper, installed in the store's bin/.
+func prepareRemap(o Options, r *Record) error {
+	if err := o.Store.InstallRemapWrapper(o.RustcBin); err != nil {
+		return fmt.Errorf("remap mode: %w", err)
+	}
+	if err := o.Repo.Exclude("/" + store.RemapLink); err != nil {
+		return fmt.Errorf("remap mode: %w", err)
+	}
+	_, link := r.BuildPaths()
+	if err := os.Symlink(r.Target, link); err != nil {
+		return fmt.Errorf("remap mode: link the checkout to the target: %w", err)
+	}
+	return nil
 }
 
 // unready turns ready base r back into a partial one, for --rebuild: its

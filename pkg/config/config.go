@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -77,6 +78,14 @@ type Settings struct {
 	BranchPrefix string // [agent] branch-prefix, default "ferry/"
 	Backend      string // "auto" | "reflink" | "copy" | "overlay" (FERRY_BACKEND, [agent] backend)
 	SandboxMode  string // "auto" | "on" | "off" (FERRY_SANDBOX, [sandbox] mode)
+	// RemapPaths turns on remap mode for builds without the namespace
+	// sandbox (FERRY_REMAP_PATHS, [sandbox] remap-paths, experimental):
+	// they reach the target through a link in the source root and run
+	// rustc through ferry-rustc (package remap). It needs a rustc that
+	// keeps its incremental state across working directories (Rust 1.98
+	// and later), which ferry base probes. Refused with sandbox mode on,
+	// where no build runs without the namespace.
+	RemapPaths bool
 	// BusURL names an external NATS server or cluster (comma-separated
 	// URLs): FERRY_NATS_URL, else [bus] url. Empty: ferry-watch hosts the
 	// embedded bus and the others find it through <store parent>/bus.
@@ -173,6 +182,9 @@ func load(repoRoot string, env Env, goos string) (*Settings, error) {
 	if err := s.applyDefaults(env, goos, t.Base.KeepGoing != nil); err != nil {
 		return nil, err
 	}
+	if err := s.checkRemap(doc); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -207,6 +219,9 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	}
 	if t.Sandbox.Mode != nil {
 		s.SandboxMode = *t.Sandbox.Mode
+	}
+	if t.Sandbox.RemapPaths != nil {
+		s.RemapPaths = *t.Sandbox.RemapPaths
 	}
 	if t.Bus.URL != nil {
 		s.BusURL = *t.Bus.URL
@@ -257,6 +272,13 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 			return envError("FERRY_SANDBOX", v, msg, hint)
 		}
 		s.SandboxMode = v
+	}
+	if v := env.Getenv("FERRY_REMAP_PATHS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return envError("FERRY_REMAP_PATHS", v, "not a boolean", "set it to true or false (1 or 0), or unset it")
+		}
+		s.RemapPaths = b
 	}
 	if v := env.Getenv("FERRY_NATS_URL"); v != "" {
 		s.BusURL = v
@@ -318,6 +340,23 @@ func (s *Settings) applyDefaults(env Env, goos string, keepGoingSet bool) error 
 		s.WarmIsDefault = true
 	}
 	return nil
+}
+
+// checkRemap refuses remap mode under sandbox mode on: every build then
+// runs in the namespace sandbox at the canonical paths, where rustc's
+// incremental state already carries over, so the setting could never take
+// effect (a setting silently ignored is what Load refuses). Under auto it
+// applies when the host blocks the namespace.
+func (s *Settings) checkRemap(doc *document) error {
+	if !s.RemapPaths || s.SandboxMode != "on" {
+		return nil
+	}
+	const msg = `sandbox.remap-paths = true with sandbox mode "on": remap mode is for builds without the namespace sandbox, and mode "on" runs every build in it`
+	const hint = `set [sandbox] mode = "off" (or "auto", to use it only where the host blocks user namespaces), or drop remap-paths: in the sandbox every build already runs at the same canonical paths`
+	if _, ok := doc.sites["sandbox.remap-paths"]; ok {
+		return doc.errorAt("sandbox.remap-paths", hint, msg)
+	}
+	return failure.New(failure.Usage, hint, "%s", msg)
 }
 
 // platformName maps runtime.GOOS to the name of its [platform.*] table, or

@@ -225,6 +225,27 @@ reap-after = "36h"
 			},
 		},
 		{
+			name: "[sandbox] remap-paths, a platform's table over it",
+			file: "[sandbox]\nmode = \"off\"\nremap-paths = false\n[platform.linux.sandbox]\nremap-paths = true\n",
+			want: func(root string) Settings {
+				s := defaults()
+				s.SandboxMode = "off"
+				s.RemapPaths = true
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
+			name: "FERRY_REMAP_PATHS over the file; under auto remap mode is allowed",
+			file: "[sandbox]\nremap-paths = true\n",
+			env:  map[string]string{"FERRY_REMAP_PATHS": "0"},
+			want: func(root string) Settings {
+				s := defaults()
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
 			name: "FERRY_REAP_AFTER over the file; 0 reaps at once",
 			file: "[gc]\nreap-after = \"2h\"\n",
 			env:  map[string]string{"FERRY_REAP_AFTER": "0s"},
@@ -632,6 +653,30 @@ func TestLoadErrors(t *testing.T) {
 			file: noFile,
 			env:  map[string]string{"FERRY_SANDBOX": "maybe"},
 			msg:  []string{`FERRY_SANDBOX="maybe": not a sandbox mode`, "auto, on, off"},
+		},
+		{
+			name: "remap-paths with sandbox mode on",
+			file: "[sandbox]\nmode = \"on\"\nremap-paths = true\n",
+			msg:  []string{`@:3: sandbox.remap-paths = true with sandbox mode "on"`, "without the namespace sandbox"},
+			hint: []string{`mode = "off"`, `"auto"`},
+		},
+		{
+			name: "remap-paths in the file, FERRY_SANDBOX=on",
+			file: "[sandbox]\nremap-paths = true\n",
+			env:  map[string]string{"FERRY_SANDBOX": "on"},
+			msg:  []string{`@:2: sandbox.remap-paths = true with sandbox mode "on"`},
+		},
+		{
+			name: "FERRY_REMAP_PATHS that is no boolean",
+			file: noFile,
+			env:  map[string]string{"FERRY_REMAP_PATHS": "yes please"},
+			msg:  []string{`FERRY_REMAP_PATHS="yes please": not a boolean`},
+			hint: []string{"true or false"},
+		},
+		{
+			name: "remap-paths that is no boolean",
+			file: "[sandbox]\nremap-paths = \"yes\"\n",
+			msg:  []string{"@:2: sandbox.remap-paths must be a boolean, not a string"},
 		},
 		{
 			name: "bad FERRY_HOME",

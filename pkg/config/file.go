@@ -49,7 +49,8 @@ type agentTable struct {
 }
 
 type sandboxTable struct {
-	Mode *string `toml:"mode"`
+	Mode       *string `toml:"mode"`
+	RemapPaths *bool   `toml:"remap-paths"`
 }
 
 type busTable struct {
@@ -82,6 +83,7 @@ func (t *tables) override(o *tables) {
 	set(&t.Agent.BranchPrefix, o.Agent.BranchPrefix)
 	set(&t.Agent.Backend, o.Agent.Backend)
 	set(&t.Sandbox.Mode, o.Sandbox.Mode)
+	set(&t.Sandbox.RemapPaths, o.Sandbox.RemapPaths)
 	set(&t.Bus.URL, o.Bus.URL)
 	set(&t.Bus.Replicas, o.Bus.Replicas)
 	set(&t.Bus.AckWait, o.Bus.AckWait)

@@ -36,6 +36,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
+	"github.com/ferrydev/ferry/pkg/toolchain"
 )
 
 // Status is the result of a check.
@@ -59,6 +60,7 @@ const (
 	CheckFilesystem = "filesystem"          // the store's filesystem
 	CheckReflink    = platform.CheckReflink // clones in the store
 	CheckBases      = "bases"               // ready bases still hold what they were built with
+	CheckRemap      = "remap"               // the toolchain keeps rustc's incremental state across worktrees (remap mode)
 )
 
 // Isolation of builds, as Spawn.Isolation says it.
@@ -331,6 +333,56 @@ func (r *Report) inRepo(o Options, userns Check) {
 	if c := r.Check(CheckReflink); used != nil && c.Blocker != nil {
 		withoutClones(c, used)
 	}
+	remap := checkRemap(o.Repo, s.RemapPaths, sp.Isolation)
+	r.Checks = append(r.Checks, remap)
+	if remap.Status == Blocked && r.err == nil {
+		r.err = failure.New(failure.Prereq, remap.Hint, "%s", remap.Detail)
+	}
+}
+
+// checkRemap asks the repository's toolchain whether remap mode pays off
+// there (toolchain.ProbeRemap: two tiny compiles from two directories) and
+// says what that means for this repository: blocked when remap-paths is on
+// and builds run at host paths (ferry base refuses to build), a warning
+// when builds run at host paths without it (each agent's first build after
+// an edit recompiles more, and remap mode is not there to help), and ok in
+// the namespace sandbox, which does not need it.
+func checkRemap(dir string, on bool, isolation string) Check {
+	c := Check{Name: CheckRemap, Path: dir}
+	tc, err := toolchain.Detect(dir, nil)
+	if err == nil {
+		err = tc.ProbeRemap(dir, nil)
+	}
+	setting := "off"
+	if on {
+		setting = "on"
+	}
+	switch {
+	case err == nil:
+		c.Status = OK
+		c.Detail = fmt.Sprintf("rustc %s keeps its incremental state across worktrees: remap mode ([sandbox] remap-paths, now %s) is available", tc.RustcVersion, setting)
+		if on && isolation != IsolationHost {
+			c.Detail += ", unused: builds run in the namespace sandbox"
+		}
+		return c
+	case failure.KindOf(err) != failure.Prereq || tc == nil:
+		c.Status, c.Detail, c.Hint = Warning, "could not probe the toolchain: "+headline(err), failure.HintOf(err)
+		return c
+	}
+	c.Detail = fmt.Sprintf("remap mode ([sandbox] remap-paths, now %s) is unavailable: it needs Rust %s or later, and %s",
+		setting, toolchain.RemapVersion, headline(err))
+	c.Hint = failure.HintOf(err)
+	switch {
+	case isolation != IsolationHost:
+		c.Status = OK
+		c.Detail += "; not needed: builds run in the namespace sandbox"
+	case on:
+		c.Status = Blocked
+		c.Detail += "; ferry base refuses to build"
+	default:
+		c.Status = Warning
+	}
+	return c
 }
 
 // autoInputs says what auto found in the store: clones, else whether the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
+	"github.com/ferrydev/ferry/pkg/toolchain"
 )
 
 func TestMain(m *testing.M) {
@@ -446,4 +448,51 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// The remap check asks this machine's toolchain (stable 1.95 fails the
+// probe: its rustc drops the incremental state when the directory moves)
+// and words what that means for the repository's settings: blocked when
+// remap-paths is on at host paths (ferry base refuses), a warning at host
+// paths without it, ok in the namespace sandbox.
+func TestRemapCheck(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := exec.LookPath("rustc"); err != nil {
+		t.Skip("no rustc on PATH")
+	}
+	tc, err := toolchain.Detect(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	available := tc.ProbeRemap(dir, nil) == nil
+	for _, c := range []struct {
+		on        bool
+		isolation string
+		want      Status // when the probe fails
+	}{
+		{true, IsolationHost, Blocked},
+		{false, IsolationHost, Warning},
+		{true, IsolationSandbox, OK},
+	} {
+		got := checkRemap(dir, c.on, c.isolation)
+		want := c.want
+		if available {
+			want = OK
+		}
+		if got.Status != want || !strings.Contains(got.Detail, tc.RustcVersion) {
+			t.Errorf("remap-paths %t, %s: %s %q; want %s, naming rustc %s", c.on, c.isolation, got.Status, got.Detail, want, tc.RustcVersion)
+		}
+		if !available && (!strings.Contains(got.Detail, "needs Rust "+toolchain.RemapVersion) || !strings.Contains(got.Hint, toolchain.RemapVersion)) {
+			t.Errorf("remap-paths %t, %s: the detail %q or hint %q does not name Rust %s", c.on, c.isolation, got.Detail, got.Hint, toolchain.RemapVersion)
+		}
+	}
+	// Through Run: the repository's setting decides the exit code.
+	o := inRepo(platform.Real(), filepath.Join(dir, "ferry"), "auto", "off")
+	o.Repo = dir
+	o.Settings.RemapPaths = true
+	r := Run(o)
+	if c := r.Check(CheckRemap); c == nil || (!available && (r.ExitCode != failure.Prereq.ExitCode() || r.Spawn.Works)) {
+		t.Errorf("remap check %+v, exit %d: want exit %d", c, r.ExitCode, failure.Prereq.ExitCode())
+	}
+	t.Logf("rustc %s: %s", tc.RustcVersion, r.Check(CheckRemap).Detail)
 }

@@ -618,3 +618,41 @@ func TestResolvePath(t *testing.T) {
 		t.Error("SamePath false")
 	}
 }
+
+// Exclude makes a linked worktree ignore a symbolic link of that name at
+// its root (what remap mode's .ferry-target is), keeps the file's lines
+// and adds the pattern once.
+func TestExclude(t *testing.T) {
+	dir, r := newRepo(t)
+	head, err := r.ResolveCommit("HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exclude := filepath.Join(dir, ".git", "info", "exclude")
+	write(t, exclude, "# mine\n*.tmp") // no final newline
+	wt := filepath.Join(tempDir(t), "wt")
+	if err := r.WorktreeAddDetached(wt, head); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(wt, ".ferry-target")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Untracked(wt, ".ferry-target"); err != nil || len(st) != 1 {
+		t.Fatalf("before Exclude the link is untracked: %q %v", st, err)
+	}
+	for range 2 {
+		if err := r.Exclude("/.ferry-target"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ignored, err := r.Ignored(wt, ".ferry-target"); err != nil || !ignored {
+		t.Errorf("the linked worktree does not ignore the link: %v %v", ignored, err)
+	}
+	if st, err := r.Untracked(wt, ".ferry-target"); err != nil || len(st) != 0 {
+		t.Errorf("after Exclude git status still lists the link: %q %v", st, err)
+	}
+	b, _ := os.ReadFile(exclude)
+	if string(b) != "# mine\n*.tmp\n/.ferry-target\n" {
+		t.Errorf("exclude file holds %q", b)
+	}
+}

@@ -3,6 +3,10 @@ package git
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 )
 
 // StatusEntry is one line of `git status --porcelain=v1`.
@@ -105,4 +109,46 @@ func (r *Repo) Ignored(dir, path string) (bool, error) {
 		return false, nil
 	}
 	return false, wrapf(err, "check whether %s ignores %s", dir, path)
+}
+
+// Exclude makes every worktree of the repository ignore pattern, a line of
+// gitignore syntax, through the exclude file of its common git dir
+// (info/exclude, which git reads in every worktree and never commits),
+// unless that file has the line already. It appends the line, so a
+// concurrent edit of the file loses nothing; two concurrent calls may
+// write it twice, which git reads as once.
+func (r *Repo) Exclude(pattern string) error {
+	out, err := run(r.Top, "rev-parse", "--git-path", "info/exclude")
+	if err != nil {
+		return wrapf(err, "locate the exclude file of %s", r.Top)
+	}
+	path := strings.TrimRight(string(out), "\n")
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(r.Top, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if strings.TrimRight(line, "\r\n") == pattern {
+			return nil
+		}
+	}
+	add := pattern + "\n"
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		add = "\n" + add
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(add); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }

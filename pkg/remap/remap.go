@@ -45,6 +45,20 @@ const Link = ".ferry-target"
 // another); Ferry sets it from the toolchain it detected for the base.
 const EnvChannel = "FERRY_REMAP_CHANNEL"
 
+// EnvWrapper is Cargo's variable for a rustc wrapper run for workspace
+// members only.
+const EnvWrapper = "RUSTC_WORKSPACE_WRAPPER"
+
+// Env is what a cargo call in remap mode adds to its environment: Cargo
+// runs wrapper (the installed ferry-rustc) around rustc for workspace
+// members, and the wrapper learns the toolchain's channel ("nightly", or
+// another: see Command). The target dir, reached through Link, is the
+// caller's to set, and so is dropping inherited values of both variables
+// first.
+func Env(wrapper, channel string) []string {
+	return []string{EnvWrapper + "=" + wrapper, EnvChannel + "=" + channel}
+}
+
 // Command is the rustc command line and environment for one call: rustc
 // and its arguments as Cargo passed them to the wrapper (rustc first), in
 // working directory cwd, with environment env.

@@ -4,7 +4,9 @@ import (
 	"path/filepath"
 
 	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/remap"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -12,7 +14,8 @@ import (
 // namespace sandbox (its record says so, decided at spawn): in the working
 // directory as it is, with the selected workspace's target dir in the
 // agent's fork, exactly as the sandbox would give it at the canonical
-// paths (nested workspaces under ferry-ws/). cargo inherits busy.lock
+// paths (nested workspaces under ferry-ws/); in remap mode through the
+// worktree's link to the fork, with rustc run through ferry-rustc. cargo inherits busy.lock
 // through exec, so rm and gc see the call.
 func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top string) (int, error) {
 	rel, err := filepath.Rel(top, c.Dir)
@@ -28,7 +31,19 @@ func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top
 	if err != nil {
 		return 0, err
 	}
-	env := cargoEnv(c.Env, a.Name, store.NestedTarget(fork, ws), c.Dir)
+	callerEnv, wrap := c.Env, []string(nil)
+	if a.Remap != nil {
+		// Remap mode: the target through the worktree's link, rustc
+		// through ferry-rustc, as the base was built (replacing any
+		// inherited wrapper: execve keeps duplicates, and Cargo reads
+		// the first).
+		if fork, err = agent.RemapTarget(a); err != nil {
+			return 0, err
+		}
+		callerEnv = cargoenv.Without(c.Env, remap.EnvWrapper, remap.EnvChannel)
+		wrap = remap.Env(a.Remap.Wrapper, a.Remap.Channel)
+	}
+	env := append(cargoEnv(callerEnv, a.Name, store.NestedTarget(fork, ws), c.Dir), wrap...)
 	env = c.underCI(env, c.Dir, func(p string) string { return p }, func() string { return c.baseCargo(s, a) })
 	return 0, c.execBusy(s, a, cargo, c.Dir, c.Args, env)
 }

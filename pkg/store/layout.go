@@ -13,6 +13,7 @@ import (
 //
 //	<parent>/                         FERRY_HOME, [store] dir, or the platform cache dir
 //	  bin/cargo                       the shim (a link to ferry-shim)
+//	  bin/ferry-rustc                 remap mode's rustc wrapper (a link to ferry-rustc)
 //	  bus/ bus.json token bus.lock    the embedded bus's address, token and host lock
 //	    jetstream/                    its stream store
 //	  worktrees/                      agent worktrees, when FERRY_HOME names the parent
@@ -37,7 +38,7 @@ import (
 // Names are the file and directory names of the layout, as the README's
 // store tree shows them.
 var Names = []string{
-	"bin", "cargo", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
+	"bin", "cargo", "ferry-rustc", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
 	"mount.lock", "ns.json", "host-target", "view",
@@ -65,6 +66,14 @@ func OfShim(shimDir, commonDir string) *Store {
 
 // ShimLink is the shim as cargo: <parent>/bin/cargo.
 func ShimLink(parent string) string { return filepath.Join(ShimDir(parent), "cargo") }
+
+// RemapWrapper is remap mode's rustc wrapper, installed beside the shim:
+// <parent>/bin/ferry-rustc (package remap). Bases and agents name it by
+// this one path, so Cargo's record of the wrapper is the same for all.
+func RemapWrapper(parent string) string { return filepath.Join(ShimDir(parent), "ferry-rustc") }
+
+// RemapWrapper is the rustc wrapper of the store's parent.
+func (s *Store) RemapWrapper() string { return RemapWrapper(s.Parent) }
 
 // BusDir is the bus directory under the store parent: <parent>/bus.
 func BusDir(parent string) string { return filepath.Join(parent, "bus") }

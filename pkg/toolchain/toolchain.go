@@ -252,3 +252,17 @@ func parseVersion(v string) (major, minor int, ok bool) {
 	}
 	return nums[0], nums[1], true
 }
+
+// Channel is the release channel of a rustc version ("1.95.0",
+// "1.97.0-nightly", "1.96.0-beta.3"): "nightly" for a nightly or a local
+// "-dev" build, where #![feature] is allowed, "beta" or "stable" otherwise.
+func Channel(version string) string {
+	_, pre, _ := strings.Cut(version, "-")
+	switch {
+	case strings.HasPrefix(pre, "nightly"), strings.HasPrefix(pre, "dev"):
+		return "nightly"
+	case strings.HasPrefix(pre, "beta"):
+		return "beta"
+	}
+	return "stable"
+}

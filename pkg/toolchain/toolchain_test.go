@@ -306,3 +306,13 @@ func TestProbeRemap(t *testing.T) {
 		}
 	}
 }
+
+func TestChannel(t *testing.T) {
+	for v, want := range map[string]string{
+		"1.95.0": "stable", "1.97.0-nightly": "nightly", "1.98.0-dev": "nightly", "1.96.0-beta.3": "beta",
+	} {
+		if got := Channel(v); got != want {
+			t.Errorf("Channel(%q) = %q, want %q", v, got, want)
+		}
+	}
+}
