@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/pkg/toolchain"
 )
 
 // offRun is one agent's measurements under one sandbox mode.
@@ -41,11 +43,31 @@ func runOff(bin string, n, large int) error {
 			os.Unsetenv("FERRY_SANDBOX")
 		}
 	}()
+	defer os.Unsetenv("FERRY_REMAP_PATHS")
+	// Remap mode runs beside them where the toolchain pays off (Rust 1.98
+	// on); elsewhere the section says why not. The knob that skips the
+	// probe measures it anyway, as wiring: 1.95 recompiles an edited crate
+	// from scratch in remap mode too.
+	modes, remapNote := []string{"on", "off"}, ""
+	if tc, err := toolchain.Detect(".", os.Environ()); err != nil {
+		remapNote = err.Error()
+	} else if err := tc.ProbeRemap(".", os.Environ()); err != nil && !knobs.SkipRemapProbe() {
+		remapNote = fmt.Sprintf("rustc %s: %v", tc.RustcVersion, err)
+	} else {
+		modes = append(modes, "remap")
+		if err != nil {
+			remapNote = "measured with the probe skipped (" + knobs.RemapNoProbe + "): rustc " + tc.RustcVersion + " keeps no incremental state across paths"
+		}
+	}
 	for _, set := range workspaceSets(large) {
 		results := map[string][]offRun{}
-		modes := []string{"on", "off"}
 		for _, mode := range modes {
 			os.Setenv("FERRY_SANDBOX", mode)
+			os.Unsetenv("FERRY_REMAP_PATHS")
+			if mode == "remap" {
+				os.Setenv("FERRY_SANDBOX", "off")
+				os.Setenv("FERRY_REMAP_PATHS", "true")
+			}
 			w, err := setupWS(bin, root, set.dirName()+"-"+mode, set.opts)
 			if err != nil {
 				return err
@@ -59,7 +81,11 @@ func runOff(bin string, n, large int) error {
 			}
 		}
 		fmt.Printf("\n== Without the namespace sandbox (sandbox mode off) against it, %s workspace (backend copy; median of %d)\n", set.name, n)
-		fmt.Printf("  %-44s %12s %12s\n", "", "namespace", "off")
+		fmt.Printf("  %-44s", "")
+		for _, mode := range modes {
+			fmt.Printf(" %12s", map[string]string{"on": "namespace", "off": "off", "remap": "off + remap"}[mode])
+		}
+		fmt.Println()
 		med := func(mode string, f func(offRun) time.Duration) time.Duration {
 			var ds []time.Duration
 			for _, r := range results[mode] {
@@ -68,10 +94,18 @@ func runOff(bin string, n, large int) error {
 			return median(ds)
 		}
 		row := func(name string, f func(offRun) time.Duration) {
-			fmt.Printf("  %-44s %11.3fs %11.3fs\n", name, med("on", f).Seconds(), med("off", f).Seconds())
+			fmt.Printf("  %-44s", name)
+			for _, mode := range modes {
+				fmt.Printf(" %11.3fs", med(mode, f).Seconds())
+			}
+			fmt.Println()
 		}
 		count := func(name string, f func(offRun) int) {
-			fmt.Printf("  %-44s %12d %12d\n", name, f(results["on"][0]), f(results["off"][0]))
+			fmt.Printf("  %-44s", name)
+			for _, mode := range modes {
+				fmt.Printf(" %12d", f(results[mode][0]))
+			}
+			fmt.Println()
 		}
 		row("ferry spawn", func(r offRun) time.Duration { return r.spawn })
 		row("first build in the agent", func(r offRun) time.Duration { return r.first })
@@ -81,6 +115,9 @@ func runOff(bin string, n, large int) error {
 		count("units it rebuilds (removed and dependents)", func(r offRun) int { return r.rebuilds })
 		row("first edit (chain-c): build", func(r offRun) time.Duration { return r.edit })
 		count("crates the edit's build compiles", func(r offRun) int { return r.recompile })
+		if remapNote != "" {
+			fmt.Printf("  (remap mode: %s)\n", remapNote)
+		}
 	}
 	return nil
 }
