@@ -1,0 +1,281 @@
+package share_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/internal/bustest"
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/internal/testenv"
+	"github.com/ferrydev/ferry/pkg/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	sandbox.Init()
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+const warmToml = "[base]\nwarm = [\"cargo build --workspace --all-targets\"]\n"
+
+// host is one machine's view: a clone of the repository, a store parent
+// and a worktree parent, sharing the test's bus.
+type host struct {
+	bin, repo, home, wts, busURL string
+}
+
+func newHost(t *testing.T, bin, repo, root, busURL string) *host {
+	t.Helper()
+	h := &host{bin: bin, repo: repo, home: filepath.Join(root, "home"), wts: filepath.Join(root, "worktrees"), busURL: busURL}
+	if err := os.WriteFile(filepath.Join(repo, "ferry.toml"), []byte(warmToml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *host) env(extra []string) []string {
+	return append(os.Environ(), append([]string{"FERRY_HOME=" + h.home, "FERRY_WORKTREES=" + h.wts,
+		"FERRY_NATS_URL=" + h.busURL, knobs.OverlayHold + "=0"}, extra...)...)
+}
+
+func (h *host) ferry(dir string, extra []string, args ...string) (string, string, error) {
+	c := exec.Command(filepath.Join(h.bin, "ferry"), args...)
+	c.Dir = dir
+	c.Env = h.env(extra)
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+func (h *host) must(t *testing.T, args ...string) string {
+	t.Helper()
+	out, stderr, err := h.ferry(h.repo, nil, args...)
+	if err != nil {
+		t.Fatalf("ferry %s: %v\n%s%s", strings.Join(args, " "), err, stderr, out)
+	}
+	return out
+}
+
+// cargo runs cargo through the shim in dir.
+func (h *host) cargo(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	c := exec.Command(filepath.Join(h.home, "bin", "cargo"), args...)
+	c.Dir = dir
+	c.Env = h.env([]string{"PATH=" + filepath.Join(h.home, "bin") + ":" + os.Getenv("PATH")})
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Run(); err != nil {
+		t.Fatalf("cargo %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stderr.String()
+}
+
+func (h *host) storeDir(t *testing.T) string {
+	t.Helper()
+	ents, _ := filepath.Glob(filepath.Join(h.home, "repo-*"))
+	if len(ents) != 1 {
+		t.Fatalf("store dirs under %s: %v", h.home, ents)
+	}
+	return ents[0]
+}
+
+// bases lists the host's bases as `ferry base list --json` does.
+func (h *host) bases(t *testing.T) map[string]string {
+	t.Helper()
+	var list []struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	}
+	if err := json.Unmarshal([]byte(h.must(t, "base", "list", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range list {
+		out[e.ID] = e.State
+	}
+	return out
+}
+
+type pulled struct {
+	Record struct {
+		ID     string `json:"id"`
+		Store  string `json:"store"`
+		Pulled *struct {
+			From string `json:"from"`
+		} `json:"pulled"`
+	} `json:"record"`
+	Reused    bool `json:"reused"`
+	Relocated *struct {
+		Paths int `json:"paths"`
+	} `json:"relocated"`
+	Rebuilds []string `json:"rebuilds"`
+}
+
+func (h *host) pull(t *testing.T, args ...string) pulled {
+	t.Helper()
+	var p pulled
+	if err := json.Unmarshal([]byte(h.must(t, append([]string{"base", "--pull", "--json"}, args...)...)), &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// agentRun spawns an agent, builds it and returns what cargo compiled and
+// what the program prints (the marker, and the manifest dir it embeds).
+func (h *host) agentRun(t *testing.T, name string) (compiled []string, marker, manifestDir, worktree string) {
+	t.Helper()
+	var a struct {
+		Worktree string `json:"worktree"`
+	}
+	if err := json.Unmarshal([]byte(h.must(t, "spawn", name, "--json")), &a); err != nil {
+		t.Fatal(err)
+	}
+	stderr := h.cargo(t, a.Worktree, "build", "--workspace", "--all-targets")
+	for _, m := range regexp.MustCompile(`(?m)^\s*Compiling (\S+) `).FindAllStringSubmatch(stderr, -1) {
+		compiled = append(compiled, m[1])
+	}
+	sort.Strings(compiled)
+	bin := filepath.Join(h.storeDir(t), "mnt", "target", "debug", fixture.BinName)
+	run := func(args ...string) string {
+		out, stderr, err := h.ferry(a.Worktree, nil, append([]string{"run", "--", bin}, args...)...)
+		if err != nil {
+			t.Fatalf("ferry run %s: %v\n%s", bin, err, stderr)
+		}
+		return strings.TrimSpace(out)
+	}
+	return compiled, run(), run("--manifest-dir"), a.Worktree
+}
+
+// crates names the crates of fingerprint dirs (debug/<crate>-<hash>).
+func crates(units []string) []string {
+	seen := map[string]bool{}
+	for _, u := range units {
+		name := filepath.Base(u)
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			name = name[:i]
+		}
+		seen[strings.ReplaceAll(name, "_", "-")] = true
+	}
+	var out []string
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func busURL(t *testing.T) string {
+	t.Helper()
+	b := bustest.Start(t)
+	u, err := url.Parse(b.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(b.Token())
+	return u.String()
+}
+
+func clone(t *testing.T, from, to string) {
+	t.Helper()
+	if out, err := exec.Command("git", "clone", "-q", from, to).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+}
+
+// Host A builds and publishes; host B, with another store parent and its
+// own clone, pulls: the target is relocated (A's store paths are dead on
+// B), and an agent on B compiles exactly the relocated units and prints
+// what the sources say, with B's paths. Then a host with A's very paths
+// pulls and its agent compiles nothing.
+func TestPublishAndPullAcrossStores(t *testing.T) {
+	bin := testenv.Binaries(t)
+	bus := busURL(t)
+	root := t.TempDir()
+	repoA := testenv.Repo(t, fixture.Options{})
+	a := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), bus)
+	var built struct {
+		ID        string `json:"id"`
+		Published struct {
+			Object string `json:"object"`
+			Meta   struct {
+				Compressed int64 `json:"compressed"`
+				Bytes      int64 `json:"bytes"`
+			} `json:"meta"`
+			Seconds float64 `json:"seconds"`
+		} `json:"published"`
+	}
+	if err := json.Unmarshal([]byte(a.must(t, "base", "--publish", "--json")), &built); err != nil {
+		t.Fatal(err)
+	}
+	if built.Published.Object != built.ID {
+		t.Fatalf("published object %q, want the base id %q", built.Published.Object, built.ID)
+	}
+	t.Logf("published %s: %d bytes of target as %d bytes in %.2fs", built.ID, built.Published.Meta.Bytes, built.Published.Meta.Compressed, built.Published.Seconds)
+
+	// B: another clone, another store parent.
+	repoB := filepath.Join(root, "b", "repo")
+	clone(t, repoA.Dir, repoB)
+	b := newHost(t, bin, repoB, filepath.Join(root, "b"), bus)
+	p := b.pull(t)
+	if p.Record.ID != built.ID || p.Reused || p.Record.Pulled == nil {
+		t.Fatalf("pull: %+v", p)
+	}
+	if p.Relocated == nil || p.Relocated.Paths == 0 {
+		t.Fatalf("pull into another store path relocated nothing: %+v", p)
+	}
+	compiled, marker, manifestDir, wt := b.agentRun(t, "b1")
+	want, err := fixture.ExpectedMarker(wt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marker != want {
+		t.Fatalf("B's program prints\n%s\nwant\n%s", marker, want)
+	}
+	if len(compiled) == 0 {
+		t.Fatal("B's first agent build compiled nothing: the relocated units were not rebuilt")
+	}
+	if got, want := strings.Join(compiled, " "), strings.Join(crates(p.Rebuilds), " "); got != want {
+		t.Fatalf("B's first agent build compiled [%s], want exactly the relocated units [%s] (%v)", got, want, p.Rebuilds)
+	}
+	if !strings.HasPrefix(manifestDir, b.storeDir(t)) {
+		t.Fatalf("B's program embeds manifest dir %s, not under B's store %s", manifestDir, b.storeDir(t))
+	}
+	// A second pull finds the base ready.
+	if p := b.pull(t); !p.Reused {
+		t.Fatalf("second pull: %+v", p)
+	}
+
+	// C: A's very paths (its repository and store parent), as on a fleet
+	// configured alike: A's host is wiped and a fresh clone takes its place.
+	origin := filepath.Join(root, "origin.git")
+	if out, err := exec.Command("git", "clone", "-q", "--bare", repoA.Dir, origin).CombinedOutput(); err != nil {
+		t.Fatalf("git clone --bare: %v\n%s", err, out)
+	}
+	storeA := a.storeDir(t)
+	for _, d := range []string{repoA.Dir, a.home, a.wts} {
+		if err := os.RemoveAll(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clone(t, origin, repoA.Dir)
+	c := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), bus)
+	p = c.pull(t)
+	if p.Relocated != nil || c.storeDir(t) != storeA {
+		t.Fatalf("pull at the publisher's paths: relocated %+v, store %s (publisher's %s)", p.Relocated, c.storeDir(t), storeA)
+	}
+	compiled, marker, _, _ = c.agentRun(t, "c1")
+	if len(compiled) != 0 || marker != want {
+		t.Fatalf("agent at the publisher's paths compiled %v and printed %s", compiled, marker)
+	}
+}
