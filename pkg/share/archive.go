@@ -202,7 +202,7 @@ func extract(r io.Reader, root *os.Root) (*extracted, error) {
 				return nil, err
 			}
 			out.files++
-			if out.files == 1000 {
+			if out.files == 100 {
 				failpoint.Hit("share/pull-extracting")
 			}
 		case tar.TypeLink:

@@ -12,11 +12,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ferrydev/ferry/internal/bustest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/share"
 )
 
 func TestMain(m *testing.M) {
@@ -278,4 +282,146 @@ func TestPublishAndPullAcrossStores(t *testing.T) {
 	if len(compiled) != 0 || marker != want {
 		t.Fatalf("agent at the publisher's paths compiled %v and printed %s", compiled, marker)
 	}
+}
+
+// noBase checks that h has no base at all, ready or partial.
+func (h *host) noBase(t *testing.T, what string) {
+	t.Helper()
+	if bs := h.bases(t); len(bs) != 0 {
+		t.Fatalf("%s left bases %v", what, bs)
+	}
+}
+
+// A pull that is refused or fails leaves no ready base and says why: a
+// base built with other warm commands, one whose toolchain differs, a
+// corrupted object, and a pull killed midway (which the next pull
+// repairs).
+func TestFailedPullsLeaveNothingReady(t *testing.T) {
+	bin := testenv.Binaries(t)
+	bus := bustest.Start(t)
+	u, _ := url.Parse(bus.URL())
+	u.User = url.User(bus.Token())
+	root := t.TempDir()
+	repoA := testenv.Repo(t, fixture.Options{})
+	a := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), u.String())
+	var built struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(a.must(t, "base", "--publish", "--json")), &built); err != nil {
+		t.Fatal(err)
+	}
+	repoB := filepath.Join(root, "b", "repo")
+	clone(t, repoA.Dir, repoB)
+	b := newHost(t, bin, repoB, filepath.Join(root, "b"), u.String())
+	refused := func(what, want string, extra ...string) string {
+		t.Helper()
+		out, stderr, err := b.ferry(b.repo, extra, "base", "--pull")
+		if err == nil || !strings.Contains(stderr, want) {
+			t.Fatalf("%s: want a failure saying %q, got %v\n%s%s", what, want, err, stderr, out)
+		}
+		b.noBase(t, what)
+		t.Logf("%s:\n%s", what, stderr)
+		return stderr
+	}
+
+	// Other warm commands: another fingerprint, and the refusal names them.
+	if err := os.WriteFile(filepath.Join(repoB, "ferry.toml"), []byte("[base]\nwarm = [\"cargo build --workspace\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused("other warm commands", "warm commands: published")
+	if err := os.WriteFile(filepath.Join(repoB, "ferry.toml"), []byte(warmToml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another toolchain: the object's metadata says so.
+	conn := bustest.Dial(t, bus, "test")
+	obs, err := conn.JS.ObjectStore(t.Context(), share.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := obs.GetInfo(t.Context(), built.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	original := info.ObjectMeta
+	var m share.Meta
+	if err := json.Unmarshal([]byte(original.Metadata["ferry-meta"]), &m); err != nil {
+		t.Fatal(err)
+	}
+	other := m
+	other.Toolchain.Rustc = strings.Replace(m.Toolchain.Rustc, m.Toolchain.RustcVersion, "1.0.0", 1)
+	other.Toolchain.RustcVersion = "1.0.0"
+	setMeta(t, obs, original, &other)
+	refused("another toolchain", "toolchain: published with 1.0.0")
+	setMeta(t, obs, original, &m)
+
+	// A corrupted object: one byte of base.json changed, the stream's
+	// digest no longer matches.
+	data, err := obs.GetBytes(t.Context(), built.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := zstdDecode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(plain, []byte(`"warm"`))
+	if i < 0 {
+		t.Fatal("no base.json in the stream")
+	}
+	plain[i+2] = 'A'
+	if _, err := obs.Put(t.Context(), original, bytes.NewReader(zstdEncode(t, plain))); err != nil {
+		t.Fatal(err)
+	}
+	refused("a corrupted object", "digest mismatch")
+	if _, err := obs.Put(t.Context(), original, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A pull killed while it extracts leaves a partial base, not a ready
+	// one; the next pull discards it and installs the base.
+	_, stderr, err := b.ferry(b.repo, []string{knobs.Failpoint + "=share/pull-extracting"}, "base", "--pull")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
+		t.Fatalf("pull with the failpoint armed: want it killed, got %v:\n%s", err, stderr)
+	}
+	if bs := b.bases(t); bs[built.ID] != "partial" || len(bs) != 1 {
+		t.Fatalf("killed pull left %v, want base %s partial", bs, built.ID)
+	}
+	if p := b.pull(t); p.Record.ID != built.ID || p.Reused {
+		t.Fatalf("pull after the killed one: %+v", p)
+	}
+	if bs := b.bases(t); bs[built.ID] != "ready" {
+		t.Fatalf("after the second pull: %v", bs)
+	}
+}
+
+func setMeta(t *testing.T, obs jetstream.ObjectStore, meta jetstream.ObjectMeta, m *share.Meta) {
+	t.Helper()
+	b, _ := json.Marshal(m)
+	md := map[string]string{}
+	for k, v := range meta.Metadata {
+		md[k] = v
+	}
+	md["ferry-meta"] = string(b)
+	meta.Metadata = md
+	if err := obs.UpdateMeta(t.Context(), meta.Name, meta); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func zstdDecode(b []byte) ([]byte, error) {
+	d, err := zstd.NewReader(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.DecodeAll(b, nil)
+}
+
+func zstdEncode(t *testing.T, b []byte) []byte {
+	e, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.EncodeAll(b, nil)
 }
