@@ -68,6 +68,9 @@ func (b Bucket) open(ctx context.Context, js jetstream.JetStream, create bool) (
 // deploy/nats-sharing.md): SpeedDefault.
 var Level = zstd.SpeedDefault
 
+// PutTimeout bounds one upload when the caller's context has no deadline.
+const PutTimeout = time.Hour
+
 // Published is what Publish did.
 type Published struct {
 	Bucket  string  `json:"bucket"`
@@ -121,6 +124,15 @@ func Publish(ctx context.Context, conn *bus.Conn, b Bucket, r *base.Record) (*Pu
 		}
 		pw.CloseWithError(err) // nil: EOF
 	}()
+	if _, ok := ctx.Deadline(); !ok {
+		// Without a deadline the client bounds each chunk's acknowledgement
+		// by its default API timeout (5 s), which a bus that fsyncs every
+		// message (the embedded one) on a busy disk overran; the upload is
+		// bounded as a whole instead.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, PutTimeout)
+		defer cancel()
+	}
 	desc := fmt.Sprintf("Ferry base %s (commit %s, %s)", r.ID, r.Commit, r.Toolchain.CargoVersion)
 	_, err = obs.Put(ctx, jetstream.ObjectMeta{Name: r.ID, Description: desc, Metadata: m.metadata()}, pr)
 	pr.CloseWithError(err) // stops the writer when the upload failed
@@ -137,24 +149,40 @@ func Publish(ctx context.Context, conn *bus.Conn, b Bucket, r *base.Record) (*Pu
 	return &Published{Bucket: b.name(), Object: r.ID, Meta: m, Seconds: time.Since(start).Seconds()}, nil
 }
 
-// Unpublish deletes the objects of base ids from the bucket; an id with no
-// object is no error. gc calls it for the bases it deleted.
-func Unpublish(ctx context.Context, conn *bus.Conn, b Bucket, ids []string) error {
-	js := conn.JS
-	obs, err := js.ObjectStore(ctx, b.name())
+// Unpublish deletes the objects of base ids that this host published from
+// store dir storeDir (their metadata says so: a runner that pulled a base
+// never deletes the fleet's object) and returns the ids it deleted; an id
+// with no object is no error. gc calls it for the bases it deleted.
+func Unpublish(ctx context.Context, conn *bus.Conn, b Bucket, storeDir string, ids []string) ([]string, error) {
+	obs, err := conn.JS.ObjectStore(ctx, b.name())
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
+	host, _ := os.Hostname()
+	var deleted []string
 	var errs []error
 	for _, id := range ids {
+		info, err := obs.GetInfo(ctx, id)
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("look up object %s: %w", id, err))
+			continue
+		}
+		if m, err := decodeMeta(info.Metadata); err != nil || m.Store != storeDir || m.Host != host {
+			continue
+		}
 		if err := obs.Delete(ctx, id); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			errs = append(errs, fmt.Errorf("delete object %s: %w", id, err))
+			continue
 		}
+		deleted = append(deleted, id)
 	}
-	return errors.Join(errs...)
+	return deleted, errors.Join(errs...)
 }
 
 type counter struct{ n int64 }

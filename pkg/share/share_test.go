@@ -295,8 +295,8 @@ func (h *host) noBase(t *testing.T, what string) {
 // A pull that is refused or fails leaves no ready base and says why: a
 // base built with other warm commands, one whose toolchain differs, a
 // corrupted object, and a pull killed midway (which the next pull
-// repairs).
-func TestFailedPullsLeaveNothingReady(t *testing.T) {
+// repairs). Then gc deletes an object only on the host that published it.
+func TestFailedPullsAndGC(t *testing.T) {
 	bin := testenv.Binaries(t)
 	bus := bustest.Start(t)
 	u, _ := url.Parse(bus.URL())
@@ -392,6 +392,49 @@ func TestFailedPullsLeaveNothingReady(t *testing.T) {
 	}
 	if bs := b.bases(t); bs[built.ID] != "ready" {
 		t.Fatalf("after the second pull: %v", bs)
+	}
+
+	// gc: A builds and publishes the next commit; B pulls it and collects
+	// the first base, whose object stays (B did not publish it); A
+	// collects it too, and its object goes.
+	if err := repoA.Append(fixture.LibPath(fixture.ChainC), "\n// next\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repoA.Git("commit", "-q", "-m", "next", "--", fixture.LibPath(fixture.ChainC)); err != nil {
+		t.Fatal(err)
+	}
+	var next struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(a.must(t, "base", "--publish", "--json")), &next); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "-C", repoB, "pull", "-q", "--ff-only").CombinedOutput(); err != nil {
+		t.Fatalf("git pull: %v\n%s", err, out)
+	}
+	b.pull(t)
+	objects := func() map[string]bool {
+		t.Helper()
+		list, err := obs.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, o := range list {
+			out[o.Name] = true
+		}
+		return out
+	}
+	b.must(t, "gc")
+	if bs := b.bases(t); bs[built.ID] != "" {
+		t.Fatalf("B's gc kept %s: %v", built.ID, bs)
+	}
+	if o := objects(); !o[built.ID] || !o[next.ID] {
+		t.Fatalf("after B's gc the bucket holds %v, want both bases (B published neither)", o)
+	}
+	a.must(t, "gc")
+	if o := objects(); o[built.ID] || !o[next.ID] {
+		t.Fatalf("after A's gc the bucket holds %v, want only %s", o, next.ID)
 	}
 }
 
