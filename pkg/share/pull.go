@@ -209,7 +209,8 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 		return nil, fmt.Errorf("read object %s: %w", p.ID, err)
 	}
 	defer obj.Close()
-	zr, err := zstd.NewReader(obj)
+	src := &objReader{r: obj}
+	zr, err := zstd.NewReader(src)
 	if err != nil {
 		return nil, err
 	}
@@ -229,11 +230,13 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 		_, err = io.Copy(io.Discard, stream)
 	}
 	if err != nil {
-		if errors.Is(err, jetstream.ErrDigestMismatch) || strings.Contains(err.Error(), "digest") {
-			return nil, corrupt(p.ID, err)
-		}
 		if ctx.Err() != nil {
 			return nil, failure.Wrap(failure.Interrupted, ctx.Err(), "", "pull of base %s interrupted; the partial base was discarded", p.ID)
+		}
+		if src.err != nil && !errors.Is(src.err, jetstream.ErrDigestMismatch) {
+			// The bus, not the object: nothing says the object is bad.
+			return nil, failure.Wrap(failure.Internal, src.err, "check the bus and pull again",
+				"read base %s from bucket %s; nothing was installed", p.ID, o.Bucket.name())
 		}
 		return nil, corrupt(p.ID, err)
 	}
@@ -303,6 +306,21 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	}
 	res.Record = &r
 	return res, nil
+}
+
+// objReader keeps the error of the object's reader: a failure of the bus
+// (a timeout, a permission) is not a corrupt object.
+type objReader struct {
+	r   io.Reader
+	err error
+}
+
+func (o *objReader) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	if err != nil && err != io.EOF {
+		o.err = err
+	}
+	return n, err
 }
 
 func corrupt(id string, err error) error {

@@ -36,6 +36,7 @@ const warmToml = "[base]\nwarm = [\"cargo build --workspace --all-targets\"]\n"
 // and a worktree parent, sharing the test's bus.
 type host struct {
 	bin, repo, home, wts, busURL string
+	extra                        []string // more environment
 }
 
 func newHost(t *testing.T, bin, repo, root, busURL string) *host {
@@ -49,7 +50,7 @@ func newHost(t *testing.T, bin, repo, root, busURL string) *host {
 
 func (h *host) env(extra []string) []string {
 	return append(os.Environ(), append([]string{"FERRY_HOME=" + h.home, "FERRY_WORKTREES=" + h.wts,
-		"FERRY_NATS_URL=" + h.busURL, knobs.OverlayHold + "=0"}, extra...)...)
+		"FERRY_NATS_URL=" + h.busURL, knobs.OverlayHold + "=0"}, append(h.extra, extra...)...)...)
 }
 
 func (h *host) ferry(dir string, extra []string, args ...string) (string, string, error) {
@@ -179,17 +180,6 @@ func crates(units []string) []string {
 	return out
 }
 
-func busURL(t *testing.T) string {
-	t.Helper()
-	b := bustest.Start(t)
-	u, err := url.Parse(b.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.User(b.Token())
-	return u.String()
-}
-
 func clone(t *testing.T, from, to string) {
 	t.Helper()
 	if out, err := exec.Command("git", "clone", "-q", from, to).CombinedOutput(); err != nil {
@@ -201,13 +191,17 @@ func clone(t *testing.T, from, to string) {
 // own clone, pulls: the target is relocated (A's store paths are dead on
 // B), and an agent on B compiles exactly the relocated units and prints
 // what the sources say, with B's paths. Then a host with A's very paths
-// pulls and its agent compiles nothing.
+// pulls and its agent compiles nothing. The bus is deploy/nats/sharing.conf
+// on loopback: TLS, A connects as its publisher, B and C as its runner,
+// which may not publish, and a client without a user is refused.
 func TestPublishAndPullAcrossStores(t *testing.T) {
 	bin := testenv.Binaries(t)
-	bus := busURL(t)
+	bus := startSharing(t)
+	trust := []string{"SSL_CERT_FILE=" + bus.ca}
 	root := t.TempDir()
 	repoA := testenv.Repo(t, fixture.Options{})
-	a := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), bus)
+	a := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), bus.publisher)
+	a.extra = trust
 	var built struct {
 		ID        string `json:"id"`
 		Published struct {
@@ -230,7 +224,19 @@ func TestPublishAndPullAcrossStores(t *testing.T) {
 	// B: another clone, another store parent.
 	repoB := filepath.Join(root, "b", "repo")
 	clone(t, repoA.Dir, repoB)
-	b := newHost(t, bin, repoB, filepath.Join(root, "b"), bus)
+	b := newHost(t, bin, repoB, filepath.Join(root, "b"), bus.runner)
+	b.extra = trust
+	// Without a user, or without trusting the server's CA, nothing.
+	for _, env := range [][]string{{"FERRY_NATS_URL=" + bus.anonymous}, nil} {
+		if out, stderr, err := b.ferry(repoB, append(env, "SSL_CERT_FILE="+filepath.Join(root, "none.pem")), "base", "--pull"); err == nil {
+			t.Fatalf("pull with %v succeeded:\n%s", env, out)
+		} else {
+			t.Logf("pull with %v and no trusted CA:\n%s", env, stderr)
+		}
+	}
+	if _, stderr, err := b.ferry(repoB, []string{"FERRY_NATS_URL=" + bus.anonymous}, "base", "--pull"); err == nil || !strings.Contains(stderr, "uthorization") {
+		t.Fatalf("pull without a user: want an authorization failure, got %v\n%s", err, stderr)
+	}
 	p := b.pull(t)
 	if p.Record.ID != built.ID || p.Reused || p.Record.Pulled == nil {
 		t.Fatalf("pull: %+v", p)
@@ -259,6 +265,10 @@ func TestPublishAndPullAcrossStores(t *testing.T) {
 	if p := b.pull(t); !p.Reused {
 		t.Fatalf("second pull: %+v", p)
 	}
+	// The runner may not write the bucket.
+	if out, stderr, err := b.ferry(repoB, nil, "base", "--publish"); err == nil || !strings.Contains(strings.ToLower(stderr), "permission") {
+		t.Fatalf("runner publishing: want a permissions violation, got %v\n%s%s", err, stderr, out)
+	}
 
 	// C: A's very paths (its repository and store parent), as on a fleet
 	// configured alike: A's host is wiped and a fresh clone takes its place.
@@ -273,7 +283,8 @@ func TestPublishAndPullAcrossStores(t *testing.T) {
 		}
 	}
 	clone(t, origin, repoA.Dir)
-	c := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), bus)
+	c := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), bus.runner)
+	c.extra = trust
 	p = c.pull(t)
 	if p.Relocated != nil || c.storeDir(t) != storeA {
 		t.Fatalf("pull at the publisher's paths: relocated %+v, store %s (publisher's %s)", p.Relocated, c.storeDir(t), storeA)
