@@ -19,6 +19,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/relocate"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -185,8 +186,55 @@ func notPublished(ctx context.Context, obs jetstream.ObjectStore, bucket string,
 				"commit %s was published as base %s, which does not match this host: %s", short(p.Commit), m.BaseID, strings.Join(diff, "; "))
 		}
 	}
-	return failure.New(failure.Prereq, "publish it from a build host (`ferry base --publish --rev "+short(p.Commit)+"`), or build it here with `ferry base`",
-		"no base of commit %s (%s) is published in bucket %s", short(p.Commit), p.ID, bucket)
+	return failure.Wrap(failure.Prereq, &NotPublishedError{Commit: p.Commit, ID: p.ID, Bucket: bucket},
+		"publish it from a build host (`ferry base --publish --rev "+short(p.Commit)+"`), or build it here with `ferry base`",
+		"nothing to pull")
+}
+
+// NotPublishedError is a pull of a base that was never published (under
+// this host's fingerprint or another).
+type NotPublishedError struct {
+	Commit, ID, Bucket string
+}
+
+func (e *NotPublishedError) Error() string {
+	return fmt.Sprintf("no base of commit %s (%s) is published in bucket %s", short(e.Commit), e.ID, e.Bucket)
+}
+
+// AncestorLimit is how many first-parent ancestors Nearest looks at.
+const AncestorLimit = 100
+
+// Nearest returns the nearest first-parent ancestor of commit (within
+// AncestorLimit) whose base under fingerprint fp is published completely,
+// or "" when there is none.
+func Nearest(ctx context.Context, conn *bus.Conn, b Bucket, repo *git.Repo, commit, fp string) (string, error) {
+	obs, err := b.open(ctx, conn.JS, false)
+	if err != nil {
+		return "", err
+	}
+	infos, err := obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("list bucket %s: %w", b.name(), err)
+	}
+	published := map[string]bool{}
+	for _, info := range infos {
+		if m, err := decodeMeta(info.Metadata); err == nil && m.Digest != "" && m.Fingerprint == fp {
+			published[m.Commit] = true
+		}
+	}
+	out, err := repo.Run(repo.Top, "rev-list", "--first-parent", fmt.Sprintf("--max-count=%d", AncestorLimit), commit+"^")
+	if err != nil {
+		return "", nil // a root commit has no ancestor
+	}
+	for _, c := range strings.Fields(out) {
+		if published[c] {
+			return c, nil
+		}
+	}
+	return "", nil
 }
 
 // install streams the object into the base directory (the partial base),

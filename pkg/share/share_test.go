@@ -306,7 +306,9 @@ func (h *host) noBase(t *testing.T, what string) {
 // A pull that is refused or fails leaves no ready base and says why: a
 // base built with other warm commands, one whose toolchain differs, a
 // corrupted object, and a pull killed midway (which the next pull
-// repairs). Then gc deletes an object only on the host that published it.
+// repairs). A pull of a commit nobody published pulls the nearest
+// published ancestor and refreshes from it. gc deletes an object only on
+// the host that published it.
 func TestFailedPullsAndGC(t *testing.T) {
 	bin := testenv.Binaries(t)
 	bus := bustest.Start(t)
@@ -420,10 +422,38 @@ func TestFailedPullsAndGC(t *testing.T) {
 	if err := json.Unmarshal([]byte(a.must(t, "base", "--publish", "--json")), &next); err != nil {
 		t.Fatal(err)
 	}
+	// A commit nobody published: B pulls its nearest published ancestor
+	// and refreshes from it.
+	if err := repoA.Append(fixture.LibPath(fixture.ChainC), "\n// unpublished\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repoA.Git("commit", "-q", "-m", "unpublished", "--", fixture.LibPath(fixture.ChainC)); err != nil {
+		t.Fatal(err)
+	}
+	head, err := repoA.Git("rev-parse", "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("git", "-C", repoB, "pull", "-q", "--ff-only").CombinedOutput(); err != nil {
 		t.Fatalf("git pull: %v\n%s", err, out)
 	}
-	b.pull(t)
+	var refreshed struct {
+		Record struct {
+			ID string `json:"id"`
+		} `json:"record"`
+		Refreshed struct {
+			ID     string `json:"id"`
+			Commit string `json:"commit"`
+			Seed   string `json:"seed"`
+		} `json:"refreshed"`
+	}
+	out := b.must(t, "base", "--pull", "--json")
+	if err := json.Unmarshal([]byte(out), &refreshed); err != nil {
+		t.Fatal(err)
+	}
+	if refreshed.Record.ID != next.ID || refreshed.Refreshed.Commit != strings.TrimSpace(head) || refreshed.Refreshed.Seed != next.ID {
+		t.Fatalf("pull of an unpublished commit: want %s pulled and %s built from it, got\n%s", next.ID, strings.TrimSpace(head), out)
+	}
 	objects := func() map[string]bool {
 		t.Helper()
 		list, err := obs.List(t.Context())
@@ -441,7 +471,7 @@ func TestFailedPullsAndGC(t *testing.T) {
 		t.Fatalf("B's gc kept %s: %v", built.ID, bs)
 	}
 	if o := objects(); !o[built.ID] || !o[next.ID] {
-		t.Fatalf("after B's gc the bucket holds %v, want both bases (B published neither)", o)
+		t.Fatalf("after B's gc the bucket holds %v, want both published bases (B published neither)", o)
 	}
 	a.must(t, "gc")
 	if o := objects(); o[built.ID] || !o[next.ID] {

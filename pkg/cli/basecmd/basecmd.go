@@ -6,7 +6,9 @@ package basecmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -170,7 +172,12 @@ func bucket(s *config.Settings) share.Bucket {
 }
 
 func (c *buildCmd) pull(stop *cli.Stop, conn *bus.Conn, e pipeline.Env, o base.Options, io cli.IO) error {
-	res, err := pipeline.Pull(stop.Context(), e.OneShot("ferry-base"), conn, share.PullOptions{Build: o, Bucket: bucket(o.Settings), Progress: io.Stderr})
+	po := share.PullOptions{Build: o, Bucket: bucket(o.Settings), Progress: io.Stderr}
+	res, err := pipeline.Pull(stop.Context(), e.OneShot("ferry-base"), conn, po)
+	var np *share.NotPublishedError
+	if errors.As(err, &np) {
+		return c.pullAncestor(stop, conn, e, po, np, err, io)
+	}
 	if err != nil {
 		return stop.Err("ferry base --pull", err)
 	}
@@ -190,6 +197,43 @@ func (c *buildCmd) pull(stop *cli.Stop, conn *bus.Conn, e pipeline.Env, o base.O
 	if a := res.Relocated; a != nil {
 		fmt.Fprintf(io.Stdout, "  relocated %d unit path(s) that recorded the publisher's paths (%d files): the first build rebuilds them\n", a.Paths, a.Files)
 	}
+	return nil
+}
+
+// pullAncestor answers a pull of a commit nobody published: it pulls the
+// nearest published first-parent ancestor and builds the commit's base
+// seeded from it (a refresh, far cheaper than a cold build).
+func (c *buildCmd) pullAncestor(stop *cli.Stop, conn *bus.Conn, e pipeline.Env, po share.PullOptions, np *share.NotPublishedError, notPublished error, io cli.IO) error {
+	fp := strings.TrimPrefix(np.ID, np.Commit+"-")
+	anc, err := share.Nearest(stop.Context(), conn, po.Bucket, po.Build.Repo, np.Commit, fp)
+	if err != nil {
+		return err
+	}
+	if anc == "" {
+		return notPublished
+	}
+	fmt.Fprintf(io.Stderr, "ferry-base: no base of %s is published; pulling that of its ancestor %s and refreshing from it\n", cli.Short(np.Commit), cli.Short(anc))
+	ao := po
+	ao.Build.Rev = anc
+	pulled, err := pipeline.Pull(stop.Context(), e.OneShot("ferry-base"), conn, ao)
+	if err != nil {
+		return stop.Err("ferry base --pull", err)
+	}
+	bo := po.Build
+	bo.Rev = np.Commit
+	res, err := pipeline.BuildBase(stop.Context(), e.OneShot("ferry-base"), bo)
+	if err != nil {
+		return stop.Err("ferry base --pull", err)
+	}
+	if c.JSON {
+		return cli.WriteJSON(io.Stdout, struct {
+			*share.Pulled
+			Refreshed *base.Record `json:"refreshed"`
+		}{pulled, res.Record})
+	}
+	r := res.Record
+	fmt.Fprintf(io.Stdout, "pulled base %s (ancestor)\nbuilt base %s\n  commit  %s\n  seed    %s\n  src     %s\n  target  %s\n  time    %s pull, %s refresh\n",
+		pulled.Record.ID, r.ID, r.Commit, r.Seed, r.Src, r.Target, cli.Seconds(pulled.Seconds), cli.Seconds(r.Timings.Total))
 	return nil
 }
 
