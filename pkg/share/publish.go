@@ -68,8 +68,19 @@ func (b Bucket) open(ctx context.Context, js jetstream.JetStream, create bool) (
 // deploy/nats-sharing.md): SpeedDefault.
 var Level = zstd.SpeedDefault
 
-// PutTimeout bounds one upload when the caller's context has no deadline.
-const PutTimeout = time.Hour
+// TransferTimeout bounds one upload or download when the caller's
+// context has no deadline. Without one the client bounds each chunk's
+// acknowledgement by its default API timeout (5 s), which a bus fsyncing
+// every message (the embedded one) on a busy disk overran, and a whole
+// download by the same 5 s, which a 276 MB object (ripgrep's base) overran.
+const TransferTimeout = time.Hour
+
+func transferContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, TransferTimeout)
+}
 
 // Published is what Publish did.
 type Published struct {
@@ -124,15 +135,8 @@ func Publish(ctx context.Context, conn *bus.Conn, b Bucket, r *base.Record) (*Pu
 		}
 		pw.CloseWithError(err) // nil: EOF
 	}()
-	if _, ok := ctx.Deadline(); !ok {
-		// Without a deadline the client bounds each chunk's acknowledgement
-		// by its default API timeout (5 s), which a bus that fsyncs every
-		// message (the embedded one) on a busy disk overran; the upload is
-		// bounded as a whole instead.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, PutTimeout)
-		defer cancel()
-	}
+	ctx, cancel := transferContext(ctx)
+	defer cancel()
 	desc := fmt.Sprintf("Ferry base %s (commit %s, %s)", r.ID, r.Commit, r.Toolchain.CargoVersion)
 	_, err = obs.Put(ctx, jetstream.ObjectMeta{Name: r.ID, Description: desc, Metadata: m.metadata()}, pr)
 	pr.CloseWithError(err) // stops the writer when the upload failed

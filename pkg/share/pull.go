@@ -252,7 +252,9 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	if err := repo.WorktreeLock(files.Src, "ferry base "+p.ID); err != nil {
 		return nil, err
 	}
-	obj, err := obs.Get(ctx, p.ID)
+	tctx, cancel := transferContext(ctx)
+	defer cancel()
+	obj, err := obs.Get(tctx, p.ID)
 	if err != nil {
 		return nil, fmt.Errorf("read object %s: %w", p.ID, err)
 	}
