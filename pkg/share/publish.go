@@ -63,9 +63,12 @@ func (b Bucket) open(ctx context.Context, js jetstream.JetStream, create bool) (
 	return obs, nil
 }
 
-// Level is the zstd level Publish compresses with. Measured on the
-// fixture's base (see the package's BenchmarkCompress and the report in
-// deploy/nats-sharing.md): SpeedDefault.
+// Level is the zstd level Publish compresses with. BenchmarkCompress on
+// ripgrep 13's base (1,287 MB of target, a 1,048 MB stream once hard links
+// are stored once; shared 2-core machine): fastest 10.3 s to 315 MB,
+// default 10.6 s to 276 MB, better 47.6 s to 248 MB. Default costs nothing
+// over fastest (reading and archiving the target dominate) and makes the
+// object 12% smaller; better is 4.5 times slower for 10% more.
 var Level = zstd.SpeedDefault
 
 // TransferTimeout bounds one upload or download when the caller's

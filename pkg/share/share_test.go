@@ -125,6 +125,7 @@ type pulled struct {
 		Paths int `json:"paths"`
 	} `json:"relocated"`
 	Rebuilds []string `json:"rebuilds"`
+	Seconds  float64  `json:"seconds"`
 }
 
 func (h *host) pull(t *testing.T, args ...string) pulled {
@@ -238,6 +239,7 @@ func TestPublishAndPullAcrossStores(t *testing.T) {
 		t.Fatalf("pull without a user: want an authorization failure, got %v\n%s", err, stderr)
 	}
 	p := b.pull(t)
+	t.Logf("pulled and installed %s in %.2fs", p.Record.ID, p.Seconds)
 	if p.Record.ID != built.ID || p.Reused || p.Record.Pulled == nil {
 		t.Fatalf("pull: %+v", p)
 	}
