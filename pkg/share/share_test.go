@@ -394,14 +394,22 @@ func TestFailedPullsAndGC(t *testing.T) {
 	}
 
 	// A pull killed while it extracts leaves a partial base, not a ready
-	// one; the next pull discards it and installs the base.
-	_, stderr, err := b.ferry(b.repo, []string{knobs.Failpoint + "=share/pull-extracting"}, "base", "--pull")
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
-		t.Fatalf("pull with the failpoint armed: want it killed, got %v:\n%s", err, stderr)
+	// one; gc removes it, and so does the next pull, which installs the
+	// base.
+	killed := func() {
+		t.Helper()
+		_, stderr, err := b.ferry(b.repo, []string{knobs.Failpoint + "=share/pull-extracting"}, "base", "--pull")
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
+			t.Fatalf("pull with the failpoint armed: want it killed, got %v:\n%s", err, stderr)
+		}
+		if bs := b.bases(t); bs[built.ID] != "partial" || len(bs) != 1 {
+			t.Fatalf("killed pull left %v, want base %s partial", bs, built.ID)
+		}
 	}
-	if bs := b.bases(t); bs[built.ID] != "partial" || len(bs) != 1 {
-		t.Fatalf("killed pull left %v, want base %s partial", bs, built.ID)
-	}
+	killed()
+	b.must(t, "gc")
+	b.noBase(t, "gc after a killed pull")
+	killed()
 	if p := b.pull(t); p.Record.ID != built.ID || p.Reused {
 		t.Fatalf("pull after the killed one: %+v", p)
 	}
