@@ -139,7 +139,7 @@ func Authenticated(conn *bus.Conn) error {
 		return nil
 	}
 	return failure.New(failure.Refused,
-		"configure authentication on the NATS server (a token, users or credentials; see deploy/nats-sharing.md) and give Ferry its credentials in FERRY_NATS_URL or [bus] url",
+		"configure authentication on the NATS server (a token, users or credentials; see deploy/nats/sharing.conf) and give Ferry its credentials in FERRY_NATS_URL or [bus] url",
 		"the bus at %s does not require authentication: Ferry pulls bases only over an authenticated connection", conn.NC.ConnectedUrlRedacted())
 }
 

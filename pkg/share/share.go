@@ -26,7 +26,8 @@
 // Trust: a pulled base runs code on the runner (build scripts' output, the
 // compiled program). Pull reads only the configured bucket, over a
 // connection that authenticated (a token, a user or credentials): see
-// deploy/nats-sharing.md for TLS and per-role permissions.
+// deploy/nats/sharing.conf and deploy/README.md for TLS and per-role
+// permissions.
 package share
 
 import (
