@@ -47,6 +47,9 @@ type BaseReady struct {
 	// unbuilt (targets that did not compile, a clippy command that failed),
 	// so a consumer can tell a base that is warm for every target.
 	Incomplete []string `json:"incomplete,omitempty"`
+	// Object names the base's object in the bases bucket when the
+	// builder published it (ferry base --publish, [bus] share-bases).
+	Object string `json:"object,omitempty"`
 }
 
 // BaseFailed: a base build failed and was discarded; the current base was

@@ -137,13 +137,16 @@ type Record struct {
 	Pruned     PruneCount `json:"pruned"` // what a seed across unit inputs left that this commit does not use
 	// Relocated is what the relocation plan removed from the seed's
 	// target before the warm build of a base built at host paths.
-	Relocated  *relocate.Applied `json:"relocated,omitempty"`
-	Stamped    StampCount        `json:"stamped"`
-	TargetSeal TargetSeal        `json:"target_seal"` // what the target held when base.json was written
-	Timings    Timings           `json:"timings"`
-	Warnings   []string          `json:"warnings"`
-	Incomplete []string          `json:"incomplete"`
-	Created    time.Time         `json:"created"`
+	Relocated *relocate.Applied `json:"relocated,omitempty"`
+	// Pulled is set for a base pulled from a bus bucket (package share)
+	// instead of built here.
+	Pulled     *PullRecord `json:"pulled,omitempty"`
+	Stamped    StampCount  `json:"stamped"`
+	TargetSeal TargetSeal  `json:"target_seal"` // what the target held when base.json was written
+	Timings    Timings     `json:"timings"`
+	Warnings   []string    `json:"warnings"`
+	Incomplete []string    `json:"incomplete"`
+	Created    time.Time   `json:"created"`
 }
 
 // HostPaths reports whether the base was built without the namespace
@@ -162,6 +165,18 @@ func (r *Record) BuildPaths() (src, target string) {
 		return r.Src, r.Target
 	}
 	return r.MntSrc, r.MntTarget
+}
+
+// PullRecord is where a pulled base came from.
+type PullRecord struct {
+	Bucket string `json:"bucket"`
+	Object string `json:"object"`
+	Host   string `json:"host"`   // the publishing host
+	From   string `json:"from"`   // the store dir its target recorded there
+	Digest string `json:"digest"` // SHA-256 of the stream it was installed from
+	// Relocated is what the dead relocation plan removed from the target,
+	// when From is not this store's dir.
+	Relocated *relocate.Applied `json:"relocated,omitempty"`
 }
 
 // PruneCount is what pruning a seeded target removed.

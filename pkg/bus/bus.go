@@ -33,6 +33,7 @@ package bus
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -394,7 +395,7 @@ func dial(ctx context.Context, cfg Config, ep Endpoint, persistent bool) (*Conn,
 }
 
 func connectError(ep Endpoint, err error) error {
-	where := ep.URL
+	where := redacted(ep.URL)
 	if ep.Source == "in-process" {
 		where = "the in-process server"
 	}
@@ -405,9 +406,32 @@ func connectError(ep Endpoint, err error) error {
 		}
 		return failure.Wrap(failure.Refused, err, hint, "connect to the bus at %s (from %s)", where, ep.Source)
 	}
+	var unknownCA x509.UnknownAuthorityError
+	if errors.As(err, &unknownCA) || strings.Contains(err.Error(), "x509: ") {
+		return failure.Wrap(failure.Refused, err,
+			"this host does not trust the server's certificate: add its CA to the system trust store, or point SSL_CERT_FILE at the CA's PEM file",
+			"connect to the bus at %s (from %s)", where, ep.Source)
+	}
 	hint := "is the bus up? `ferry up` (or ferry-watch) hosts it"
 	if ep.busDir == "" && ep.Source != "in-process" {
 		hint = "check that the NATS server named by FERRY_NATS_URL or [bus] url is up"
 	}
 	return failure.Wrap(failure.Prereq, err, hint, "connect to the bus at %s (from %s)", where, ep.Source)
+}
+
+// redacted is a comma-separated list of server URLs with their passwords
+// (or tokens) replaced, for messages.
+func redacted(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, ok := u.User.Password(); !ok {
+			u.User = url.User("xxxxx") // a token
+		}
+		parts[i] = u.Redacted()
+	}
+	return strings.Join(parts, ",")
 }

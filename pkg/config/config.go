@@ -100,6 +100,15 @@ type Settings struct {
 	// (FERRY_ACK_WAIT, [bus] ack-wait, a Go duration such as "30s"); 0
 	// means the bus package's default.
 	AckWait time.Duration
+	// ShareBases makes ferry-base --follow publish every base it makes
+	// ready to the bases bucket ([bus] share-bases, default false).
+	ShareBases bool
+	// BasesBucket is the object store bucket bases are published to and
+	// pulled from ([bus] bases-bucket; empty: package share's default),
+	// and BasesMaxBytes its size bound ([bus] bases-max-bytes, bytes; 0:
+	// none).
+	BasesBucket   string
+	BasesMaxBytes int64
 	// ReapAfter is how long an agent a hook created must show no sign of
 	// life before ferry gc reaps it as abandoned (FERRY_REAP_AFTER, [gc]
 	// reap-after, a Go duration; default DefaultReapAfter). 0 reaps as
@@ -231,6 +240,15 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	}
 	if t.Bus.AckWait != nil {
 		s.AckWait, _, _ = parseAckWait(*t.Bus.AckWait) // checked with the file
+	}
+	if t.Bus.ShareBases != nil {
+		s.ShareBases = *t.Bus.ShareBases
+	}
+	if t.Bus.BasesBucket != nil {
+		s.BasesBucket = *t.Bus.BasesBucket
+	}
+	if t.Bus.BasesMaxBytes != nil {
+		s.BasesMaxBytes = *t.Bus.BasesMaxBytes
 	}
 	if t.GC.ReapAfter != nil {
 		s.ReapAfter, _, _ = ParseReapAfter(*t.GC.ReapAfter) // checked with the file

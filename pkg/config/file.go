@@ -57,6 +57,10 @@ type busTable struct {
 	URL      *string `toml:"url"`
 	Replicas *int    `toml:"replicas"`
 	AckWait  *string `toml:"ack-wait"`
+	// Sharing bases between hosts (package share).
+	ShareBases    *bool   `toml:"share-bases"`
+	BasesBucket   *string `toml:"bases-bucket"`
+	BasesMaxBytes *int64  `toml:"bases-max-bytes"`
 }
 
 type gcTable struct {
@@ -87,6 +91,9 @@ func (t *tables) override(o *tables) {
 	set(&t.Bus.URL, o.Bus.URL)
 	set(&t.Bus.Replicas, o.Bus.Replicas)
 	set(&t.Bus.AckWait, o.Bus.AckWait)
+	set(&t.Bus.ShareBases, o.Bus.ShareBases)
+	set(&t.Bus.BasesBucket, o.Bus.BasesBucket)
+	set(&t.Bus.BasesMaxBytes, o.Bus.BasesMaxBytes)
 	set(&t.GC.ReapAfter, o.GC.ReapAfter)
 }
 
@@ -275,6 +282,10 @@ func (d *document) checkTables(t *tables, prefix string) error {
 			key := prefix + "bus.ack-wait"
 			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
 		}
+	}
+	if v := t.Bus.BasesMaxBytes; v != nil && *v < 0 {
+		key := prefix + "bus.bases-max-bytes"
+		return d.errorAt(key, "give the bucket's size bound in bytes, or 0 for none", fmt.Sprintf("%s = %d: negative", key, *v))
 	}
 	if v := t.GC.ReapAfter; v != nil {
 		if _, msg, hint := ParseReapAfter(*v); msg != "" {

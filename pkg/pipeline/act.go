@@ -13,6 +13,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/gc"
+	"github.com/ferrydev/ferry/pkg/share"
 )
 
 // Act, then announce. Each state change Ferry makes is one function here
@@ -62,6 +63,18 @@ var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 // interrupted build announces no failure: its commit is not at fault, and
 // whoever builds it next announces the outcome.
 func BuildBase(ctx context.Context, a Announcer, o base.Options) (*base.Result, error) {
+	return BuildAndShare(ctx, a, o, nil)
+}
+
+// Share publishes a ready base for other hosts and returns the object it
+// wrote (package share, over the stage's bus connection).
+type Share func(ctx context.Context, r *base.Record) (object string, err error)
+
+// BuildAndShare is BuildBase that, with share set, publishes the ready
+// base before announcing it, so base.ready names the object. A failed
+// publish leaves the base ready here: base.ready is announced without an
+// object, and the error is returned.
+func BuildAndShare(ctx context.Context, a Announcer, o base.Options, share Share) (*base.Result, error) {
 	var plan *base.Plan
 	onBuilding := o.OnBuilding
 	o.OnBuilding = func(p *base.Plan) {
@@ -83,8 +96,12 @@ func BuildBase(ctx context.Context, a Announcer, o base.Options) (*base.Result, 
 				ev.SeedSeconds = s.Timings.Total
 			}
 		}
+		var serr error
+		if share != nil {
+			ev.Object, serr = share(ctx, r)
+		}
 		a.Announce(ev)
-		return res, nil
+		return res, serr
 	}
 	if failure.KindOf(err) == failure.Interrupted || errors.Is(err, context.Canceled) {
 		return nil, err
@@ -101,6 +118,20 @@ func BuildBase(ctx context.Context, a Announcer, o base.Options) (*base.Result, 
 	}
 	a.Announce(ev)
 	return nil, err
+}
+
+// Pull installs a published base (share.Pull) and announces base.ready
+// naming its object (the base was not built here: Seconds is the pull's).
+func Pull(ctx context.Context, a Announcer, conn *bus.Conn, o share.PullOptions) (*share.Pulled, error) {
+	res, err := share.Pull(ctx, conn, o)
+	if err != nil {
+		return nil, err
+	}
+	r := res.Record
+	a.Announce(&events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
+		Current: true, Reused: res.Reused, Seconds: res.Seconds, Warnings: r.Warnings,
+		Incomplete: r.Incomplete, Seed: r.Seed, Object: res.Object})
+	return res, nil
 }
 
 // Spawn creates an agent (agent.Spawn) and announces agent.spawned.

@@ -6,6 +6,7 @@ import (
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
+	"github.com/ferrydev/ferry/pkg/share"
 )
 
 // BuilderOptions configure the following base builder.
@@ -72,10 +73,23 @@ func RunBuilder(ctx context.Context, o BuilderOptions) error {
 func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Message, cs *events.CommitSeen) error {
 	e := o.Env
 	stop := m.KeepAlive() // heartbeat through long builds
-	_, err := BuildBase(ctx, e.OnConn(ctx, conn), base.Options{
+	var publish Share
+	if e.Settings.ShareBases {
+		// [bus] share-bases: every base made ready is published, over
+		// this stage's connection.
+		publish = func(ctx context.Context, r *base.Record) (string, error) {
+			p, err := share.Publish(ctx, conn, share.Bucket{Name: e.Settings.BasesBucket, MaxBytes: e.Settings.BasesMaxBytes, Replicas: e.Settings.BusReplicas}, r)
+			if err != nil {
+				return "", err
+			}
+			e.Logf("ferry-base: published %s (%.1f MB) in %.1fs", p.Object, float64(p.Meta.Compressed)/1e6, p.Seconds)
+			return p.Object, nil
+		}
+	}
+	_, err := BuildAndShare(ctx, e.OnConn(ctx, conn), base.Options{
 		Repo: e.Repo, Settings: e.Settings, Store: e.Store, Rev: cs.Commit,
 		Progress: e.Log, Shim: o.Shim,
-	})
+	}, publish)
 	stop()
 	if ctx.Err() != nil {
 		// Stopped: the partial base is discarded; leave the commit for the

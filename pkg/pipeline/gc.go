@@ -6,6 +6,7 @@ import (
 
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/bus"
+	"github.com/ferrydev/ferry/pkg/share"
 )
 
 // RunGC collects once from the store, then again on every base.ready and
@@ -100,5 +101,35 @@ func collect(ctx context.Context, e Env, conn *bus.Conn) error {
 	if len(res.Bases)+len(res.Agents)+len(res.Reaped) > 0 {
 		e.Logf("ferry-gc: deleted %d base(s), rolled back %d agent(s), reaped %d agent(s)", len(res.Bases), len(res.Agents), len(res.Reaped))
 	}
+	Unpublish(ctx, e, conn, res.Bases)
 	return nil
+}
+
+// Unpublish deletes from the bases bucket the objects of the bases gc
+// deleted that this store published (share.Unpublish), over conn, or with
+// conn nil (one-shot ferry gc) over a connection of its own when the bus
+// answers within its bound. It never fails the collection: a bus that is
+// away leaves the objects, which the bucket's limits age out, and the
+// failure is logged.
+func Unpublish(ctx context.Context, e Env, conn *bus.Conn, ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	if conn == nil {
+		c, err := bus.Dial(ctx, e.BusConfig("ferry-gc"))
+		if err != nil {
+			return nil // no bus here: nothing was published from this store through it
+		}
+		defer c.Close()
+		conn = c
+	}
+	b := share.Bucket{Name: e.Settings.BasesBucket}
+	deleted, err := share.Unpublish(ctx, conn, b, e.Store.Dir, ids)
+	if err != nil {
+		e.Logf("ferry-gc: warning: %v", err)
+	}
+	if len(deleted) > 0 {
+		e.Logf("ferry-gc: deleted %d published base(s) from the bus", len(deleted))
+	}
+	return deleted
 }

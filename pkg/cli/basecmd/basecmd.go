@@ -5,14 +5,20 @@
 package basecmd
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/pipeline"
+	"github.com/ferrydev/ferry/pkg/share"
 )
 
 type grammar struct {
@@ -23,9 +29,11 @@ type grammar struct {
 
 type buildCmd struct {
 	Rev     string `help:"Revision to build." default:"HEAD" placeholder:"R"`
-	Cold    bool   `help:"Build from scratch, never seeded from another base."`
+	Cold    bool   `help:"Build from scratch, never seeded from another base." xor:"pull"`
 	Rebuild bool   `help:"Discard the base of R if it is ready and build it again (the fix for a base changed after it was built)."`
 	Follow  bool   `help:"Keep building: consume commit.seen events from the bus (see ferry-watch) until stopped."`
+	Publish bool   `help:"Upload the ready base to the bus's bases bucket, for other hosts to pull."`
+	Pull    bool   `help:"Install the base of R from the bus's bases bucket instead of building it (refused, naming the difference, when it was built with another toolchain, warm commands or modes)." xor:"pull"`
 	JSON    bool   `name:"json" help:"Print the base record as JSON."`
 }
 
@@ -38,6 +46,8 @@ const desc = "Build immutable warm bases: one Cargo build per commit, at canonic
 var examples = []string{
 	"ferry base                  # build (or reuse) the base of HEAD and make it current",
 	"ferry base --rev main~3 --json",
+	"ferry base --publish        # build, then upload the base for runners",
+	"ferry base --pull --rev R   # on a runner: install the published base of R",
 	"ferry base list",
 	"ferry base verify --all",
 }
@@ -82,24 +92,57 @@ func (c *buildCmd) run(io cli.IO) error {
 		return stop.Err("ferry base --follow", err)
 	}
 	e := env(fc, io)
-	res, err := pipeline.BuildBase(stop.Context(), e.OneShot("ferry-base"), base.Options{
+	o := base.Options{
 		Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store,
 		Rev: c.Rev, Cold: c.Cold, Rebuild: c.Rebuild, Progress: io.Stderr, Shim: true,
-	})
+	}
+	var conn *bus.Conn
+	if c.Publish || c.Pull {
+		cfg := e.BusConfig("ferry-base")
+		cfg.Bound = shareBound
+		if conn, err = bus.Dial(stop.Context(), cfg); err != nil {
+			return err
+		}
+		defer conn.Close()
+	}
+	if c.Pull {
+		return c.pull(stop, conn, e, o, io)
+	}
+	var publish pipeline.Share
+	var published *share.Published
+	if c.Publish {
+		publish = func(ctx context.Context, r *base.Record) (string, error) {
+			p, err := share.Publish(ctx, conn, bucket(fc.Settings), r)
+			if err != nil {
+				return "", err
+			}
+			published = p
+			return p.Object, nil
+		}
+	}
+	res, err := pipeline.BuildAndShare(stop.Context(), e.OneShot("ferry-base"), o, publish)
 	if err != nil {
 		return err
 	}
 	if c.JSON {
 		return cli.WriteJSON(io.Stdout, struct {
 			*base.Record
-			Reused bool `json:"reused"`
-		}{res.Record, res.Reused})
+			Reused    bool             `json:"reused"`
+			Published *share.Published `json:"published,omitempty"`
+		}{res.Record, res.Reused, published})
 	}
 	r := res.Record
 	verb := "built"
 	if res.Reused {
 		verb = "reused"
 	}
+	defer func() {
+		if published != nil {
+			m := published.Meta
+			fmt.Fprintf(io.Stdout, "  published %s/%s: %.1f MB (%.1f MB of target) in %s\n",
+				published.Bucket, published.Object, float64(m.Compressed)/1e6, float64(m.Bytes)/1e6, cli.Seconds(published.Seconds))
+		}
+	}()
 	fmt.Fprintf(io.Stdout, "%s base %s\n  commit  %s\n  src     %s\n  target  %s\n  cargo   %s\n",
 		verb, r.ID, r.Commit, r.Src, r.Target, r.Toolchain.Cargo)
 	if r.Seed != "" {
@@ -116,6 +159,81 @@ func (c *buildCmd) run(io cli.IO) error {
 	for _, w := range r.Incomplete {
 		fmt.Fprintf(io.Stdout, "  incomplete %s\n", w)
 	}
+	return nil
+}
+
+// shareBound bounds the connection of --publish and --pull: they move a
+// base, and have no outbox to fall back on.
+const shareBound = 5 * time.Second
+
+// bucket is the bases bucket the settings name.
+func bucket(s *config.Settings) share.Bucket {
+	return share.Bucket{Name: s.BasesBucket, MaxBytes: s.BasesMaxBytes, Replicas: s.BusReplicas}
+}
+
+func (c *buildCmd) pull(stop *cli.Stop, conn *bus.Conn, e pipeline.Env, o base.Options, io cli.IO) error {
+	po := share.PullOptions{Build: o, Bucket: bucket(o.Settings), Progress: io.Stderr}
+	res, err := pipeline.Pull(stop.Context(), e.OneShot("ferry-base"), conn, po)
+	var np *share.NotPublishedError
+	if errors.As(err, &np) {
+		return c.pullAncestor(stop, conn, e, po, np, err, io)
+	}
+	if err != nil {
+		return stop.Err("ferry base --pull", err)
+	}
+	if c.JSON {
+		return cli.WriteJSON(io.Stdout, res)
+	}
+	r := res.Record
+	verb := "pulled"
+	if res.Reused {
+		verb = "reused"
+	}
+	fmt.Fprintf(io.Stdout, "%s base %s\n  commit  %s\n  src     %s\n  target  %s\n  cargo   %s\n",
+		verb, r.ID, r.Commit, r.Src, r.Target, r.Toolchain.Cargo)
+	if !res.Reused {
+		fmt.Fprintf(io.Stdout, "  from    %s on %s (%.1f MB) in %s\n", res.Meta.Store, res.Meta.Host, float64(res.Meta.Compressed)/1e6, cli.Seconds(res.Seconds))
+	}
+	if a := res.Relocated; a != nil {
+		fmt.Fprintf(io.Stdout, "  relocated %d unit path(s) that recorded the publisher's paths (%d files): the first build rebuilds them\n", a.Paths, a.Files)
+	}
+	return nil
+}
+
+// pullAncestor answers a pull of a commit nobody published: it pulls the
+// nearest published first-parent ancestor and builds the commit's base
+// seeded from it (a refresh, far cheaper than a cold build).
+func (c *buildCmd) pullAncestor(stop *cli.Stop, conn *bus.Conn, e pipeline.Env, po share.PullOptions, np *share.NotPublishedError, notPublished error, io cli.IO) error {
+	fp := strings.TrimPrefix(np.ID, np.Commit+"-")
+	anc, err := share.Nearest(stop.Context(), conn, po.Bucket, po.Build.Repo, np.Commit, fp)
+	if err != nil {
+		return err
+	}
+	if anc == "" {
+		return notPublished
+	}
+	fmt.Fprintf(io.Stderr, "ferry-base: no base of %s is published; pulling that of its ancestor %s and refreshing from it\n", cli.Short(np.Commit), cli.Short(anc))
+	ao := po
+	ao.Build.Rev = anc
+	pulled, err := pipeline.Pull(stop.Context(), e.OneShot("ferry-base"), conn, ao)
+	if err != nil {
+		return stop.Err("ferry base --pull", err)
+	}
+	bo := po.Build
+	bo.Rev = np.Commit
+	res, err := pipeline.BuildBase(stop.Context(), e.OneShot("ferry-base"), bo)
+	if err != nil {
+		return stop.Err("ferry base --pull", err)
+	}
+	if c.JSON {
+		return cli.WriteJSON(io.Stdout, struct {
+			*share.Pulled
+			Refreshed *base.Record `json:"refreshed"`
+		}{pulled, res.Record})
+	}
+	r := res.Record
+	fmt.Fprintf(io.Stdout, "pulled base %s (ancestor)\nbuilt base %s\n  commit  %s\n  seed    %s\n  src     %s\n  target  %s\n  time    %s pull, %s refresh\n",
+		pulled.Record.ID, r.ID, r.Commit, r.Seed, r.Src, r.Target, cli.Seconds(pulled.Seconds), cli.Seconds(r.Timings.Total))
 	return nil
 }
 

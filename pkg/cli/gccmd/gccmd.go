@@ -5,6 +5,7 @@
 package gccmd
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -61,6 +62,9 @@ func (c *grammar) run(io cli.IO) error {
 	res, err := pipeline.Collect(e.OneShot("ferry-gc"), e, c.DryRun)
 	if err != nil {
 		return err
+	}
+	if !c.DryRun {
+		pipeline.Unpublish(context.Background(), e, nil, res.Bases)
 	}
 	if c.JSON {
 		return cli.WriteJSON(io.Stdout, res)

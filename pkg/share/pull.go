@@ -1,0 +1,421 @@
+package share
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/bus"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/relocate"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// PullOptions are the inputs of one pull.
+type PullOptions struct {
+	Build base.Options // the repository, settings, store and Rev, as for a build
+	Bucket
+	Progress io.Writer // progress lines; nil discards
+}
+
+// Pulled is what Pull did.
+type Pulled struct {
+	Record *base.Record `json:"record"`
+	Reused bool         `json:"reused"` // the base was already ready here
+	Object string       `json:"object,omitempty"`
+	Meta   *Meta        `json:"meta,omitempty"`
+	// Relocated is what the dead relocation plan removed from the target,
+	// when the publisher's store path differs from this store's.
+	Relocated *relocate.Applied `json:"relocated,omitempty"`
+	// Rebuilds are the units (fingerprint dirs, with the profile) the
+	// first build rebuilds because of the relocation.
+	Rebuilds []string `json:"rebuilds,omitempty"`
+	Seconds  float64  `json:"seconds"`
+}
+
+// Pull installs the published base of o.Build.Rev into the local store and
+// makes it current, or reuses it when it is ready. It is refused when the
+// published base was built with another toolchain, warm commands or modes
+// than this host resolves, and fails when the stream does not match its
+// digest; either way no base is left ready.
+func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
+	start := time.Now()
+	if err := Authenticated(conn); err != nil {
+		return nil, err
+	}
+	js := conn.JS
+	out := o.Progress
+	if out == nil {
+		out = io.Discard
+	}
+	p, err := base.Resolve(o.Build)
+	if err != nil {
+		return nil, err
+	}
+	s := o.Build.Store
+	if err := s.Init(); err != nil {
+		return nil, err
+	}
+	obs, err := o.Bucket.open(ctx, js, false)
+	if err != nil {
+		return nil, err
+	}
+	info, err := obs.GetInfo(ctx, p.ID)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, notPublished(ctx, obs, o.Bucket.name(), p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up base %s in bucket %s: %w", p.ID, o.Bucket.name(), err)
+	}
+	m, err := decodeMeta(info.Metadata)
+	if err != nil {
+		return nil, failure.Wrap(failure.Refused, err, "", "object %s in bucket %s", p.ID, o.Bucket.name())
+	}
+	if diff := differences(m, p); len(diff) > 0 {
+		return nil, failure.New(failure.Refused, "build the base here with `ferry base`, or publish one built with this host's toolchain and settings",
+			"the published base %s does not match this host: %s", p.ID, strings.Join(diff, "; "))
+	}
+	if m.Digest == "" {
+		return nil, failure.New(failure.Refused, "wait for the publisher to finish, then pull again",
+			"the published base %s is still being uploaded (it has no digest yet)", p.ID)
+	}
+
+	l, err := lock.TryTake(s.BaseLock(p.ID))
+	if err == lock.ErrBusy {
+		fmt.Fprintf(out, "ferry-base: waiting for another build or pull of %s\n", p.ID)
+		l, err = lock.Take(s.BaseLock(p.ID))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer l.Release()
+	if r, err := base.Read(s, p.ID); err == nil {
+		if err := base.Verify(r); err != nil {
+			return nil, err
+		}
+		if err := setCurrent(s, p.ID); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "ferry-base: base %s is ready; reused\n", p.ID)
+		return &Pulled{Record: r, Reused: true, Seconds: time.Since(start).Seconds()}, nil
+	}
+	if err := discard(o.Build, p.ID); err != nil {
+		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
+	}
+	fmt.Fprintf(out, "ferry-base: pulling base %s from bucket %s (%.1f MB)\n", p.ID, o.Bucket.name(), float64(m.Compressed)/1e6)
+	res, err := install(ctx, obs, o, p, m)
+	if err != nil {
+		if derr := discard(o.Build, p.ID); derr != nil {
+			err = errors.Join(err, fmt.Errorf("discard the failed pull: %w", derr))
+		} else if rerr := l.Remove(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove the failed pull's lock file: %w", rerr))
+		}
+		return nil, err
+	}
+	res.Seconds = time.Since(start).Seconds()
+	fmt.Fprintf(out, "ferry-base: base %s pulled and ready in %.1fs\n", p.ID, res.Seconds)
+	return res, nil
+}
+
+// Authenticated refuses a connection to a server that lets anyone in: a
+// pulled base runs code here, and on such a server anyone could have
+// published it.
+func Authenticated(conn *bus.Conn) error {
+	if conn.NC.AuthRequired() {
+		return nil
+	}
+	return failure.New(failure.Refused,
+		"configure authentication on the NATS server (a token, users or credentials; see deploy/nats/sharing.conf) and give Ferry its credentials in FERRY_NATS_URL or [bus] url",
+		"the bus at %s does not require authentication: Ferry pulls bases only over an authenticated connection", conn.NC.ConnectedUrlRedacted())
+}
+
+// differences names what differs between published base m and what this
+// host would build (plan p), or nothing.
+func differences(m *Meta, p *base.Plan) []string {
+	var d []string
+	if m.Toolchain.Rustc != p.Toolchain.Rustc || m.Toolchain.Cargo != p.Toolchain.Cargo {
+		d = append(d, fmt.Sprintf("toolchain: published with %s (%s, %s), this host has %s (%s, %s)",
+			m.Toolchain.RustcVersion, m.Toolchain.CargoVersion, m.Toolchain.Host,
+			p.Toolchain.RustcVersion, p.Toolchain.CargoVersion, p.Toolchain.Host))
+		if m.Toolchain.RustcVersion == p.Toolchain.RustcVersion {
+			d[len(d)-1] += " (same version, another build of it)"
+		}
+	}
+	if here := warmCommands(p.Warm); strings.Join(m.Warm, "\n") != strings.Join(here, "\n") {
+		d = append(d, fmt.Sprintf("warm commands: published %q, this host %q", m.Warm, here))
+	}
+	if m.Modes != p.Modes {
+		d = append(d, fmt.Sprintf("modes: published isolation %s, freshness %s; this host isolation %s, freshness %s",
+			m.Modes.Isolation, m.Modes.Freshness, p.Modes.Isolation, p.Modes.Freshness))
+	}
+	if len(d) == 0 && m.Fingerprint != p.Fingerprint() {
+		d = append(d, fmt.Sprintf("fingerprint: published %s, this host %s (another Ferry version?)", m.Fingerprint, p.Fingerprint()))
+	}
+	return d
+}
+
+// notPublished is the error of a pull whose base id has no object: a
+// refusal naming the difference when the commit was published under
+// another fingerprint, else "not published".
+func notPublished(ctx context.Context, obs jetstream.ObjectStore, bucket string, p *base.Plan) error {
+	infos, err := obs.List(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return fmt.Errorf("list bucket %s: %w", bucket, err)
+	}
+	for _, info := range infos {
+		m, err := decodeMeta(info.Metadata)
+		if err != nil || m.Commit != p.Commit {
+			continue
+		}
+		if diff := differences(m, p); len(diff) > 0 {
+			return failure.New(failure.Refused, "build the base here with `ferry base`, or publish one built with this host's toolchain and settings",
+				"commit %s was published as base %s, which does not match this host: %s", short(p.Commit), m.BaseID, strings.Join(diff, "; "))
+		}
+	}
+	return failure.Wrap(failure.Prereq, &NotPublishedError{Commit: p.Commit, ID: p.ID, Bucket: bucket},
+		"publish it from a build host (`ferry base --publish --rev "+short(p.Commit)+"`), or build it here with `ferry base`",
+		"nothing to pull")
+}
+
+// NotPublishedError is a pull of a base that was never published (under
+// this host's fingerprint or another).
+type NotPublishedError struct {
+	Commit, ID, Bucket string
+}
+
+func (e *NotPublishedError) Error() string {
+	return fmt.Sprintf("no base of commit %s (%s) is published in bucket %s", short(e.Commit), e.ID, e.Bucket)
+}
+
+// AncestorLimit is how many first-parent ancestors Nearest looks at.
+const AncestorLimit = 100
+
+// Nearest returns the nearest first-parent ancestor of commit (within
+// AncestorLimit) whose base under fingerprint fp is published completely,
+// or "" when there is none.
+func Nearest(ctx context.Context, conn *bus.Conn, b Bucket, repo *git.Repo, commit, fp string) (string, error) {
+	obs, err := b.open(ctx, conn.JS, false)
+	if err != nil {
+		return "", err
+	}
+	infos, err := obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("list bucket %s: %w", b.name(), err)
+	}
+	published := map[string]bool{}
+	for _, info := range infos {
+		if m, err := decodeMeta(info.Metadata); err == nil && m.Digest != "" && m.Fingerprint == fp {
+			published[m.Commit] = true
+		}
+	}
+	out, err := repo.Run(repo.Top, "rev-list", "--first-parent", fmt.Sprintf("--max-count=%d", AncestorLimit), commit+"^")
+	if err != nil {
+		return "", nil // a root commit has no ancestor
+	}
+	for _, c := range strings.Fields(out) {
+		if published[c] {
+			return c, nil
+		}
+	}
+	return "", nil
+}
+
+// install streams the object into the base directory (the partial base),
+// checks its digest, relocates the target when the publisher's store path
+// differs, and writes base.json last. The caller holds the base lock.
+func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *base.Plan, m *Meta) (*Pulled, error) {
+	s, repo := o.Build.Store, o.Build.Repo
+	files := s.Base(p.ID)
+	if err := os.MkdirAll(files.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := repo.WorktreeAddDetached(files.Src, p.Commit); err != nil {
+		return nil, err
+	}
+	if err := repo.WorktreeLock(files.Src, "ferry base "+p.ID); err != nil {
+		return nil, err
+	}
+	tctx, cancel := transferContext(ctx)
+	defer cancel()
+	obj, err := obs.Get(tctx, p.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read object %s: %w", p.ID, err)
+	}
+	defer obj.Close()
+	src := &objReader{r: obj}
+	zr, err := zstd.NewReader(src)
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	root, err := os.OpenRoot(files.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	sum := sha256.New()
+	stream := io.TeeReader(zr, sum)
+	x, err := extract(stream, root)
+	if err == nil {
+		// The tar's end-of-archive blocks are read; the rest of the
+		// stream (and the object store's own digest check at its end)
+		// must be read too.
+		_, err = io.Copy(io.Discard, stream)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, failure.Wrap(failure.Interrupted, ctx.Err(), "", "pull of base %s interrupted; the partial base was discarded", p.ID)
+		}
+		if src.err != nil && !errors.Is(src.err, jetstream.ErrDigestMismatch) {
+			// The bus, not the object: nothing says the object is bad.
+			return nil, failure.Wrap(failure.Internal, src.err, "check the bus and pull again",
+				"read base %s from bucket %s; nothing was installed", p.ID, o.Bucket.name())
+		}
+		return nil, corrupt(p.ID, err)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != m.Digest {
+		return nil, corrupt(p.ID, fmt.Errorf("digest mismatch: the stream's SHA-256 is %s, its metadata says %s", got, m.Digest))
+	}
+
+	var r base.Record
+	if err := json.Unmarshal(x.record, &r); err != nil {
+		return nil, corrupt(p.ID, fmt.Errorf("read its base.json: %w", err))
+	}
+	if r.ID != p.ID {
+		return nil, corrupt(p.ID, fmt.Errorf("its base.json is of base %s", r.ID))
+	}
+	// The record, as this store has the base.
+	r.Store, r.Dir, r.Src, r.Target = s.Dir, files.Dir, files.Src, files.Target
+	r.MntSrc, r.MntTarget = s.MntSrc(), s.MntTarget()
+	res := &Pulled{Object: p.ID, Meta: m}
+
+	here, err := base.RelocationRoots(&r)
+	if err != nil {
+		return nil, err
+	}
+	if m.Store != here.Store || m.GitDir != here.GitDir {
+		// The target recorded the publisher's paths: the units that did
+		// are removed (dead: nothing of the publisher's exists here), and
+		// the first build rebuilds them at this store's paths.
+		plan, err := relocate.Compute(r.Target, relocate.Roots{Store: m.Store, GitDir: m.GitDir, Src: r.Src}, false)
+		if err != nil {
+			return nil, fmt.Errorf("plan the relocation of the pulled target: %w", err)
+		}
+		a, err := plan.Apply(r.Target)
+		if err != nil {
+			return nil, fmt.Errorf("relocate the pulled target: %w", err)
+		}
+		res.Relocated, res.Rebuilds = &a, plan.Rebuilds
+		fmt.Fprintf(progress(o), "ferry-base: relocated the pulled target from %s: removed %d unit path(s) that recorded the publisher's paths\n", m.Store, a.Paths)
+	}
+	if r.HostPaths() {
+		// Forks of a base built at host paths plan against this base's
+		// own paths now.
+		plan, err := relocate.Compute(r.Target, here, true)
+		if err != nil {
+			return nil, fmt.Errorf("plan the relocation of the base's target: %w", err)
+		}
+		if err := relocate.Save(files.Relocation, plan); err != nil {
+			return nil, err
+		}
+	}
+	if err := syncfs(r.Target); err != nil {
+		return nil, err
+	}
+	if r.TargetSeal, err = base.Seal(r.Target); err != nil {
+		return nil, fmt.Errorf("seal the pulled target: %w", err)
+	}
+	r.Pulled = &base.PullRecord{Object: p.ID, Bucket: o.Bucket.name(), From: m.Store, Host: m.Host, Digest: m.Digest, Relocated: res.Relocated}
+	r.Created = time.Now().UTC()
+	if err := ctx.Err(); err != nil {
+		return nil, failure.Wrap(failure.Interrupted, err, "", "pull of base %s interrupted; the partial base was discarded", p.ID)
+	}
+	// base.json is the ready marker: written last, atomically.
+	if err := atomicfile.WriteJSON(files.Record, &r, 0o644); err != nil {
+		return nil, err
+	}
+	if err := setCurrent(s, p.ID); err != nil {
+		return nil, err
+	}
+	res.Record = &r
+	return res, nil
+}
+
+// objReader keeps the error of the object's reader: a failure of the bus
+// (a timeout, a permission) is not a corrupt object.
+type objReader struct {
+	r   io.Reader
+	err error
+}
+
+func (o *objReader) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	if err != nil && err != io.EOF {
+		o.err = err
+	}
+	return n, err
+}
+
+func corrupt(id string, err error) error {
+	return failure.Wrap(failure.Refused, err, "publish the base again from its build host (`ferry base --publish`), then pull again",
+		"the published base %s is corrupt; nothing was installed", id)
+}
+
+func progress(o PullOptions) io.Writer {
+	if o.Progress == nil {
+		return io.Discard
+	}
+	return o.Progress
+}
+
+// discard removes a partial base: its registered worktree and its
+// directory (what base.Build does before building). The caller holds the
+// base lock.
+func discard(o base.Options, id string) error {
+	files := o.Store.Base(id)
+	if _, err := os.Stat(files.Record); err == nil {
+		return fmt.Errorf("refusing to discard ready base %s", id)
+	}
+	if err := o.Repo.WorktreeRemove(files.Src); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(files.Dir); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(o.Store.BasesDir())
+}
+
+// setCurrent records id as current under the store lock, with the base
+// lock held (the lock order's one exception, as in package base).
+func setCurrent(s *store.Store, id string) error {
+	l, err := lock.Take(s.LockPath())
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	return s.SetCurrent(id)
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}

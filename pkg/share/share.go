@@ -1,0 +1,120 @@
+// Package share carries ready bases between hosts through a JetStream
+// object store bucket: a build host publishes a base, a runner pulls it
+// into its own store instead of building it.
+//
+// An object holds one base as a zstd-compressed tar stream: base.json,
+// relocation.json when the base has one, the checkout (every file and
+// directory with its mtime to the nanosecond, which agents' stamping
+// compares against; not the .git link) and the target. Its name is the
+// base id (<commit>-<fingerprint>, the same on every host with the same
+// toolchain, warm commands and modes), and its metadata (Meta) says what
+// the base was built with, where (the store path its target recorded) and
+// the SHA-256 of the uncompressed stream, written once the upload is
+// complete: an object without a digest is still being published and is
+// never pulled.
+//
+// A pull installs exactly like a local build finishes: it takes the base
+// lock, extracts into the base directory (a directory without base.json is
+// a partial base, which the next build or pull and gc discard), checks the
+// digest, relocates the target when the publisher's store path differs
+// (the dead plan of package relocate: the units that recorded the
+// publisher's paths are removed, and the first build rebuilds them), seals
+// the target and writes base.json last. A pull is refused, naming the
+// difference, when the published base was built with another toolchain,
+// other warm commands or other modes than this host would use.
+//
+// Trust: a pulled base runs code on the runner (build scripts' output, the
+// compiled program). Pull reads only the configured bucket, over a
+// connection that authenticated (a token, a user or credentials): see
+// deploy/nats/sharing.conf and deploy/README.md for TLS and per-role
+// permissions.
+package share
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ferrydev/ferry/pkg/base"
+)
+
+// DefaultBucket is the object store bucket bases are published to.
+const DefaultBucket = "ferry-bases"
+
+// Format versions the object's layout and Meta.
+const Format = 1
+
+// metaKey is the object metadata key holding Meta as JSON. The other keys
+// (commit, fingerprint, rustc, store, digest) repeat its main fields for
+// whoever looks with the nats CLI.
+const metaKey = "ferry-meta"
+
+// Meta describes a published base.
+type Meta struct {
+	Format      int            `json:"format"`
+	BaseID      string         `json:"base_id"`
+	Commit      string         `json:"commit"`
+	Fingerprint string         `json:"fingerprint"`
+	Toolchain   base.Toolchain `json:"toolchain"`
+	Warm        []string       `json:"warm"`
+	Modes       base.Modes     `json:"modes"`
+	// Store is the store dir as the base's build recorded it (its
+	// canonical mountpoints are below it), and GitDir its checkout's git
+	// dir: the roots of the dead relocation plan on a host whose store
+	// path differs.
+	Store      string `json:"store"`
+	GitDir     string `json:"git_dir"`
+	Relocation bool   `json:"relocation"` // the object holds relocation.json
+	// Entries and Bytes are the target's (as in its seal); Stream the
+	// uncompressed tar stream's size and Compressed the object's.
+	Entries    int    `json:"entries"`
+	Bytes      int64  `json:"bytes"`
+	Stream     int64  `json:"stream"`
+	Compressed int64  `json:"compressed"`
+	Level      string `json:"level"` // the zstd level it was compressed with
+	// Digest is the SHA-256 of the uncompressed stream, empty while the
+	// upload runs.
+	Digest    string    `json:"digest"`
+	Host      string    `json:"host"` // the publishing host's name
+	Published time.Time `json:"published"`
+}
+
+// metadata is m as object metadata.
+func (m *Meta) metadata() map[string]string {
+	b, _ := json.Marshal(m)
+	return map[string]string{
+		metaKey:       string(b),
+		"commit":      m.Commit,
+		"fingerprint": m.Fingerprint,
+		"rustc":       m.Toolchain.RustcVersion,
+		"store":       m.Store,
+		"bytes":       strconv.FormatInt(m.Bytes, 10),
+		"digest":      m.Digest,
+	}
+}
+
+// decodeMeta reads Meta from an object's metadata.
+func decodeMeta(md map[string]string) (*Meta, error) {
+	s, ok := md[metaKey]
+	if !ok {
+		return nil, fmt.Errorf("no %s metadata: not an object Ferry published", metaKey)
+	}
+	var m Meta
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		return nil, fmt.Errorf("read its %s metadata: %w", metaKey, err)
+	}
+	if m.Format > Format {
+		return nil, fmt.Errorf("published by a newer Ferry (object format %d; this one reads %d)", m.Format, Format)
+	}
+	return &m, nil
+}
+
+// warmCommands lists the commands of ws.
+func warmCommands(ws []base.WarmCommand) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.Command
+	}
+	return out
+}
