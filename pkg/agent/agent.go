@@ -126,7 +126,7 @@ type ForkStats struct {
 	// the agent builds at other paths than its base did.
 	Relocated *Relocated `json:"relocated,omitempty"`
 	// LinkRebuilds are the Cargo dep-info files (relative to the target)
-	// spawn emptied under the link_rebuilds rule, in checksum mode.
+	// spawn emptied under the link_rebuilds rule.
 	LinkRebuilds []string `json:"link_rebuilds,omitempty"`
 }
 

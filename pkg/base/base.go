@@ -138,7 +138,7 @@ type Record struct {
 	// target before the warm build of a base built at host paths.
 	Relocated *relocate.Applied `json:"relocated,omitempty"`
 	// LinkRebuilds are the Cargo dep-info files (relative to the target)
-	// a seeded refresh in checksum mode emptied under the link_rebuilds
+	// a seeded refresh emptied under the link_rebuilds
 	// rule, before its warm build.
 	LinkRebuilds []string   `json:"link_rebuilds,omitempty"`
 	Stamped      StampCount `json:"stamped"`

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/cargoenv"
-	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
@@ -217,12 +216,10 @@ func cloneSeed(r, seed *Record) error {
 // seedFrom stamps r's fresh checkout against the seed's (see Seeding), for
 // the seed's target cloneSeed gave r (a reflink or a copy: either keeps
 // every mtime). What the verifier cannot prove identical to the seed's
-// checkout gets an mtime no older than now, after the seed's build. In
-// checksum mode, the units the link_rebuilds rule names get their Cargo
-// dep-info emptied (package freshness; r.LinkRebuilds lists them): Cargo
-// compares the content at the path it recorded, which an unstamped link
-// does not change. mtime mode needs no more than the freshening, as at
-// spawn (see agent's create).
+// checkout gets an mtime no older than now, after the seed's build. The
+// units the link_rebuilds rule names get their Cargo dep-info emptied
+// (package freshness; r.LinkRebuilds lists them), in both modes, as at
+// spawn (agent's create says why mtime mode needs it too).
 func seedFrom(o Options, r, seed *Record) (StampCount, error) {
 	index, err := o.Repo.LsFiles(r.Src)
 	if err != nil {
@@ -244,13 +241,11 @@ func seedFrom(o Options, r, seed *Record) (StampCount, error) {
 	if _, err := freshness.FreshenSkipped(r.Src, plan, time.Now()); err != nil {
 		return StampCount{}, err
 	}
-	if r.Modes.Freshness == config.FreshnessChecksum {
-		if r.LinkRebuilds, err = freshness.LinkRebuilds(in, r.Target, o.Store.Dir); err != nil {
-			return StampCount{}, err
-		}
-		if err := freshness.EmptyDepInfo(r.Target, r.LinkRebuilds); err != nil {
-			return StampCount{}, err
-		}
+	if r.LinkRebuilds, err = freshness.LinkRebuilds(in, r.Target, o.Store.Dir); err != nil {
+		return StampCount{}, err
+	}
+	if err := freshness.EmptyDepInfo(r.Target, r.LinkRebuilds); err != nil {
+		return StampCount{}, err
 	}
 	return StampCount{Files: st.Files, Dirs: st.Dirs}, nil
 }

@@ -36,6 +36,12 @@ import (
 // rustdoc's units compare mtimes (they have no dep-info in 1.95), and a
 // build script's run compares mtimes as well, so unstamped inputs are
 // enough for both.
+//
+// mtime mode needs the rule for one case: a link that leads from one place
+// outside the checkout to another. Cargo takes the mtime of the file a
+// link leads to, and Ferry freshens only the checkout, so such a retarget
+// to an old file compiles nothing (Cargo 1.95). Every other retarget has
+// an end in the checkout, which stamping leaves unstamped and freshens.
 
 // LinkRebuilds returns the Cargo dep-info files the link_rebuilds rule
 // empties in target (a base's or a seed's target, or an agent's fork), as
