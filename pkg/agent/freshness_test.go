@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"encoding/json"
+	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
+	"github.com/ferrydev/ferry/pkg/failure"
 )
 
 // A small workspace on the rustup nightly (rust-toolchain.toml), for the
@@ -46,6 +49,14 @@ func requireNightly(t *testing.T) {
 // in freshness mode mode, and builds its base.
 func freshWorld(t *testing.T, mode, link string) *world {
 	t.Helper()
+	w := freshRepo(t, mode, link, freshFiles)
+	w.mustFerry(t, "base")
+	return w
+}
+
+// freshRepo is freshWorld with files, and no base.
+func freshRepo(t *testing.T, mode, link string, files map[string]string) *world {
+	t.Helper()
 	root := t.TempDir()
 	r := &fixture.Repo{Dir: filepath.Join(root, "repo")}
 	if err := os.Mkdir(r.Dir, 0o755); err != nil {
@@ -54,7 +65,7 @@ func freshWorld(t *testing.T, mode, link string) *world {
 	if _, err := r.Git("init", "-q", "-b", "main"); err != nil {
 		t.Fatal(err)
 	}
-	for p, c := range freshFiles {
+	for p, c := range files {
 		if err := r.Write(p, c); err != nil {
 			t.Fatal(err)
 		}
@@ -74,9 +85,33 @@ func freshWorld(t *testing.T, mode, link string) *world {
 	if _, err := r.Commit("A"); err != nil {
 		t.Fatal(err)
 	}
-	w := &world{repo: r, bin: testenv.Binaries(t), home: filepath.Join(root, "home"), wts: filepath.Join(root, "worktrees")}
-	w.mustFerry(t, "base")
-	return w
+	return &world{repo: r, bin: testenv.Binaries(t), home: filepath.Join(root, "home"), wts: filepath.Join(root, "worktrees")}
+}
+
+// TestChecksumRefusedOnStable: ferry base refuses checksum mode on the
+// stable toolchain, which would ignore the switch and build by mtime,
+// saying why and how to get a nightly.
+func TestChecksumRefusedOnStable(t *testing.T) {
+	fixture.RequireTools(t)
+	if out, err := exec.Command("cargo", "-V").Output(); err != nil || strings.Contains(string(out), "nightly") {
+		t.Skipf("needs a stable default toolchain (cargo -V: %q, %v)", out, err)
+	}
+	files := maps.Clone(freshFiles)
+	delete(files, "rust-toolchain.toml")
+	w := freshRepo(t, "checksum", "one.txt", files)
+	_, stderr, err := w.ferry(w.repo.Dir, nil, "base")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != failure.Prereq.ExitCode() {
+		t.Fatalf("ferry base: %v, want exit %d\n%s", err, failure.Prereq.ExitCode(), stderr)
+	}
+	for _, want := range []string{`freshness = "checksum"`, "not a nightly", "rust-toolchain.toml", "cargo +nightly"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("ferry base does not say %q:\n%s", want, stderr)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(w.home, "repo-*", "bases", "*", "base.json")); len(m) != 0 {
+		t.Errorf("a base was made: %q", m)
+	}
 }
 
 var compilingRe = regexp.MustCompile(`(?m)^\s*Compiling (\S+)`)
@@ -247,5 +282,58 @@ func TestLinkRetargets(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSeededRefreshLinkRetarget: a refresh seeded from the base of a
+// commit whose link lib_a/src/data.txt led elsewhere (within lib_a) empties
+// lib_a's dep-info in its clone of the seed's target before its warm
+// build, in each mode, so the new base and an agent of it print the new
+// target's content. Without it, checksum mode's warm build finds lib_a
+// fresh and the base serves the old text.
+func TestSeededRefreshLinkRetarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a workspace twice per mode")
+	}
+	requireNightly(t)
+	unit := regexp.MustCompile(`^debug/\.fingerprint/lib_a-[0-9a-f]{16}/dep-lib-lib_a$`)
+	for _, mode := range []string{"checksum", "mtime"} {
+		t.Run(mode, func(t *testing.T) {
+			w := freshWorld(t, mode, "one.txt")
+			link := w.repo.Path("lib_a/src/data.txt")
+			if err := os.Remove(link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("two.txt", link); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.repo.Commit("retarget"); err != nil {
+				t.Fatal(err)
+			}
+			var rec struct {
+				Seed         string   `json:"seed"`
+				LinkRebuilds []string `json:"link_rebuilds"`
+				Modes        struct {
+					Freshness string `json:"freshness"`
+				} `json:"modes"`
+			}
+			out := w.mustFerry(t, "base", "--json")
+			if err := json.Unmarshal([]byte(out), &rec); err != nil {
+				t.Fatalf("ferry base --json: %v\n%s", err, out)
+			}
+			if rec.Seed == "" || rec.Modes.Freshness != mode {
+				t.Fatalf("not a seeded %s refresh: %s", mode, out)
+			}
+			if got := rec.LinkRebuilds; len(got) != 1 || !unit.MatchString(got[0]) {
+				t.Errorf("emptied %q, want lib_a's dep-info alone", got)
+			}
+			a := w.spawn(t, "a")
+			if got := w.build(t, a); len(got) != 0 {
+				t.Errorf("first build compiled %q", got)
+			}
+			if got := w.output(t, a); got != "two\nb\n" {
+				t.Errorf("app prints %q, want %q", got, "two\nb\n")
+			}
+		})
 	}
 }
