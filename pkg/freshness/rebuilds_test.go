@@ -21,14 +21,20 @@ type fakeUnit struct {
 
 func fakeTarget(t *testing.T, target string, us []fakeUnit) {
 	t.Helper()
+	fakeProfile(t, target, "debug", us)
+}
+
+// fakeProfile is fakeTarget for the profile dir profile (relative to target).
+func fakeProfile(t *testing.T, target, profile string, us []fakeUnit) {
+	t.Helper()
 	write := func(rel, data string) {
 		p := filepath.Join(target, filepath.FromSlash(rel))
 		check(t, os.MkdirAll(filepath.Dir(p), 0o755))
 		check(t, os.WriteFile(p, []byte(data), 0o644))
 	}
-	write("debug/.cargo-lock", "")
+	write(profile+"/.cargo-lock", "")
 	for _, u := range us {
-		dir := "debug/.fingerprint/" + u.pkg + "-" + u.hash + "/"
+		dir := profile + "/.fingerprint/" + u.pkg + "-" + u.hash + "/"
 		write(dir+u.name, "0123456789abcdef")
 		write(dir+u.name+".json", "{}")
 		write(dir+"dep-"+u.name, "\x01\x00\x00\x00\xff\x01\x00\x00\x00\x00\x00\x00\x00\x00")
@@ -40,10 +46,10 @@ func fakeTarget(t *testing.T, target string, us []fakeUnit) {
 			esc = append(esc, strings.ReplaceAll(in, " ", `\ `))
 		}
 		crate := strings.ReplaceAll(u.pkg, "-", "_")
-		d := "debug/deps/" + crate + "-" + u.hash + ".d"
+		d := profile + "/deps/" + crate + "-" + u.hash + ".d"
 		if strings.HasPrefix(u.name, "build-script-") {
 			crate = "build_script_build"
-			d = "debug/build/" + u.pkg + "-" + u.hash + "/" + crate + "-" + u.hash + ".d"
+			d = profile + "/build/" + u.pkg + "-" + u.hash + "/" + crate + "-" + u.hash + ".d"
 		}
 		write(d, filepath.Join(target, d)+": "+strings.Join(esc, " ")+"\n\n"+strings.Join(esc, ":\n")+":\n")
 	}
@@ -96,6 +102,14 @@ func TestLinkRebuilds(t *testing.T) {
 		{"abs-mnt", h8, "lib-abs_mnt", []string{filepath.Join(store, "mnt/src/link2")}},            // absolute, namespace mount
 		{"remap", h9, "lib-remap", []string{".ferry-target/debug/build/x/out/gen.rs", "d1/x.txt"}}, // into the store in both
 	})
+	// A workspace nested at deep/: its inputs are relative to it.
+	const ha, hb = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
+	check(t, os.MkdirAll(filepath.Join(target, "ferry-ws/deep"), 0o755))
+	check(t, os.WriteFile(filepath.Join(target, "ferry-ws/deep/CACHEDIR.TAG"), []byte("Signature: 8a477f597d28d172789f06886806bc55\n"), 0o644))
+	fakeProfile(t, target, "ferry-ws/deep/debug", []fakeUnit{
+		{"n", ha, "lib-n", []string{"a/b/c.rs", "../link"}}, // deep/../link
+		{"m", hb, "lib-m", []string{"a/b/c.rs", "link"}},    // deep/link: nothing there
+	})
 
 	got := try(LinkRebuilds(input(t, agent, base, tr.A), target, store)).must(t)
 	want := []string{
@@ -104,6 +118,7 @@ func TestLinkRebuilds(t *testing.T) {
 		"debug/.fingerprint/other-" + h3 + "/dep-lib-other",
 		"debug/.fingerprint/t-" + h1 + "/dep-lib-t",
 		"debug/.fingerprint/t-" + h5 + "/dep-build-script-build-script-build",
+		"ferry-ws/deep/debug/.fingerprint/n-" + ha + "/dep-lib-n",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("LinkRebuilds =\n%q\nwant\n%q", got, want)
