@@ -109,7 +109,11 @@ func Resolve(o Options) (*Plan, error) {
 	// Remap mode applies to builds without the namespace: in it every
 	// build already runs at the same canonical paths.
 	remapMode := o.Settings.RemapPaths && iso.Isolation == sandbox.IsolationOff
-	tc, err := detectToolchain(o, commit, remapMode)
+	fresh := o.Settings.Freshness
+	if fresh == "" {
+		fresh = config.FreshnessMtime
+	}
+	tc, err := detectToolchain(o, commit, remapMode, fresh == config.FreshnessChecksum)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +127,7 @@ func Resolve(o Options) (*Plan, error) {
 			Rustc: tc.RustcVerbose, RustcVersion: tc.RustcVersion, Host: tc.Host,
 			Cargo: tc.Cargo, CargoVersion: tc.CargoVersion,
 		},
-		Modes:    Modes{Freshness: "mtime", Isolation: iso.Isolation, Remap: remapMode},
+		Modes:    Modes{Freshness: fresh, Isolation: iso.Isolation, Remap: remapMode},
 		Fallback: iso.Warning(),
 	}
 	for _, c := range cmds {
@@ -150,8 +154,9 @@ func Resolve(o Options) (*Plan, error) {
 // commit's rust-toolchain files, so rustup resolves what the build will get
 // (the warm build runs at <store>/mnt/src, a path no rustup override names).
 // With remap, it also asks that toolchain's rustc whether remap mode pays
-// off (toolchain.ProbeRemap), and refuses the build when it does not.
-func detectToolchain(o Options, commit string, remap bool) (*toolchain.Toolchain, error) {
+// off (toolchain.ProbeRemap), and refuses the build when it does not. With
+// checksum, a toolchain that cannot do checksum freshness is refused.
+func detectToolchain(o Options, commit string, remap, checksum bool) (*toolchain.Toolchain, error) {
 	dir, err := os.MkdirTemp("", "ferry-toolchain-")
 	if err != nil {
 		return nil, err
@@ -165,8 +170,16 @@ func detectToolchain(o Options, commit string, remap bool) (*toolchain.Toolchain
 		}
 	}
 	tc, err := toolchain.Detect(dir, o.env())
-	if err != nil || !remap || knobs.SkipRemapProbe() {
-		return tc, err
+	if err != nil {
+		return nil, err
+	}
+	if checksum {
+		if err := tc.ProbeChecksum(dir, o.env()); err != nil {
+			return nil, err
+		}
+	}
+	if !remap || knobs.SkipRemapProbe() {
+		return tc, nil
 	}
 	if err := tc.ProbeRemap(dir, o.env()); err != nil {
 		hint := failure.HintOf(err)
@@ -740,6 +753,7 @@ func warmEnv(env []string, r *Record, shimDir, wrapper string) []string {
 			"FERRY_WARM_CARGO="+r.Toolchain.CargoVersion)
 	}
 	out = append(out, cargoenv.Target(target)...)
+	out = cargoenv.WithFreshness(out, r.FreshnessEnv())
 	return append(out,
 		"CARGO_BUILD_WARNINGS=warn",
 		"PWD="+src,
