@@ -1,0 +1,45 @@
+package shim
+
+import (
+	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/freshness"
+	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// freshenMoved runs before a call of agent a that may build: it freshens
+// the worktree's tracked files and links changed since the agent's last
+// build without their mtime following (freshness.FreshenMoved says how,
+// and what "the last build" is), so Cargo sees them.
+//
+// It runs where the shim first sees the call, before anything else is
+// decided: on the host for a call from outside the sandbox (the shim has
+// not entered it yet), inside it for one from `ferry run` or `ferry
+// shell`, and at host paths for an agent without the sandbox. The worktree
+// and its git directory are the same files in each (the sandbox keeps host
+// paths, and top may be the canonical mount of the same worktree), and
+// the mark lives in that git directory, which stays writable where the
+// store is sealed.
+//
+// Calls that build nothing (cargo -V, metadata, locate-project, tree, …)
+// skip it: the classification is the warm build's (planWarm), whose
+// unknown subcommands and aliases count as building. Its cost is one read
+// of the index and an lstat per tracked path and directory, measured by
+// `make bench -only ctime`.
+func (c *Call) freshenMoved(s *store.Store, a *agent.Record, top string) error {
+	if !planWarm(c.Args).record {
+		return nil
+	}
+	gitDir, err := git.WorktreeGitDir(top)
+	if err != nil {
+		return failure.Wrap(failure.Refused, err, "repair the worktree link with `git worktree repair` in "+top,
+			"cannot find the git directory of agent %q's worktree", a.Name)
+	}
+	if _, err := freshness.FreshenMoved(top, gitDir, s.Base(a.Base).Src); err != nil {
+		return failure.Wrap(failure.Refused, err,
+			"make the worktree's tracked files yours and writable (Ferry raises the mtime of a file copied in with an old one, so Cargo rebuilds from it)",
+			"cannot check agent %q's worktree for files changed without a newer mtime", a.Name)
+	}
+	return nil
+}
