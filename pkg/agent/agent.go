@@ -99,6 +99,10 @@ type Record struct {
 	// ignore rules ignore target only as a directory): each name links to
 	// the same name under TargetLink.
 	TargetLinks []string `json:"target_links,omitempty"`
+	// FreshnessEnv is the variables of the base's freshness mode
+	// (base.Record.FreshnessEnv, copied at spawn): every cargo call of
+	// the agent gets them in place of inherited ones. Empty in mtime mode.
+	FreshnessEnv []string `json:"freshness_env,omitempty"`
 
 	Stamp   StampStats `json:"stamp"`
 	Fork    ForkStats  `json:"fork"`
@@ -121,6 +125,9 @@ type ForkStats struct {
 	// Relocated is what the relocation plan removed from the fork, when
 	// the agent builds at other paths than its base did.
 	Relocated *Relocated `json:"relocated,omitempty"`
+	// LinkRebuilds are the Cargo dep-info files (relative to the target)
+	// spawn emptied under the link_rebuilds rule.
+	LinkRebuilds []string `json:"link_rebuilds,omitempty"`
 }
 
 // Relocated is what the relocation plan removed from a fork (paths, files,

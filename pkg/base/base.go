@@ -54,10 +54,12 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/relocate"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
+	"github.com/ferrydev/ferry/pkg/toolchain"
 )
 
 // Format versions the base record and the fingerprint inputs. Raising it
@@ -67,7 +69,9 @@ const Format = 2
 
 // Modes are the build modes that enter the fingerprint.
 type Modes struct {
-	Freshness string `json:"freshness"` // "mtime" (checksum freshness comes later)
+	// Freshness is [base] freshness: config.FreshnessMtime, or
+	// config.FreshnessChecksum, built and used with FreshnessEnv.
+	Freshness string `json:"freshness"`
 	// Isolation is sandbox.IsolationNamespace (built at the canonical
 	// paths) or sandbox.IsolationOff (built at the base's host paths).
 	Isolation string `json:"isolation"`
@@ -132,13 +136,17 @@ type Record struct {
 	Pruned     PruneCount `json:"pruned"` // what a seed across unit inputs left that this commit does not use
 	// Relocated is what the relocation plan removed from the seed's
 	// target before the warm build of a base built at host paths.
-	Relocated  *relocate.Applied `json:"relocated,omitempty"`
-	Stamped    StampCount        `json:"stamped"`
-	TargetSeal TargetSeal        `json:"target_seal"` // what the target held when base.json was written
-	Timings    Timings           `json:"timings"`
-	Warnings   []string          `json:"warnings"`
-	Incomplete []string          `json:"incomplete"`
-	Created    time.Time         `json:"created"`
+	Relocated *relocate.Applied `json:"relocated,omitempty"`
+	// LinkRebuilds are the Cargo dep-info files (relative to the target)
+	// a seeded refresh emptied under the link_rebuilds
+	// rule, before its warm build.
+	LinkRebuilds []string   `json:"link_rebuilds,omitempty"`
+	Stamped      StampCount `json:"stamped"`
+	TargetSeal   TargetSeal `json:"target_seal"` // what the target held when base.json was written
+	Timings      Timings    `json:"timings"`
+	Warnings     []string   `json:"warnings"`
+	Incomplete   []string   `json:"incomplete"`
+	Created      time.Time  `json:"created"`
 }
 
 // HostPaths reports whether the base was built without the namespace
@@ -153,6 +161,16 @@ func (r *Record) BuildPaths() (src, target string) {
 		return r.Src, r.Target
 	}
 	return r.MntSrc, r.MntTarget
+}
+
+// FreshnessEnv is what Cargo needs in the base's warm commands and every
+// agent call for the base's freshness mode: checksum freshness's
+// variables for its toolchain, none for mtime.
+func (r *Record) FreshnessEnv() []string {
+	if r.Modes.Freshness != config.FreshnessChecksum {
+		return nil
+	}
+	return toolchain.ChecksumEnv(r.Toolchain.Rustc)
 }
 
 // PruneCount is what pruning a seeded target removed.

@@ -101,7 +101,11 @@ func Resolve(o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := detectToolchain(o, commit)
+	fresh := o.Settings.Freshness
+	if fresh == "" {
+		fresh = config.FreshnessMtime
+	}
+	tc, err := detectToolchain(o, commit, fresh == config.FreshnessChecksum)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +119,7 @@ func Resolve(o Options) (*Plan, error) {
 			Rustc: tc.RustcVerbose, RustcVersion: tc.RustcVersion, Host: tc.Host,
 			Cargo: tc.Cargo, CargoVersion: tc.CargoVersion,
 		},
-		Modes:    Modes{Freshness: "mtime", Isolation: iso.Isolation},
+		Modes:    Modes{Freshness: fresh, Isolation: iso.Isolation},
 		Fallback: iso.Warning(),
 	}
 	for _, c := range cmds {
@@ -141,7 +145,8 @@ func Resolve(o Options) (*Plan, error) {
 // detectToolchain runs the toolchain in a scratch directory holding the
 // commit's rust-toolchain files, so rustup resolves what the build will get
 // (the warm build runs at <store>/mnt/src, a path no rustup override names).
-func detectToolchain(o Options, commit string) (*toolchain.Toolchain, error) {
+// With checksum, a toolchain that cannot do checksum freshness is refused.
+func detectToolchain(o Options, commit string, checksum bool) (*toolchain.Toolchain, error) {
 	dir, err := os.MkdirTemp("", "ferry-toolchain-")
 	if err != nil {
 		return nil, err
@@ -154,7 +159,11 @@ func detectToolchain(o Options, commit string) (*toolchain.Toolchain, error) {
 			}
 		}
 	}
-	return toolchain.Detect(dir, o.env())
+	tc, err := toolchain.Detect(dir, o.env())
+	if err != nil || !checksum {
+		return tc, err
+	}
+	return tc, tc.ProbeChecksum(dir, o.env())
 }
 
 func (o Options) env() []string {
@@ -695,6 +704,7 @@ func warmEnv(env []string, r *Record, shimDir string) []string {
 			"FERRY_WARM_CARGO="+r.Toolchain.CargoVersion)
 	}
 	out = append(out, cargoenv.Target(target)...)
+	out = cargoenv.WithFreshness(out, r.FreshnessEnv())
 	return append(out,
 		"CARGO_BUILD_WARNINGS=warn",
 		"PWD="+src,

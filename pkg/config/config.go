@@ -61,6 +61,24 @@ var KeepGoingSince = [2]int{1, 74}
 
 const defaultBranchPrefix = "ferry/"
 
+// The values of [base] freshness: Cargo compares mtimes (with stamping
+// making the agent's unchanged files look as old as the base's), or the
+// content's checksums (Cargo's -Zchecksum-freshness; build scripts still
+// compare mtimes, so stamping runs in both).
+const (
+	FreshnessMtime    = "mtime"
+	FreshnessChecksum = "checksum"
+)
+
+// freshnessProblem says what is wrong with a [base] freshness value, and
+// the hint, or "" when it is one of the two.
+func freshnessProblem(v string) (msg, hint string) {
+	if v == FreshnessMtime || v == FreshnessChecksum {
+		return "", ""
+	}
+	return `not "mtime" or "checksum"`, `use "mtime" (the default), or "checksum" with a nightly toolchain`
+}
+
 // Settings is Ferry's configuration after the file, the platform overrides,
 // the environment and the defaults have been applied.
 type Settings struct {
@@ -73,7 +91,12 @@ type Settings struct {
 	// warm build was observed, pruning what the new build did not use
 	// ([base] prune, default true). Off, only a base with the same unit
 	// inputs seeds.
-	Prune        bool
+	Prune bool
+	// Freshness is how Cargo decides a unit is fresh in the bases built
+	// ([base] freshness): FreshnessMtime (the default) or
+	// FreshnessChecksum, which needs a nightly toolchain. Part of the base
+	// fingerprint: switching rebuilds every unit.
+	Freshness    string
 	BranchPrefix string // [agent] branch-prefix, default "ferry/"
 	Backend      string // "auto" | "reflink" | "copy" | "overlay" (FERRY_BACKEND, [agent] backend)
 	SandboxMode  string // "auto" | "on" | "off" (FERRY_SANDBOX, [sandbox] mode)
@@ -158,6 +181,7 @@ func load(repoRoot string, env Env, goos string) (*Settings, error) {
 
 	s := &Settings{
 		Prune:        true,
+		Freshness:    FreshnessMtime,
 		BranchPrefix: defaultBranchPrefix,
 		Backend:      "auto",
 		SandboxMode:  "auto",
@@ -198,6 +222,9 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	}
 	if t.Base.KeepGoing != nil {
 		s.KeepGoing = *t.Base.KeepGoing
+	}
+	if t.Base.Freshness != nil {
+		s.Freshness = *t.Base.Freshness
 	}
 	if t.Agent.BranchPrefix != nil {
 		s.BranchPrefix = *t.Agent.BranchPrefix

@@ -60,6 +60,7 @@ func defaults() Settings {
 		Warm:           []string{"cargo build --workspace --all-targets --keep-going", "cargo clippy --workspace --all-targets --keep-going"},
 		WarmIsDefault:  true,
 		Prune:          true,
+		Freshness:      "mtime",
 		KeepGoing:      true,
 		BranchPrefix:   "ferry/",
 		Backend:        "auto",
@@ -129,6 +130,7 @@ dir = "/srv/ferry"
 warm = ["cargo check --workspace", "cargo test --no-run"]
 prune = false
 keep-going = true
+freshness = "checksum"
 
 [agent]
 worktree-dir = "/srv/trees"
@@ -150,6 +152,7 @@ reap-after = "36h"
 					WorktreeParent: "/srv/trees",
 					Warm:           []string{"cargo check --workspace", "cargo test --no-run"},
 					KeepGoing:      true,
+					Freshness:      "checksum",
 					BranchPrefix:   "agents/",
 					Backend:        "copy",
 					SandboxMode:    "off",
@@ -315,6 +318,16 @@ reap-after = "36h"
 			},
 		},
 		{
+			name: "checksum freshness",
+			file: "[base]\nfreshness = \"checksum\"\n",
+			want: func(root string) Settings {
+				s := defaults()
+				s.Freshness = FreshnessChecksum
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
 			name: "a platform table sets keep-going",
 			file: "[base]\nwarm = [\"cargo build\"]\n[platform.linux.base]\nkeep-going = true\n[platform.macos.base]\nkeep-going = false\n",
 			want: func(root string) Settings {
@@ -432,6 +445,12 @@ func TestLoadErrors(t *testing.T) {
 			hint: []string{`did you mean "base.warm"?`, "[base] takes: warm"},
 		},
 		{
+			name: "freshness is mtime or checksum",
+			file: "[base]\nfreshness = \"content\"\n",
+			msg:  []string{`@:2: base.freshness = "content": not "mtime" or "checksum"`},
+			hint: []string{`"checksum" with a nightly toolchain`},
+		},
+		{
 			name: "unknown table",
 			file: "[base]\nwarm = [\"x\"]\n\n[prune]\nkeep = 3\n",
 			msg:  []string{`@:4: unknown key "prune"`},
@@ -465,7 +484,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "unknown key in a platform table",
 			file: "[platform.linux.base]\nwarm = [\"x\"]\npruning = false\n",
 			msg:  []string{`@:3: unknown key "platform.linux.base.pruning"`},
-			hint: []string{"[platform.linux.base] takes: warm, keep-going, prune"},
+			hint: []string{"[platform.linux.base] takes: warm, keep-going, prune, freshness"},
 		},
 		{
 			name: "misplaced key in a platform table is suggested within it",

@@ -40,6 +40,7 @@ type baseTable struct {
 	Warm      *[]string `toml:"warm"`
 	KeepGoing *bool     `toml:"keep-going"`
 	Prune     *bool     `toml:"prune"`
+	Freshness *string   `toml:"freshness"`
 }
 
 type agentTable struct {
@@ -78,6 +79,7 @@ func (t *tables) override(o *tables) {
 	set(&t.Base.Warm, o.Base.Warm)
 	set(&t.Base.Prune, o.Base.Prune)
 	set(&t.Base.KeepGoing, o.Base.KeepGoing)
+	set(&t.Base.Freshness, o.Base.Freshness)
 	set(&t.Agent.WorktreeDir, o.Agent.WorktreeDir)
 	set(&t.Agent.BranchPrefix, o.Agent.BranchPrefix)
 	set(&t.Agent.Backend, o.Agent.Backend)
@@ -241,6 +243,12 @@ func (d *document) checkTables(t *tables, prefix string) error {
 			if strings.TrimSpace(c) == "" {
 				return d.errorAt(key, "remove the empty command", fmt.Sprintf("%s: command %d is empty", key, i+1))
 			}
+		}
+	}
+	if v := t.Base.Freshness; v != nil {
+		if msg, hint := freshnessProblem(*v); msg != "" {
+			key := prefix + "base.freshness"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
 		}
 	}
 	if v := t.Agent.BranchPrefix; v != nil {

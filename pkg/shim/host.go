@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 
 	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -28,7 +29,7 @@ func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top
 	if err != nil {
 		return 0, err
 	}
-	env := cargoEnv(c.Env, a.Name, store.NestedTarget(fork, ws), c.Dir)
+	env := cargoenv.WithFreshness(cargoEnv(c.Env, a.Name, store.NestedTarget(fork, ws), c.Dir), a.FreshnessEnv)
 	env = c.underCI(env, c.Dir, func(p string) string { return p }, func() string { return c.baseCargo(s, a) })
 	return 0, c.execBusy(s, a, cargo, c.Dir, c.Args, env)
 }
