@@ -114,16 +114,16 @@ func Settle(worktree, gitDir string) error {
 	}
 	var newest unix.Timespec
 	links := map[string]string{}
-	err = eachTracked(root, entries, func(rel string, st *unix.Stat_t, dir bool) error {
-		if tsAfter(st.Ctim, newest) {
-			newest = st.Ctim
+	err = eachTracked(root, entries, func(t *trackedPath) error {
+		if tsAfter(t.st.Ctim, newest) {
+			newest = t.st.Ctim
 		}
-		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			text, err := os.Readlink(filepath.Join(root, filepath.FromSlash(rel)))
+		if t.st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			text, err := os.Readlink(filepath.Join(root, filepath.FromSlash(t.rel)))
 			if err != nil {
 				return err
 			}
-			links[rel] = text
+			links[t.rel] = text
 		}
 		return nil
 	})
@@ -164,24 +164,24 @@ func FreshenMoved(worktree, gitDir, baseSrc string) (Moved, error) {
 		return mv, err
 	}
 	var links []string
-	err = eachTracked(root, entries, func(rel string, st *unix.Stat_t, dir bool) error {
+	err = eachTracked(root, entries, func(t *trackedPath) error {
 		mv.Checked++
-		if tsBefore(st.Ctim, since) {
+		if tsBefore(t.st.Ctim, since) {
 			return nil
 		}
-		if _, was := known[rel]; was || st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			links = append(links, rel) // a link now or at the last check
-			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		if _, was := known[t.rel]; was || t.st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			links = append(links, t.rel) // a link now or at the last check
+			if t.st.Mode&unix.S_IFMT == unix.S_IFLNK {
 				return nil
 			}
 		}
-		if !tsBefore(st.Mtim, st.Ctim) {
+		if !tsBefore(t.st.Mtim, t.st.Ctim) {
 			return nil // the mtime followed: Cargo sees the change
 		}
-		if err := raise(filepath.Join(root, filepath.FromSlash(rel))); err != nil {
+		if err := t.raise(); err != nil {
 			return err
 		}
-		mv.Files = append(mv.Files, rel)
+		mv.Files = append(mv.Files, t.rel)
 		return nil
 	})
 	if err != nil {
@@ -348,55 +348,127 @@ func indexPaths(root, gitDir string) ([]git.IndexPath, error) {
 	return entries, err
 }
 
+// trackedPath is one path eachTracked visits: rel in the checkout, which
+// is name in the directory open as dirfd (or an absolute name with
+// AT_FDCWD, for the top).
+type trackedPath struct {
+	rel   string
+	dirfd int
+	name  string
+	st    unix.Stat_t
+	dir   bool
+}
+
+// raise gives the path the current time as its mtime (see raise).
+func (t *trackedPath) raise() error {
+	ts := []unix.Timespec{{Nsec: utimeOmit}, {Nsec: utimeNow}}
+	err := unix.UtimesNanoAt(t.dirfd, t.name, ts, unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "utimensat", Path: t.rel, Err: err}
+	}
+	return nil
+}
+
 // eachTracked calls fn with the lstat of every tracked path of the
 // checkout at root that exists (each once, a conflicted one too) and of
 // every directory holding one, the top included (dir set). Submodules and
-// paths a sparse checkout leaves out are skipped, and so is a path below
-// a directory that is no longer one.
-func eachTracked(root string, entries []git.IndexPath, fn func(rel string, st *unix.Stat_t, dir bool) error) error {
-	var st unix.Stat_t
-	seenDir := map[string]bool{}
-	lastDir, lastPath := "\x00", "\x00"
-	visit := func(rel string, dir bool) error {
-		p := root
-		if rel != "" {
-			p = root + "/" + rel
-		}
-		if err := unix.Lstat(p, &st); err != nil {
-			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-				return nil
-			}
-			return &os.PathError{Op: "lstat", Path: p, Err: err}
-		}
-		if dir && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return nil // a link or file where the index has a directory: seen as itself, if tracked
-		}
-		return fn(rel, &st, dir)
+// paths a sparse checkout leaves out are skipped.
+//
+// It walks the index's order (git sorts it by path, so a directory's
+// entries are contiguous) with the directories on the way open, each
+// opened from its parent without following a link: a tracked directory
+// replaced by a link is not entered, so nothing outside the checkout is
+// looked at or changed, and each lstat resolves one name instead of the
+// whole path (about half the time of lstat on full paths, measured on
+// 20 000 files).
+func eachTracked(root string, entries []git.IndexPath, fn func(t *trackedPath) error) error {
+	type open struct {
+		rel string
+		fd  int // -1: not a directory (or gone): nothing below it is visited
 	}
+	var stack []open
+	defer func() {
+		for _, o := range stack {
+			if o.fd >= 0 {
+				unix.Close(o.fd)
+			}
+		}
+	}()
+	var t trackedPath
+	// visit lstats name in dirfd and calls fn; it reports whether the path
+	// exists and, for a directory, is one.
+	visit := func(rel string, dirfd int, name string, dir bool) (bool, error) {
+		t = trackedPath{rel: rel, dirfd: dirfd, name: name, dir: dir}
+		if err := unix.Fstatat(dirfd, name, &t.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+				return false, nil
+			}
+			return false, &os.PathError{Op: "lstat", Path: filepath.Join(root, filepath.FromSlash(rel)), Err: err}
+		}
+		if dir && t.st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return false, nil // a link or file where the index has a directory: seen as itself, if tracked
+		}
+		return true, fn(&t)
+	}
+	ok, err := visit("", unix.AT_FDCWD, root, true)
+	if err != nil || !ok {
+		return err
+	}
+	fd, err := unix.Open(root, dirOpenFlags, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	stack = append(stack, open{"", fd})
+	lastDir, lastPath := "", "\x00"
 	for _, e := range entries {
 		if e.Path == lastPath || e.SkipWorktree || e.Mode == git.ModeGitlink {
 			continue
 		}
 		lastPath = e.Path
-		if d := path.Dir(e.Path); d != lastDir {
+		d := path.Dir(e.Path)
+		if d == "." {
+			d = ""
+		}
+		if d != lastDir {
 			lastDir = d
-			for ; ; d = path.Dir(d) {
-				if d == "." {
-					d = ""
+			// Close what is not on the way to d, then open the rest of it.
+			for len(stack) > 1 && !strings.HasPrefix(d+"/", stack[len(stack)-1].rel+"/") {
+				if o := stack[len(stack)-1]; o.fd >= 0 {
+					unix.Close(o.fd)
 				}
-				if seenDir[d] {
-					break
+				stack = stack[:len(stack)-1]
+			}
+			for top := stack[len(stack)-1]; top.rel != d; top = stack[len(stack)-1] {
+				rest := strings.TrimPrefix(d, top.rel)
+				rest = strings.TrimPrefix(rest, "/")
+				name, _, _ := strings.Cut(rest, "/")
+				rel := name
+				if top.rel != "" {
+					rel = top.rel + "/" + name
 				}
-				seenDir[d] = true
-				if err := visit(d, true); err != nil {
-					return err
+				next := open{rel, -1}
+				if top.fd >= 0 {
+					ok, err := visit(rel, top.fd, name, true)
+					if err != nil {
+						return err
+					}
+					if ok {
+						fd, err := unix.Openat(top.fd, name, dirOpenFlags, 0)
+						if err == nil {
+							next.fd = fd
+						} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
+							return &os.PathError{Op: "open", Path: filepath.Join(root, filepath.FromSlash(rel)), Err: err}
+						}
+					}
 				}
-				if d == "" {
-					break
-				}
+				stack = append(stack, next)
 			}
 		}
-		if err := visit(e.Path, false); err != nil {
+		top := stack[len(stack)-1]
+		if top.fd < 0 {
+			continue
+		}
+		if _, err := visit(e.Path, top.fd, path.Base(e.Path), false); err != nil {
 			return err
 		}
 	}

@@ -104,6 +104,26 @@ func TestFreshenMoved(t *testing.T) {
 		t.Errorf("link replaced by a file: links %q, ends %q; want [link] and [d2/x.txt]", got.Links, got.Ends)
 	}
 
+	// A tracked directory replaced by a link to one outside the checkout:
+	// not entered, so nothing outside is changed.
+	far := t.TempDir()
+	check(t, os.MkdirAll(filepath.Join(far, "sub"), 0o755))
+	for _, rel := range []string{"x.txt", "sub/y.txt"} {
+		check(t, os.WriteFile(filepath.Join(far, rel), []byte("far\n"), 0o644))
+		check(t, os.Chtimes(filepath.Join(far, rel), old, old))
+	}
+	check(t, os.RemoveAll(at("d2")))
+	check(t, os.Symlink(far, at("d2")))
+	got = try(FreshenMoved(agent, gitDir, base)).must(t)
+	for _, rel := range []string{"x.txt", "sub/y.txt"} {
+		if m := mtime(t, filepath.Join(far, rel)); !m.Equal(old) {
+			t.Errorf("%s outside the checkout, reached through d2: mtime changed to %v", rel, m)
+		}
+	}
+	if slices.Contains(got.Files, "d2/x.txt") {
+		t.Errorf("d2/x.txt checked through the link d2: %q", got.Files)
+	}
+
 	// No mark (an agent spawned before Ferry kept one): every path whose
 	// mtime trails its ctime counts, the stamped ones too.
 	check(t, os.Remove(filepath.Join(gitDir, MarkName)))
