@@ -140,8 +140,11 @@ func Settle(worktree, gitDir string) error {
 // last check without its mtime following (see the file comment), then
 // moves the mark to this check's start. gitDir is the worktree's git
 // directory; baseSrc the base checkout, whose link text stands for the old
-// one of a link the agent added after spawn.
-func FreshenMoved(worktree, gitDir, baseSrc string) (Moved, error) {
+// one of a link the agent added after spawn. When links changed, onLinks
+// (if not nil) is called with them before anything is recorded, so a
+// failure there leaves them to the next check: the shim empties the
+// dep-info of the units that read through them (LinkReaders).
+func FreshenMoved(worktree, gitDir, baseSrc string, onLinks func(links []string) error) (Moved, error) {
 	var mv Moved
 	start := time.Now()
 	root, err := canonicalDir(worktree)
@@ -188,7 +191,7 @@ func FreshenMoved(worktree, gitDir, baseSrc string) (Moved, error) {
 		return mv, fmt.Errorf("freshen moved files in %s: %w", worktree, err)
 	}
 	if len(links) > 0 {
-		if err := freshenLinks(&mv, root, gitDir, baseSrc, known, links, entries); err != nil {
+		if err := freshenLinks(&mv, root, gitDir, baseSrc, known, links, entries, onLinks); err != nil {
 			return mv, err
 		}
 	}
@@ -209,7 +212,7 @@ func FreshenMoved(worktree, gitDir, baseSrc string) (Moved, error) {
 // package), and a build script's rerun-if-changed path through the link:
 // whichever it checks is then newer than the unit. Ends outside the
 // checkout are listed in Outside.
-func freshenLinks(mv *Moved, root, gitDir, baseSrc string, known map[string]string, links []string, entries []git.IndexPath) error {
+func freshenLinks(mv *Moved, root, gitDir, baseSrc string, known map[string]string, links []string, entries []git.IndexPath, onLinks func([]string) error) error {
 	baseRoot, _ := canonicalDir(baseSrc) // no base checkout: no old end from it
 	ends := map[string]bool{}
 	outside := map[string]bool{}
@@ -272,6 +275,11 @@ func freshenLinks(mv *Moved, root, gitDir, baseSrc string, known map[string]stri
 	sort.Strings(mv.Links)
 	sort.Strings(mv.Ends)
 	sort.Strings(mv.Outside)
+	if onLinks != nil {
+		if err := onLinks(mv.Links); err != nil {
+			return err
+		}
+	}
 	return writeLinks(gitDir, known)
 }
 

@@ -26,7 +26,10 @@ import (
 // skip it: the classification is the warm build's (planWarm), whose
 // unknown subcommands and aliases count as building. Its cost is one read
 // of the index and an lstat per tracked path and directory, measured by
-// `make bench -only ctime`.
+// `make bench -only ctime`. When tracked links changed, the dep-info of
+// the units that read through them is emptied in the fork first
+// (freshness.LinkReaders, the link_rebuilds rule for a retarget after a
+// build), which checksum mode needs.
 func (c *Call) freshenMoved(s *store.Store, a *agent.Record, top string) error {
 	if !planWarm(c.Args).record {
 		return nil
@@ -36,10 +39,34 @@ func (c *Call) freshenMoved(s *store.Store, a *agent.Record, top string) error {
 		return failure.Wrap(failure.Refused, err, "repair the worktree link with `git worktree repair` in "+top,
 			"cannot find the git directory of agent %q's worktree", a.Name)
 	}
-	if _, err := freshness.FreshenMoved(top, gitDir, s.Base(a.Base).Src); err != nil {
+	emptyReaders := func(links []string) error {
+		view, ok := forkView(s, a)
+		if !ok {
+			return nil
+		}
+		files, err := freshness.LinkReaders(view, s.Dir, top, links)
+		if err != nil {
+			return err
+		}
+		return freshness.EmptyDepInfo(view, files)
+	}
+	if _, err := freshness.FreshenMoved(top, gitDir, s.Base(a.Base).Src, emptyReaders); err != nil {
 		return failure.Wrap(failure.Refused, err,
 			"make the worktree's tracked files yours and writable (Ferry raises the mtime of a file copied in with an old one, so Cargo rebuilds from it)",
 			"cannot check agent %q's worktree for files changed without a newer mtime", a.Name)
 	}
 	return nil
+}
+
+// forkView is where this process can change agent a's fork as the build
+// will see it: the canonical target inside its sandbox, and outside it the
+// fork's directory (reflink, copy) or an overlay's live view. An overlay
+// with no namespace alive has no view (its upper dir alone is not the
+// fork): then a retargeted link's units are left to the raised mtimes of
+// its ends, which serve mtime mode where an end lies in the checkout.
+func forkView(s *store.Store, a *agent.Record) (string, bool) {
+	if !a.HostPaths() && agent.InSandbox(s, a) {
+		return s.MntTarget(), true
+	}
+	return agent.HostTarget(s, a)
 }

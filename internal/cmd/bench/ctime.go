@@ -74,7 +74,7 @@ func runCtime(n, large int) error {
 		checked := 0
 		for i := range m + 1 { // the first round warms caches and is dropped
 			t := time.Now()
-			mv, err := freshness.FreshenMoved(s.dir, gitDir, "")
+			mv, err := freshness.FreshenMoved(s.dir, gitDir, "", nil)
 			if err != nil {
 				return err
 			}
@@ -94,7 +94,7 @@ func runCtime(n, large int) error {
 				}
 			}
 			t = time.Now()
-			mv, err = freshness.FreshenMoved(s.dir, gitDir, "")
+			mv, err = freshness.FreshenMoved(s.dir, gitDir, "", nil)
 			if err != nil {
 				return err
 			}
