@@ -1,6 +1,8 @@
 package shim
 
 import (
+	"strings"
+
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/freshness"
@@ -31,7 +33,7 @@ import (
 // (freshness.LinkReaders, the link_rebuilds rule for a retarget after a
 // build), which checksum mode needs.
 func (c *Call) freshenMoved(s *store.Store, a *agent.Record, top string) error {
-	if !planWarm(c.Args).record {
+	if !mayBuild(c.Args) {
 		return nil
 	}
 	gitDir, err := git.WorktreeGitDir(top)
@@ -69,4 +71,21 @@ func forkView(s *store.Store, a *agent.Record) (string, bool) {
 		return s.MntTarget(), true
 	}
 	return agent.HostTarget(s, a)
+}
+
+// mayBuild reports whether a call with cargo arguments args may build
+// units: as the warm build decides what to record, an unknown subcommand
+// or alias counting as one that does; and not cargo -vV (the verbose
+// version, which tools such as rustup ask for).
+func mayBuild(args []string) bool {
+	for _, a := range args {
+		if strings.HasPrefix(a, "+") {
+			continue
+		}
+		if a == "-vV" || a == "-Vv" {
+			return false
+		}
+		break
+	}
+	return planWarm(args).record
 }
