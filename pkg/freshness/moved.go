@@ -95,7 +95,16 @@ type Moved struct {
 	// kept one) or the clock is behind it: every change since the checkout
 	// was written counted.
 	Full bool
+	// Pending is set when onLinks could not handle the changed links yet
+	// (ErrLinksPending): nothing was recorded, so the next check finds
+	// them again.
+	Pending bool
 }
+
+// ErrLinksPending is what an onLinks callback of FreshenMoved returns when
+// it cannot handle the changed links now but a later check can: the check
+// then records nothing, and the call goes on.
+var ErrLinksPending = errors.New("changed links left to the next check")
 
 // Settle writes the first mark for the checkout at worktree, right after
 // spawn stamped and freshened it: just after the newest ctime of its
@@ -143,7 +152,9 @@ func Settle(worktree, gitDir string) error {
 // one of a link the agent added after spawn. When links changed, onLinks
 // (if not nil) is called with them before anything is recorded, so a
 // failure there leaves them to the next check: the shim empties the
-// dep-info of the units that read through them (LinkReaders).
+// dep-info of the units that read through them (LinkReaders). When
+// onLinks returns ErrLinksPending, FreshenMoved records nothing and
+// returns no error (Moved.Pending).
 func FreshenMoved(worktree, gitDir, baseSrc string, onLinks func(links []string) error) (Moved, error) {
 	var mv Moved
 	start := time.Now()
@@ -191,7 +202,13 @@ func FreshenMoved(worktree, gitDir, baseSrc string, onLinks func(links []string)
 		return mv, fmt.Errorf("freshen moved files in %s: %w", worktree, err)
 	}
 	if len(links) > 0 {
-		if err := freshenLinks(&mv, root, gitDir, baseSrc, known, links, entries, onLinks); err != nil {
+		err := freshenLinks(&mv, root, gitDir, baseSrc, known, links, entries, onLinks)
+		if errors.Is(err, ErrLinksPending) {
+			mv.Pending = true
+			sort.Strings(mv.Files)
+			return mv, nil
+		}
+		if err != nil {
 			return mv, err
 		}
 	}

@@ -96,12 +96,29 @@ func TestFreshenMoved(t *testing.T) {
 		t.Errorf("second retarget: ends %q, want %q", got.Ends, sorted(want))
 	}
 
+	// Links the callback cannot handle yet, or fails on, are found again
+	// by the next check; the links it is given are the changed ones.
+	check(t, os.Remove(at("link")))
+	check(t, os.Symlink("data/a.txt", at("link")))
+	var given []string
+	got = try(FreshenMoved(agent, gitDir, base, func(l []string) error { given = l; return ErrLinksPending })).must(t)
+	if !got.Pending || !slices.Equal(given, []string{"link"}) {
+		t.Errorf("pending: %+v, callback given %q", got, given)
+	}
+	if _, err := FreshenMoved(agent, gitDir, base, func([]string) error { return os.ErrPermission }); err == nil {
+		t.Errorf("a failing callback: no error")
+	}
+	got = try(FreshenMoved(agent, gitDir, base, nil)).must(t)
+	if !slices.Equal(got.Links, []string{"link"}) {
+		t.Errorf("after a pending and a failed check, links %q, want [link]", got.Links)
+	}
+
 	// A link replaced by a file: where it led counts too.
 	check(t, os.Remove(at("link")))
 	check(t, os.WriteFile(at("link"), []byte("now a file\n"), 0o644))
 	got = try(FreshenMoved(agent, gitDir, base, nil)).must(t)
-	if !slices.Equal(got.Links, []string{"link"}) || !slices.Equal(got.Ends, []string{"d2/x.txt"}) {
-		t.Errorf("link replaced by a file: links %q, ends %q; want [link] and [d2/x.txt]", got.Links, got.Ends)
+	if !slices.Equal(got.Links, []string{"link"}) || !slices.Equal(got.Ends, []string{"data/a.txt"}) {
+		t.Errorf("link replaced by a file: links %q, ends %q; want [link] and [data/a.txt]", got.Links, got.Ends)
 	}
 
 	// A tracked directory replaced by a link to one outside the checkout:

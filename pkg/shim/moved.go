@@ -44,7 +44,7 @@ func (c *Call) freshenMoved(s *store.Store, a *agent.Record, top string) error {
 	emptyReaders := func(links []string) error {
 		view, ok := forkView(s, a)
 		if !ok {
-			return nil
+			return freshness.ErrLinksPending
 		}
 		files, err := freshness.LinkReaders(view, s.Dir, top, links)
 		if err != nil {
@@ -64,8 +64,11 @@ func (c *Call) freshenMoved(s *store.Store, a *agent.Record, top string) error {
 // will see it: the canonical target inside its sandbox, and outside it the
 // fork's directory (reflink, copy) or an overlay's live view. An overlay
 // with no namespace alive has no view (its upper dir alone is not the
-// fork): then a retargeted link's units are left to the raised mtimes of
-// its ends, which serve mtime mode where an end lies in the checkout.
+// fork, and a namespace may be mounting it): then the changed links are
+// left to the next call (freshness.ErrLinksPending), which finds the
+// namespace this one starts and its holder; this build has only the
+// raised mtimes of the links' ends, which serve mtime mode where an end
+// lies in the checkout.
 func forkView(s *store.Store, a *agent.Record) (string, bool) {
 	if !a.HostPaths() && agent.InSandbox(s, a) {
 		return s.MntTarget(), true
