@@ -395,6 +395,15 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 			return err
 		}
 	}
+	// The agent's builds start from here: the shim freshens what changes
+	// after this without its mtime following (freshness.FreshenMoved).
+	gitDir, err := git.WorktreeGitDir(r.Worktree)
+	if err != nil {
+		return err
+	}
+	if err := freshness.Settle(r.Worktree, gitDir); err != nil {
+		return err
+	}
 	r.Timings.Stamp = since(t)
 	failpoint.Hit("spawn/after-stamp")
 

@@ -243,6 +243,9 @@ func commonDirOf(gitFile string) (string, error) {
 }
 
 func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top string) (int, error) {
+	if err := c.freshenMoved(s, a, top); err != nil { // moved.go
+		return 0, err
+	}
 	if a.HostPaths() {
 		return c.runAtHostPaths(cargo, a, s, top)
 	}
