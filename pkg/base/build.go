@@ -246,7 +246,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 					return nil, fmt.Errorf("remap mode: %w", err)
 				}
 			}
-			if err := setCurrent(o.Store, p.ID); err != nil {
+			if err := SetCurrent(o.Store, p.ID); err != nil {
 				return nil, err
 			}
 			fmt.Fprintf(out, "ferry-base: base %s is ready; reused\n", p.ID)
@@ -259,7 +259,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	if err := discard(o, p.ID); err != nil {
+	if err := Discard(o, p.ID); err != nil {
 		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
 	}
 	var seed *Record
@@ -276,7 +276,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 
 	r, err := build(ctx, o, p, seed, start)
 	if err != nil {
-		if derr := discard(o, p.ID); derr != nil {
+		if derr := Discard(o, p.ID); derr != nil {
 			err = errors.Join(err, fmt.Errorf("discard the failed base: %w", derr))
 		} else if rerr := l.Remove(); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("remove the failed base's lock file: %w", rerr))
@@ -409,7 +409,7 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	// base.json promises a complete target: make the build's writes durable
 	// first, so a crash after the marker cannot leave a ready base with torn
 	// files (and the first reflink fork does not pay for the writeback).
-	if err := syncfs(r.Target); err != nil {
+	if err := atomicfile.SyncTree(r.Target); err != nil {
 		return nil, err
 	}
 	if r.HostPaths() {
@@ -432,7 +432,7 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	if err := atomicfile.WriteJSON(s.Base(p.ID).Record, r, 0o644); err != nil {
 		return nil, err
 	}
-	if err := setCurrent(s, p.ID); err != nil {
+	if err := SetCurrent(s, p.ID); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "ferry-base: base %s ready in %.1fs (warm %.1fs)\n", p.ID, r.Timings.Total, r.Timings.Warm)
@@ -799,15 +799,16 @@ func unready(s *store.Store, r *Record) error {
 	return atomicfile.SyncDir(r.Dir)
 }
 
-// discard removes every trace of a base that is not ready: its registered
+// Discard removes every trace of a base that is not ready: its registered
 // worktree and its directory. The caller holds the base lock. After a failed
 // build Build then removes the lock file too, still holding it (package
 // lock's protocol): nothing is left for the base, and a builder waiting on
 // the lock wakes, locks a new file and builds, as it would have anyway. The
 // discard of a partial base before a build keeps it: the build goes on
 // under that lock. A discard that fails keeps it too: a directory is left,
-// and gc deletes both.
-func discard(o Options, id string) error {
+// and gc deletes both. A pull of a shared base (package share) discards
+// its partial base the same way.
+func Discard(o Options, id string) error {
 	dir := o.Store.BaseDir(id)
 	if _, err := os.Stat(o.Store.Base(id).Record); err == nil {
 		return fmt.Errorf("refusing to discard ready base %s", id)
@@ -821,9 +822,9 @@ func discard(o Options, id string) error {
 	return atomicfile.SyncDir(o.Store.BasesDir())
 }
 
-// setCurrent records id as current under the store lock. Called with the
+// SetCurrent records id as current under the store lock. Called with the
 // base lock held (the lock order's one exception: see package lock).
-func setCurrent(s *store.Store, id string) error {
+func SetCurrent(s *store.Store, id string) error {
 	l, err := lock.Take(s.LockPath())
 	if err != nil {
 		return err

@@ -67,7 +67,7 @@ func LinkReaders(target, store, root string, links []string) ([]string, error) {
 		if len(compile) == 0 {
 			continue
 		}
-		if readsThrough(r, u, listing.Workspace(u.Profile), through) {
+		if r.readsThrough(u, listing.Workspace(u.Profile), through) {
 			out = append(out, compile...)
 		}
 	}
@@ -76,8 +76,10 @@ func LinkReaders(target, store, root string, links []string) ([]string, error) {
 }
 
 // readsThrough reports whether the compile unit u has no readable rustc
-// dep-info or names an input for which through holds.
-func readsThrough(r *rebuilds, u *units.Unit, ws string, through func(string) bool) bool {
+// dep-info or names an input of the checkout for which through holds. ws
+// is the nested workspace's target dir holding u (ferry-ws/<path>), or ""
+// for the checkout's root.
+func (r *rebuilds) readsThrough(u *units.Unit, ws string, through func(string) bool) bool {
 	dfiles := rustcDepInfoFiles(r.target, u)
 	if len(dfiles) == 0 {
 		return true

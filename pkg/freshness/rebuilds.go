@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ferrydev/ferry/pkg/relocate"
 	"github.com/ferrydev/ferry/pkg/units"
 )
 
@@ -125,28 +124,7 @@ type rebuilds struct {
 // checkout that resolves differently. ws is the nested workspace's target
 // dir holding u (ferry-ws/<path>), or "" for the checkout's root.
 func (r *rebuilds) unitReadsRetargeted(u *units.Unit, ws string) bool {
-	dfiles := rustcDepInfoFiles(r.target, u)
-	if len(dfiles) == 0 {
-		return true
-	}
-	wsRel := strings.TrimPrefix(strings.TrimPrefix(ws, "ferry-ws"), "/")
-	for _, rel := range dfiles {
-		data, err := os.ReadFile(filepath.Join(r.target, filepath.FromSlash(rel)))
-		if err != nil {
-			return true
-		}
-		files, err := relocate.RustcDepInfoFiles(data)
-		if err != nil {
-			return true
-		}
-		for _, f := range files {
-			in, ok := r.checkoutPath(f, wsRel)
-			if ok && r.resolvesDifferently(in) {
-				return true
-			}
-		}
-	}
-	return false
+	return r.readsThrough(u, ws, r.resolvesDifferently)
 }
 
 // checkoutPath returns the checkout-relative path of the input f as rustc
