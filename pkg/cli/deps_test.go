@@ -62,3 +62,27 @@ func TestEachBinaryLinksWhatItsJobNeeds(t *testing.T) {
 		t.Logf("%-12s %3d packages, %2d of the NATS client, %2d of the server", b.cmd, len(strings.Fields(string(out))), len(client), len(server))
 	}
 }
+
+// TestHotBinariesLinkNoMetrics: the Prometheus client is for the stages
+// that serve metrics (package metrics, through package pipeline); the shim
+// and ferry-rustc, on every cargo and rustc call, never link it.
+func TestHotBinariesLinkNoMetrics(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"ferry-shim", "ferry-rustc", "ferry-base"} {
+		cmd := exec.Command("go", "list", "-deps", "./cmd/"+b)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps ./cmd/%s: %v\n%s", b, err, out)
+		}
+		linked := strings.Contains(string(out), "github.com/prometheus/client_golang/")
+		if hot := b != "ferry-base"; hot && linked {
+			t.Errorf("%s links the Prometheus client: it runs on every cargo or rustc call", b)
+		} else if !hot && !linked {
+			t.Errorf("%s does not link the Prometheus client: has serving metrics moved?", b)
+		}
+	}
+}

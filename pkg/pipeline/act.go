@@ -13,6 +13,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/gc"
+	"github.com/ferrydev/ferry/pkg/metrics"
 	"github.com/ferrydev/ferry/pkg/share"
 )
 
@@ -88,6 +89,9 @@ func BuildAndShare(ctx context.Context, a Announcer, o base.Options, share Share
 	res, err := base.Build(ctx, o)
 	if err == nil {
 		r := res.Record
+		if !res.Reused {
+			metrics.BaseBuilt(r.Seed != "", time.Since(start).Seconds())
+		}
 		ev := &events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
 			Current: true, Reused: res.Reused, Seconds: time.Since(start).Seconds(), Warnings: r.Warnings,
 			Incomplete: r.Incomplete, Seed: r.Seed}
@@ -106,6 +110,7 @@ func BuildAndShare(ctx context.Context, a Announcer, o base.Options, share Share
 	if failure.KindOf(err) == failure.Interrupted || errors.Is(err, context.Canceled) {
 		return nil, err
 	}
+	metrics.BaseFailed()
 	kind := failure.KindOf(err)
 	ev := &events.BaseFailed{Error: err.Error(), ExitKind: kind.String(), ExitCode: kind.ExitCode(), Command: base.FailedCommand(err)}
 	switch {
@@ -126,6 +131,9 @@ func Pull(ctx context.Context, a Announcer, conn *bus.Conn, o share.PullOptions)
 	res, err := share.Pull(ctx, conn, o)
 	if err != nil {
 		return nil, err
+	}
+	if !res.Reused && res.Meta != nil {
+		metrics.BasePulled(res.Meta.Compressed, res.Seconds)
 	}
 	r := res.Record
 	a.Announce(&events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,

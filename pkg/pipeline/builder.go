@@ -6,6 +6,7 @@ import (
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
+	"github.com/ferrydev/ferry/pkg/metrics"
 	"github.com/ferrydev/ferry/pkg/share"
 )
 
@@ -26,6 +27,11 @@ type BuilderOptions struct {
 // unacknowledged, and whoever gets it next rebuilds from a clean slate.
 func RunBuilder(ctx context.Context, o BuilderOptions) error {
 	e := o.Env
+	if srv, err := e.ServeMetrics(ctx, "ferry-base"); err != nil {
+		return err
+	} else if srv != nil {
+		defer srv.Close()
+	}
 	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-base"), func(err error) { e.Logf("ferry-base: outbox: %v", err) })
 	if err != nil {
 		return err
@@ -77,14 +83,7 @@ func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Mess
 	if e.Settings.ShareBases {
 		// [bus] share-bases: every base made ready is published, over
 		// this stage's connection.
-		publish = func(ctx context.Context, r *base.Record) (string, error) {
-			p, err := share.Publish(ctx, conn, share.Bucket{Name: e.Settings.BasesBucket, MaxBytes: e.Settings.BasesMaxBytes, Replicas: e.Settings.BusReplicas}, r)
-			if err != nil {
-				return "", err
-			}
-			e.Logf("ferry-base: published %s (%.1f MB) in %.1fs", p.Object, float64(p.Meta.Compressed)/1e6, p.Seconds)
-			return p.Object, nil
-		}
+		publish = Publisher(e, conn)
 	}
 	_, err := BuildAndShare(ctx, e.OnConn(ctx, conn), base.Options{
 		Repo: e.Repo, Settings: e.Settings, Store: e.Store, Rev: cs.Commit,
@@ -101,6 +100,21 @@ func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Mess
 		e.Logf("ferry-base: %s failed: %v", Short(cs.Commit), err)
 	}
 	return m.Ack(ctx)
+}
+
+// Publisher is the Share of ferry-base --follow with [bus] share-bases:
+// share.Publish to the configured bucket over conn, logged and counted in
+// the stage's metrics.
+func Publisher(e Env, conn *bus.Conn) Share {
+	return func(ctx context.Context, r *base.Record) (string, error) {
+		p, err := share.Publish(ctx, conn, share.Bucket{Name: e.Settings.BasesBucket, MaxBytes: e.Settings.BasesMaxBytes, Replicas: e.Settings.BusReplicas}, r)
+		if err != nil {
+			return "", err
+		}
+		metrics.BasePublished(p.Meta.Compressed, p.Seconds)
+		e.Logf("ferry-base: published %s (%.1f MB) in %.1fs", p.Object, float64(p.Meta.Compressed)/1e6, p.Seconds)
+		return p.Object, nil
+	}
 }
 
 // Short is a commit or base id cut to 12 characters, for messages.
