@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -34,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -131,6 +133,39 @@ func BasePublished(bytes int64, seconds float64) {
 	basesPublished.Inc()
 	publishedBytes.Add(float64(bytes))
 	publishSeconds.Observe(seconds)
+}
+
+// Recorder records into this package's metrics: the pipeline.Observer of
+// a stage that serves them.
+type Recorder struct{}
+
+func (Recorder) BaseBuilt(seeded bool, seconds float64)     { BaseBuilt(seeded, seconds) }
+func (Recorder) BaseFailed()                                { BaseFailed() }
+func (Recorder) BasePulled(bytes int64, seconds float64)    { BasePulled(bytes, seconds) }
+func (Recorder) BasePublished(bytes int64, seconds float64) { BasePublished(bytes, seconds) }
+
+// Stages are the stages that serve metrics, in the order of their ports
+// from [metrics] port (config.MetricsPorts of them).
+var Stages = []string{"ferry-watch", "ferry-base", "ferry-gc"}
+
+// ServeStage serves the metrics of stage, one of Stages, at [metrics] port
+// (settings.MetricsPort) plus the stage's place in Stages, until ctx ends or
+// Close; nil, nil when the port is 0. ferry-gc also reports the store s
+// (StoreCollector): one stage per repository does, so a sum over a host's
+// targets counts each store once.
+func ServeStage(ctx context.Context, stage string, settings *config.Settings, s *store.Store) (*Server, error) {
+	if settings == nil || settings.MetricsPort == 0 {
+		return nil, nil
+	}
+	offset := slices.Index(Stages, stage)
+	if offset < 0 {
+		return nil, fmt.Errorf("serve metrics: %q is not a stage that serves them", stage)
+	}
+	var extra []prometheus.Collector
+	if stage == "ferry-gc" {
+		extra = append(extra, StoreCollector(s, filepath.Join(settings.WorktreeParent, s.Key)))
+	}
+	return Serve(ctx, settings.MetricsPort+offset, extra...)
 }
 
 // Server is a running metrics endpoint.

@@ -6,7 +6,6 @@ import (
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
-	"github.com/ferrydev/ferry/pkg/metrics"
 	"github.com/ferrydev/ferry/pkg/share"
 )
 
@@ -27,11 +26,6 @@ type BuilderOptions struct {
 // unacknowledged, and whoever gets it next rebuilds from a clean slate.
 func RunBuilder(ctx context.Context, o BuilderOptions) error {
 	e := o.Env
-	if srv, err := e.ServeMetrics(ctx, "ferry-base"); err != nil {
-		return err
-	} else if srv != nil {
-		defer srv.Close()
-	}
 	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-base"), func(err error) { e.Logf("ferry-base: outbox: %v", err) })
 	if err != nil {
 		return err
@@ -104,14 +98,16 @@ func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Mess
 
 // Publisher is the Share of ferry-base --follow with [bus] share-bases:
 // share.Publish to the configured bucket over conn, logged and counted in
-// the stage's metrics.
+// e.Observer.
 func Publisher(e Env, conn *bus.Conn) Share {
 	return func(ctx context.Context, r *base.Record) (string, error) {
 		p, err := share.Publish(ctx, conn, share.Bucket{Name: e.Settings.BasesBucket, MaxBytes: e.Settings.BasesMaxBytes, Replicas: e.Settings.BusReplicas}, r)
 		if err != nil {
 			return "", err
 		}
-		metrics.BasePublished(p.Meta.Compressed, p.Seconds)
+		if e.Observer != nil {
+			e.Observer.BasePublished(p.Meta.Compressed, p.Seconds)
+		}
 		e.Logf("ferry-base: published %s (%.1f MB) in %.1fs", p.Object, float64(p.Meta.Compressed)/1e6, p.Seconds)
 		return p.Object, nil
 	}

@@ -15,11 +15,6 @@ import (
 // trigger for something already collected is a no-op: gc works from the
 // store, not from the event.
 func RunGC(ctx context.Context, e Env) error {
-	if srv, err := e.ServeMetrics(ctx, "ferry-gc"); err != nil {
-		return err
-	} else if srv != nil {
-		defer srv.Close()
-	}
 	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-gc"), func(err error) { e.Logf("ferry-gc: outbox: %v", err) })
 	if err != nil {
 		if ctx.Err() != nil {

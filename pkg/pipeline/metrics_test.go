@@ -78,10 +78,12 @@ next:
 }
 
 // TestMetricsAfterBuildAndPull scrapes ferry-gc's endpoint (at [metrics]
-// port + 2, on loopback) before and after what the stages do: a cold build
-// published to the bucket, a refresh, a pull into a second store, an agent,
-// a failed build. Each metric moves by what happened; the store's gauges
-// show the agent, its private bytes and the store's disk.
+// port + 2, on loopback) before and after what the stages do, through an
+// Env whose Observer is metrics.Recorder as the stages' commands set it: a
+// cold build published to the bucket, a pull into a second store, an
+// agent, a refresh, a failed build. Each metric moves by what happened; the
+// store's gauges show the agent, its private bytes and the store's disk. A
+// one-shot Env (no Observer) moves nothing.
 func TestMetricsAfterBuildAndPull(t *testing.T) {
 	w := newWorld(t)
 	os.WriteFile(filepath.Join(w.repo.Dir, config.FileName), []byte("[base]\nwarm = [\"mkdir -p target/debug && head -c 300000 /dev/urandom > target/debug/blob\"]\n"), 0o644)
@@ -90,6 +92,7 @@ func TestMetricsAfterBuildAndPull(t *testing.T) {
 	e := w.env(&testenv.Buffer{})
 	cfg := h.ClientConfig("test")
 	e.Bus = &cfg
+	e.Observer = metrics.Recorder{} // as a stage that serves metrics
 	ctx := context.Background()
 	old := metrics.StoreInterval
 	metrics.StoreInterval = 0 // read the store on every scrape
@@ -106,7 +109,7 @@ func TestMetricsAfterBuildAndPull(t *testing.T) {
 		t.Skip("no usable port")
 	}
 	e.Settings.MetricsPort = gcPort - 2
-	srv, err := e.ServeMetrics(ctx, "ferry-gc")
+	srv, err := metrics.ServeStage(ctx, "ferry-gc", e.Settings, e.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +152,7 @@ func TestMetricsAfterBuildAndPull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e2 := pipeline.Env{Repo: w.git, Settings: settings2, Store: openStore(t, w.git, home2), Bus: &cfg}
+	e2 := pipeline.Env{Repo: w.git, Settings: settings2, Store: openStore(t, w.git, home2), Bus: &cfg, Observer: metrics.Recorder{}}
 	pulled, err := pipeline.Pull(ctx, e2.OneShot("ferry-base"), conn, share.PullOptions{
 		Build: base.Options{Repo: e2.Repo, Settings: e2.Settings, Store: e2.Store, Rev: "HEAD"}})
 	if err != nil {
@@ -225,6 +228,7 @@ func TestMetricsAfterBuildAndPull(t *testing.T) {
 	os.WriteFile(filepath.Join(w.repo.Dir, config.FileName), []byte("[base]\nwarm = [\"exit 3\"]\n"), 0o644)
 	ef := w.env(&testenv.Buffer{})
 	ef.Bus = &cfg
+	ef.Observer = metrics.Recorder{}
 	before = after
 	start := time.Now()
 	if _, err := pipeline.BuildAndShare(ctx, ef.OneShot("ferry-base"), base.Options{
@@ -237,6 +241,17 @@ func TestMetricsAfterBuildAndPull(t *testing.T) {
 	}
 	if d := delta(after, metrics.BasesBuilt); d != 0 {
 		t.Errorf("%s moved by %v after a failed build", metrics.BasesBuilt, d)
+	}
+	// A one-shot command's Env tells nobody.
+	before = after
+	eo := w.env(&testenv.Buffer{})
+	eo.Bus = &cfg
+	if _, err := pipeline.BuildAndShare(ctx, eo.OneShot("ferry-base"), base.Options{
+		Repo: eo.Repo, Settings: eo.Settings, Store: eo.Store, Rev: "HEAD"}, nil); err == nil {
+		t.Fatal("a warm command exiting 3 built a base")
+	}
+	if d := delta(scrape(t, srv.Addr()), metrics.BasesFailed); d != 0 {
+		t.Errorf("a one-shot build moved %s by %v", metrics.BasesFailed, d)
 	}
 	t.Logf("object %.0f bytes; failed build in %v", object, time.Since(start).Round(time.Millisecond))
 }

@@ -44,12 +44,6 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer l.Release()
 
-	if srv, err := e.ServeMetrics(ctx, "ferry-watch"); err != nil {
-		return err
-	} else if srv != nil {
-		defer srv.Close()
-	}
-
 	cfg := e.BusConfig("ferry-watch")
 	if e.Bus == nil && cfg.URL == "" {
 		h, err := embedded.Start(embedded.Options{Dir: bus.Dir(e.Store.Parent), MonitorPort: e.Settings.BusMonitorPort})
