@@ -9,8 +9,10 @@
 // when a stage restarts (Prometheus's rate and increase handle that);
 // the store's gauges are read when scraped, at most once per StoreInterval,
 // so a scraper polling often does not walk a large store each time. The
-// recording functions are cheap and safe from any goroutine; a process that
-// never serves (one-shot commands) records into a registry nobody reads.
+// recording functions are cheap and safe from any goroutine. The stages
+// record through pipeline.Observer (Recorder), which only they set, so
+// one-shot commands count nothing and the front and ferry-spawn do not
+// link this package (pkg/cli's TestOnlyStagesLinkMetrics).
 //
 // deploy/README.md lists the metrics and the queries an operator graphs.
 package metrics
