@@ -132,6 +132,17 @@ type Settings struct {
 	// none).
 	BasesBucket   string
 	BasesMaxBytes int64
+	// BusMonitorPort is the loopback port the embedded bus serves NATS
+	// monitoring on (/varz, /jsz, ... for the nats CLI, nats-surveyor and
+	// the NATS Prometheus exporter): FERRY_BUS_MONITOR_PORT, [bus]
+	// monitor-port; 0, the default, serves none.
+	BusMonitorPort int
+	// MetricsPort is the first of the loopback ports the long-running
+	// stages serve Ferry's Prometheus metrics on (package metrics):
+	// ferry-watch on it, ferry-base on the next, ferry-gc on the one
+	// after (FERRY_METRICS_PORT, [metrics] port); 0, the default, serves
+	// none.
+	MetricsPort int
 	// ReapAfter is how long an agent a hook created must show no sign of
 	// life before ferry gc reaps it as abandoned (FERRY_REAP_AFTER, [gc]
 	// reap-after, a Go duration; default DefaultReapAfter). 0 reaps as
@@ -280,6 +291,12 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	if t.GC.ReapAfter != nil {
 		s.ReapAfter, _, _ = ParseReapAfter(*t.GC.ReapAfter) // checked with the file
 	}
+	if t.Bus.MonitorPort != nil {
+		s.BusMonitorPort = *t.Bus.MonitorPort
+	}
+	if t.Metrics.Port != nil {
+		s.MetricsPort = *t.Metrics.Port
+	}
 	return nil
 }
 
@@ -351,6 +368,20 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 			return envError("FERRY_REAP_AFTER", v, msg, hint)
 		}
 		s.ReapAfter = d
+	}
+	if v := env.Getenv("FERRY_BUS_MONITOR_PORT"); v != "" {
+		n, msg, hint := parsePort(v, 0)
+		if msg != "" {
+			return envError("FERRY_BUS_MONITOR_PORT", v, msg, hint)
+		}
+		s.BusMonitorPort = n
+	}
+	if v := env.Getenv("FERRY_METRICS_PORT"); v != "" {
+		n, msg, hint := parsePort(v, MetricsPorts-1)
+		if msg != "" {
+			return envError("FERRY_METRICS_PORT", v, msg, hint)
+		}
+		s.MetricsPort = n
 	}
 	return nil
 }

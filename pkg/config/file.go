@@ -30,6 +30,7 @@ type tables struct {
 	Sandbox sandboxTable `toml:"sandbox"`
 	Bus     busTable     `toml:"bus"`
 	GC      gcTable      `toml:"gc"`
+	Metrics metricsTable `toml:"metrics"`
 }
 
 type storeTable struct {
@@ -62,6 +63,12 @@ type busTable struct {
 	ShareBases    *bool   `toml:"share-bases"`
 	BasesBucket   *string `toml:"bases-bucket"`
 	BasesMaxBytes *int64  `toml:"bases-max-bytes"`
+	// Operating it: NATS monitoring on loopback.
+	MonitorPort *int `toml:"monitor-port"`
+}
+
+type metricsTable struct {
+	Port *int `toml:"port"`
 }
 
 type gcTable struct {
@@ -97,6 +104,8 @@ func (t *tables) override(o *tables) {
 	set(&t.Bus.BasesBucket, o.Bus.BasesBucket)
 	set(&t.Bus.BasesMaxBytes, o.Bus.BasesMaxBytes)
 	set(&t.GC.ReapAfter, o.GC.ReapAfter)
+	set(&t.Bus.MonitorPort, o.Bus.MonitorPort)
+	set(&t.Metrics.Port, o.Metrics.Port)
 }
 
 func set[T any](dst **T, src *T) {
@@ -299,6 +308,18 @@ func (d *document) checkTables(t *tables, prefix string) error {
 		if _, msg, hint := ParseReapAfter(*v); msg != "" {
 			key := prefix + "gc.reap-after"
 			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
+	if v := t.Bus.MonitorPort; v != nil {
+		if msg, hint := portProblem(*v, 0); msg != "" {
+			key := prefix + "bus.monitor-port"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %d: %s", key, *v, msg))
+		}
+	}
+	if v := t.Metrics.Port; v != nil {
+		if msg, hint := portProblem(*v, MetricsPorts-1); msg != "" {
+			key := prefix + "metrics.port"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %d: %s", key, *v, msg))
 		}
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/metrics"
 	"github.com/ferrydev/ferry/pkg/pipeline"
 	"github.com/ferrydev/ferry/pkg/share"
 )
@@ -88,7 +89,17 @@ func (c *buildCmd) run(io cli.IO) error {
 		if err := fc.Store.Init(); err != nil {
 			return err
 		}
-		err := pipeline.RunBuilder(stop.Context(), pipeline.BuilderOptions{Env: env(fc, io), Shim: true})
+		e := env(fc, io)
+		srv, err := metrics.ServeStage(stop.Context(), "ferry-base", fc.Settings, fc.Store)
+		if err != nil {
+			return err
+		}
+		if srv != nil {
+			defer srv.Close()
+			e.Logf("ferry-base: metrics at http://%s/metrics", srv.Addr())
+			e.Observer = metrics.Recorder{}
+		}
+		err = pipeline.RunBuilder(stop.Context(), pipeline.BuilderOptions{Env: e, Shim: true})
 		return stop.Err("ferry base --follow", err)
 	}
 	e := env(fc, io)
