@@ -45,7 +45,7 @@ func LinkReaders(target, store, root string, links []string) ([]string, error) {
 	}
 	r := &rebuilds{target: listing.Target, builtAt: []string{canon, filepath.Clean(root)}}
 	if store != "" {
-		r.builtAt = append(r.builtAt, filepath.Join(filepath.Clean(store), "mnt", "src"))
+		r.builtAt = append(r.builtAt, mntSrc(filepath.Clean(store)))
 	}
 	through := func(in string) bool {
 		in = path.Clean(in)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferrydev/ferry/pkg/store"
 	"github.com/ferrydev/ferry/pkg/units"
 )
 
@@ -84,10 +85,10 @@ func LinkRebuilds(in Input, target, store string) ([]string, error) {
 	}
 	if store != "" {
 		store = filepath.Clean(store)
-		r.builtAt = append(r.builtAt, filepath.Join(store, "mnt", "src"))
+		r.builtAt = append(r.builtAt, mntSrc(store))
 		r.stores = append(r.stores, store)
 		if c, err := filepath.EvalSymlinks(store); err == nil && c != store {
-			r.builtAt = append(r.builtAt, filepath.Join(c, "mnt", "src"))
+			r.builtAt = append(r.builtAt, mntSrc(c))
 			r.stores = append(r.stores, c)
 		}
 	}
@@ -240,3 +241,7 @@ func EmptyDepInfo(dir string, files []string) error {
 	}
 	return nil
 }
+
+// mntSrc is where the namespace sandbox shows a checkout, in the store at
+// dir: a unit built there named its inputs below it.
+func mntSrc(dir string) string { return (&store.Store{Dir: dir}).MntSrc() }
