@@ -42,8 +42,8 @@ func (b Bucket) open(ctx context.Context, js jetstream.JetStream, create bool) (
 	if !create {
 		obs, err := js.ObjectStore(ctx, b.name())
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			return nil, failure.New(failure.Prereq, "publish a base from a build host first (`ferry base --publish`), or check [bus] bases-bucket",
-				"the bus has no bucket %s: nothing was published there", b.name())
+			return nil, failure.Wrap(failure.Prereq, &UnavailableError{Bucket: b.name(), Why: "the bus has no such bucket: nothing was published there"},
+				"publish a base from a build host first (`ferry base --publish`), or check [bus] bases-bucket", "nothing to pull")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("open bucket %s: %w", b.name(), err)

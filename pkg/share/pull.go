@@ -90,8 +90,8 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 			"the published base %s does not match this host: %s", p.ID, strings.Join(diff, "; "))
 	}
 	if m.Digest == "" {
-		return nil, failure.New(failure.Refused, "wait for the publisher to finish, then pull again",
-			"the published base %s is still being uploaded (it has no digest yet)", p.ID)
+		return nil, failure.Wrap(failure.Refused, &UnavailableError{ID: p.ID, Bucket: o.Bucket.name(), Why: "it is still being uploaded (it has no digest yet)"},
+			"wait for the publisher to finish, then pull again", "nothing to pull")
 	}
 
 	l, err := lock.TryTake(s.BaseLock(p.ID))
@@ -199,6 +199,28 @@ type NotPublishedError struct {
 
 func (e *NotPublishedError) Error() string {
 	return fmt.Sprintf("no base of commit %s (%s) is published in bucket %s", short(e.Commit), e.ID, e.Bucket)
+}
+
+// UnavailableError is a pull of a base that is not there yet: the bucket
+// does not exist, or the object's upload has not finished.
+type UnavailableError struct {
+	ID, Bucket, Why string
+}
+
+func (e *UnavailableError) Error() string {
+	if e.ID == "" {
+		return fmt.Sprintf("bucket %s: %s", e.Bucket, e.Why)
+	}
+	return fmt.Sprintf("base %s in bucket %s: %s", e.ID, e.Bucket, e.Why)
+}
+
+// NotYet reports a pull that failed only because the base is not published
+// (completely) yet: no bucket, no object, or an upload still running. A
+// runner waits and pulls again; nothing is wrong with the base or the host.
+func NotYet(err error) bool {
+	var np *NotPublishedError
+	var u *UnavailableError
+	return errors.As(err, &np) || errors.As(err, &u)
 }
 
 // AncestorLimit is how many first-parent ancestors Nearest looks at.

@@ -1,0 +1,223 @@
+package pipeline_test
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/events"
+	"github.com/ferrydev/ferry/internal/eventstest"
+	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/bus"
+	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// runnerHost is a runner's machine: its own clone of the world's
+// repository, its own store parent, and the fleet's bus by URL.
+type runnerHost struct {
+	t     *testing.T
+	dir   string // the clone
+	home  string
+	wts   string
+	store *store.Store
+	vars  []string
+}
+
+func newRunnerHost(t *testing.T, w *world, busURL string) *runnerHost {
+	t.Helper()
+	root := t.TempDir()
+	r := &runnerHost{t: t, dir: filepath.Join(root, "repo"), home: filepath.Join(root, "home"), wts: filepath.Join(root, "worktrees")}
+	if out, err := exec.Command("git", "clone", "-q", w.repo.Dir, r.dir).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	// The same warm commands as the publisher: the same fingerprint.
+	toml, err := os.ReadFile(filepath.Join(w.repo.Dir, config.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, config.FileName), toml, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := git.Open(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.store = openStore(t, g, r.home)
+	r.vars = []string{"FERRY_HOME=" + r.home, "FERRY_WORKTREES=" + r.wts, "FERRY_NATS_URL=" + busURL,
+		"FERRY_ACK_WAIT=2s", knobs.OverlayHold + "=0"}
+	return r
+}
+
+func (r *runnerHost) start(vars []string, args ...string) *proc {
+	r.t.Helper()
+	return startProc(r.t, r.dir, childEnv(append(append([]string{}, r.vars...), vars...)...), args...)
+}
+
+// bases maps the runner's base ids to "ready" or "partial".
+func (r *runnerHost) bases() map[string]string {
+	r.t.Helper()
+	out := map[string]string{}
+	ents, _ := os.ReadDir(r.store.BasesDir())
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := base.Read(r.store, e.Name()); err == nil {
+			out[e.Name()] = "ready"
+		} else {
+			out[e.Name()] = "partial"
+		}
+	}
+	return out
+}
+
+func (r *runnerHost) current() string {
+	r.t.Helper()
+	c, err := r.store.Current()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+// hostedURL is the URL, with its token, of the bus hosted under parent.
+func hostedURL(t *testing.T, parent string) string {
+	t.Helper()
+	var in *bus.Info
+	poll(t, "bus.json", func() bool {
+		var err error
+		in, err = bus.ReadInfo(bus.Dir(parent))
+		return err == nil
+	})
+	tok, err := bus.ReadToken(store.BusFiles(bus.Dir(parent)).Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(in.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(tok)
+	return u.String()
+}
+
+// The whole loop with processes: a build host runs ferry-watch (hosting
+// the bus) and ferry-base --follow with [bus] share-bases; a runner, with
+// its own clone and store parent, runs ferry-base --follow --pull.
+//   - The runner starts before anything is published: it waits, and never
+//     builds (the publisher's build is held at the gate meanwhile).
+//   - The publisher's base.ready names the object; the runner pulls it and
+//     is killed mid-extraction (failpoint share/pull-extracting): a partial
+//     base, nothing ready. Restarted, it gets the announcement again after
+//     the ack wait, discards the partial base and ends with the base ready
+//     and current, relocated from the publisher's store path.
+//   - While the runner is stopped the publisher builds a new commit, which
+//     the runner's clone does not have: `ferry up --runner` at the next boot
+//     catches up through its durable consumer, fetching the commit.
+func TestRunnerFollowsPublisher(t *testing.T) {
+	w := newWorld(t)
+	// More than the failpoint's 100 files in the checkout.
+	for i := 0; i < 120; i++ {
+		if err := w.repo.Write(fmt.Sprintf("many/f%03d.txt", i), fmt.Sprintf("%d\n", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head0, err := w.repo.Commit("many files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toml := filepath.Join(w.repo.Dir, config.FileName)
+	f, err := os.OpenFile(toml, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "[bus]\nshare-bases = true\n")
+	f.Close()
+
+	w.start(nil, "ferry-watch", "--interval", "0.1")
+	busURL := hostedURL(t, w.home)
+	conn := dialHosted(t, w.home)
+	ev := eventstest.Watch(t, conn.JS, "ferry.>")
+	r := newRunnerHost(t, w, busURL)
+
+	// Nothing published yet: the runner waits.
+	runner := r.start([]string{knobs.Failpoint + "=share/pull-extracting"}, "ferry-base", "--follow", "--pull")
+	w.start(nil, "ferry-base", "--follow")
+	w.waitStarted()
+	poll(t, "the runner's consumer", func() bool {
+		for _, c := range consumers(t, conn, bus.StreamEvents) {
+			if strings.HasPrefix(c.Name, "ferry-runner_") {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(500 * time.Millisecond)
+	if bs := r.bases(); len(bs) != 0 {
+		t.Fatalf("before anything was published the runner has bases %v", bs)
+	}
+
+	// Published: the runner pulls, and is killed mid-pull.
+	w.open()
+	ready := eventstest.For(ev, wait, func(e *events.BaseReady) bool { return e.Commit == head0 && e.Object != "" })
+	if ready.Object != ready.BaseID {
+		t.Fatalf("base.ready names object %q for base %s", ready.Object, ready.BaseID)
+	}
+	if err := runner.wait(t); err == nil {
+		t.Fatalf("the runner with the failpoint armed exited cleanly:\n%s", runner.out)
+	}
+	if bs := r.bases(); bs[ready.BaseID] != "partial" || len(bs) != 1 {
+		t.Fatalf("a runner killed mid-pull left %v, want base %s partial", bs, ready.BaseID)
+	}
+
+	// Restarted: it repairs and ends ready.
+	runner = r.start(nil, "ferry-base", "--follow", "--pull")
+	pulled := eventstest.For(ev, wait, func(e *events.BaseReady) bool {
+		return e.BaseID == ready.BaseID && e.EventHeader().RepoKey == r.store.Key
+	})
+	if pulled.Object != ready.Object {
+		t.Errorf("the runner's base.ready names object %q, want %q", pulled.Object, ready.Object)
+	}
+	rec, err := base.Read(r.store, ready.BaseID)
+	if err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+	if rec.Pulled == nil || rec.Pulled.From != w.store.Dir || rec.Store != r.store.Dir {
+		t.Errorf("pulled record: store %s, pulled %+v; want from %s", rec.Store, rec.Pulled, w.store.Dir)
+	}
+	if cur := r.current(); cur != ready.BaseID {
+		t.Errorf("runner's current base is %q, want %s", cur, ready.BaseID)
+	}
+
+	// Stopped; the fleet moves on; the next boot catches up.
+	runner.kill(t)
+	c1 := w.commit()
+	next := eventstest.For(ev, wait, func(e *events.BaseReady) bool { return e.Commit == c1 && e.Object != "" })
+	up := r.start(nil, "ferry", "up", "--runner")
+	eventstest.For(ev, wait, func(e *events.BaseReady) bool {
+		return e.BaseID == next.BaseID && e.EventHeader().RepoKey == r.store.Key
+	})
+	if cur := r.current(); cur != next.BaseID {
+		t.Errorf("after catching up the runner's current base is %q, want %s", cur, next.BaseID)
+	}
+	if bs := r.bases(); bs[next.BaseID] != "ready" {
+		t.Errorf("after catching up: %v", bs)
+	}
+	// A runner never builds: no base.building came from its store.
+	if n := ev.Count(func(e events.Event) bool {
+		return e.Kind() == events.KindBaseBuilding && e.EventHeader().RepoKey == r.store.Key
+	}); n != 0 {
+		t.Errorf("the runner announced %d base.building, want none", n)
+	}
+	up.cmd.Process.Signal(os.Interrupt)
+	up.wait(t)
+	t.Logf("runner:\n%s", up.out)
+}
