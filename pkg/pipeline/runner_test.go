@@ -1,7 +1,10 @@
 package pipeline_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -10,13 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/ferrydev/ferry/events"
 	"github.com/ferrydev/ferry/internal/eventstest"
 	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/share"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -220,4 +227,171 @@ func TestRunnerFollowsPublisher(t *testing.T) {
 	up.cmd.Process.Signal(os.Interrupt)
 	up.wait(t)
 	t.Logf("runner:\n%s", up.out)
+}
+
+// natsServer is a JetStream server on a fixed loopback port with a store
+// of its own, so a test can stop it and start it again where clients
+// reconnect.
+type natsServer struct {
+	opts *server.Options
+	srv  *server.Server
+	url  string // with the token
+}
+
+func startNATS(t *testing.T) *natsServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	n := &natsServer{opts: &server.Options{
+		ServerName: "runner-test", Host: "127.0.0.1", Port: p, Authorization: clusterToken,
+		NoSigs: true, NoLog: true, JetStream: true, StoreDir: t.TempDir(),
+	}, url: fmt.Sprintf("nats://%s@127.0.0.1:%d", clusterToken, p)}
+	n.up(t)
+	t.Cleanup(n.down)
+	return n
+}
+
+func (n *natsServer) up(t *testing.T) {
+	t.Helper()
+	srv, err := server.NewServer(n.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(wait) {
+		t.Fatal("the bus did not start")
+	}
+	n.srv = srv
+}
+
+func (n *natsServer) down() {
+	if n.srv != nil {
+		n.srv.Shutdown()
+		n.srv.WaitForShutdown()
+		n.srv = nil
+	}
+}
+
+// A publisher slower than the runner, and a bus that goes away: the
+// runner gets a base.ready for an object whose upload has not finished (no
+// digest yet) and waits, neither pulling it nor building; the bus stops and
+// starts again (same address, same store) while it waits; when the upload
+// finishes the runner installs the base, and it goes on to install the
+// next one published after the bus came back.
+func TestRunnerWaitsForPublisherAndBus(t *testing.T) {
+	w := newWorld(t)
+	w.open()
+	nats := startNATS(t)
+	r := newRunnerHost(t, w, nats.url)
+	runner := r.start(nil, "ferry-base", "--follow", "--pull")
+	publish := func(args ...string) string {
+		t.Helper()
+		c := exec.Command(filepath.Join(testenv.Binaries(t), "ferry"), append([]string{"base", "--json"}, args...)...)
+		c.Dir, c.Env = w.repo.Dir, childEnv(append(w.baseVars(), "FERRY_NATS_URL="+nats.url)...)
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("ferry base %v: %v\n%s", args, err, out)
+		}
+		var rec struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(out, &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.ID
+	}
+	readyOn := func(id string) {
+		t.Helper()
+		poll(t, "base "+id+" ready on the runner", func() bool { return r.bases()[id] == "ready" && r.current() == id })
+	}
+
+	id0 := publish("--publish")
+	readyOn(id0)
+
+	// Built, uploaded, but its digest not written yet: what a runner sees
+	// while the publisher's upload runs.
+	w.commit()
+	id1 := publish()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	conn, err := bus.Dial(ctx, bus.Config{URL: nats.url, Name: "runner-test", Bound: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := base.Read(w.store, id1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := share.Publish(ctx, conn, share.Bucket{}, rec); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := conn.JS.ObjectStore(ctx, share.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := obs.GetInfo(ctx, id1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete := info.ObjectMeta
+	uploading := complete
+	uploading.Metadata = map[string]string{}
+	for k, v := range complete.Metadata {
+		uploading.Metadata[k] = v
+	}
+	var m share.Meta
+	if err := json.Unmarshal([]byte(complete.Metadata["ferry-meta"]), &m); err != nil {
+		t.Fatal(err)
+	}
+	m.Digest = ""
+	b, _ := json.Marshal(m)
+	uploading.Metadata["ferry-meta"], uploading.Metadata["digest"] = string(b), ""
+	if err := obs.UpdateMeta(ctx, id1, uploading); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Publish(ctx, events.Stamp(&events.BaseReady{BaseID: id1, Commit: rec.Commit,
+		Fingerprint: rec.Fingerprint, Current: true, Object: id1}, w.store.Key)); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the runner to wait for the upload", func() bool {
+		return strings.Contains(runner.out.String(), "still being uploaded")
+	})
+	conn.Close()
+
+	// The bus goes away and comes back while the runner waits.
+	nats.down()
+	time.Sleep(time.Second)
+	if bs := r.bases(); bs[id1] != "" {
+		t.Fatalf("the runner installed base %s before its upload finished: %v", id1, bs)
+	}
+	nats.up(t)
+	if conn, err = bus.Dial(ctx, bus.Config{URL: nats.url, Name: "runner-test", Bound: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if obs, err = conn.JS.ObjectStore(ctx, share.DefaultBucket); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.UpdateMeta(ctx, id1, complete); err != nil {
+		t.Fatal(err)
+	}
+	readyOn(id1)
+
+	// And the next base, published after the bus came back.
+	w.commit()
+	id2 := publish("--publish")
+	readyOn(id2)
+	select {
+	case <-runner.done:
+		t.Fatalf("the runner exited: %v", runner.err)
+	default:
+	}
+	if strings.Contains(runner.out.String(), "building") {
+		t.Errorf("the runner built something:\n%s", runner.out)
+	}
+	t.Logf("runner:\n%s", runner.out)
 }
