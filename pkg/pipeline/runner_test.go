@@ -395,3 +395,99 @@ func TestRunnerWaitsForPublisherAndBus(t *testing.T) {
 	}
 	t.Logf("runner:\n%s", runner.out)
 }
+
+// The three-node loopback cluster: a publisher and two runners, with the
+// bucket's stream (R3) losing its leader while the runners pull. The
+// leader is shut down as soon as a runner has a partial base; a pull whose
+// reads fail is retried (the runner waits for the bus), and both runners
+// end with the base ready and current.
+func TestClusterRunnersSurviveLeaderLoss(t *testing.T) {
+	nodes := startCluster(t, 3)
+	all := clusterURL(nodes)
+	w := newWorld(t)
+	// A target big enough for the pull to take a while: incompressible.
+	warm := `mkdir -p "$CARGO_TARGET_DIR/debug" && head -c 96000000 /dev/urandom > "$CARGO_TARGET_DIR/debug/blob"`
+	if err := os.WriteFile(filepath.Join(w.repo.Dir, config.FileName), fmt.Appendf(nil, "[base]\nwarm = [%q]\n", warm), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var runners []*runnerHost
+	var procs []*proc
+	for range 2 {
+		r := newRunnerHost(t, w, all)
+		r.vars = append(r.vars, "FERRY_BUS_REPLICAS=3")
+		runners = append(runners, r)
+		procs = append(procs, r.start(nil, "ferry-base", "--follow", "--pull"))
+	}
+	probe := dialCluster(t, all)
+	poll(t, "both runners' consumers", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := probe.JS.Stream(ctx, bus.StreamEvents); err != nil {
+			return false // the runners have not made it yet
+		}
+		n := 0
+		for _, c := range consumers(t, probe, bus.StreamEvents) {
+			if strings.HasPrefix(c.Name, "ferry-runner_") {
+				n++
+			}
+		}
+		return n == 2
+	})
+
+	published := make(chan string, 1)
+	go func() {
+		c := exec.Command(filepath.Join(testenv.Binaries(t), "ferry"), "base", "--publish", "--json")
+		c.Dir, c.Env = w.repo.Dir, childEnv(append(w.baseVars(), "FERRY_NATS_URL="+all, "FERRY_BUS_REPLICAS=3")...)
+		var stderr strings.Builder
+		c.Stderr = &stderr
+		out, err := c.Output()
+		var rec struct {
+			ID string `json:"id"`
+		}
+		if err == nil {
+			err = json.Unmarshal(out, &rec)
+		}
+		if err != nil {
+			t.Errorf("ferry base --publish: %v\n%s%s", err, stderr.String(), out)
+		}
+		published <- rec.ID
+	}()
+	partial := func() bool {
+		for _, r := range runners {
+			for _, s := range r.bases() {
+				if s == "partial" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	poll(t, "a runner pulling", partial)
+	victim := streamLeaderNow(probe, "OBJ_"+share.DefaultBucket)
+	for _, nd := range nodes {
+		if nd.srv.Name() == victim {
+			nd.srv.Shutdown()
+			nd.srv.WaitForShutdown()
+		}
+	}
+	midPull := partial()
+	t.Logf("shut down %s, the leader of the bucket's stream; a pull still running: %v", victim, midPull)
+	id := <-published
+	if id == "" {
+		t.FailNow()
+	}
+	for i, r := range runners {
+		poll(t, fmt.Sprintf("runner %d to have base %s", i, id), func() bool {
+			return r.bases()[id] == "ready" && r.current() == id
+		})
+		if _, err := base.Read(r.store, id); err != nil {
+			t.Errorf("runner %d: %v", i, err)
+		}
+		if strings.Contains(procs[i].out.String(), "building") {
+			t.Errorf("runner %d built:\n%s", i, procs[i].out)
+		}
+	}
+	for i, p := range procs {
+		t.Logf("runner %d:\n%s", i, p.out)
+	}
+}
