@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/ferrydev/ferry/events"
+	"github.com/ferrydev/ferry/internal/bustest"
 	"github.com/ferrydev/ferry/internal/eventstest"
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/testenv"
@@ -23,6 +24,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/pipeline"
 	"github.com/ferrydev/ferry/pkg/share"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -489,5 +491,77 @@ func TestClusterRunnersSurviveLeaderLoss(t *testing.T) {
 	}
 	for i, p := range procs {
 		t.Logf("runner %d:\n%s", i, p.out)
+	}
+}
+
+// [bus] runner-builds: a runner builds what it cannot pull (here a base
+// announced without an object), announcing it as a build host does.
+// Without it the same announcement is skipped (TestRunnerWaitsForPublisherAndBus).
+func TestRunnerBuildsWhenConfigured(t *testing.T) {
+	w := newWorld(t)
+	w.open()
+	h := bustest.StartIn(t, w.home)
+	cfg := h.ClientConfig("test")
+	conn := bustest.Dial(t, h, "test")
+	ev := eventstest.Watch(t, conn.JS, "ferry.>")
+	r := newRunnerHost(t, w, "")
+	toml := filepath.Join(r.dir, config.FileName)
+	data, err := os.ReadFile(toml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(toml, append(data, "[bus]\nrunner-builds = true\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := git.Open(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cenv := testenv.NewEnv(t.TempDir(), r.dir)
+	cenv.Set("FERRY_HOME", r.home)
+	cenv.Set("FERRY_WORKTREES", r.wts)
+	settings, err := config.Load(g.Top, cenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !settings.RunnerBuilds {
+		t.Fatal("[bus] runner-builds = true did not set RunnerBuilds")
+	}
+	log := &testenv.Buffer{}
+	re := pipeline.Env{Repo: g, Settings: settings, Store: r.store, Log: log, Bus: &cfg}
+	runStage(t, log, func(ctx context.Context) error {
+		return pipeline.RunRunner(ctx, pipeline.RunnerOptions{Env: re})
+	})
+
+	e := w.env(&testenv.Buffer{})
+	e.Bus = &cfg
+	res, err := pipeline.BuildBase(context.Background(), e.OneShot("ferry-base"), base.Options{
+		Repo: e.Repo, Settings: e.Settings, Store: e.Store, Rev: "HEAD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Record.ID
+	eventstest.For(ev, wait, func(b *events.BaseBuilding) bool { return b.BaseID == id && b.EventHeader().RepoKey == r.store.Key })
+	eventstest.For(ev, wait, func(b *events.BaseReady) bool { return b.BaseID == id && b.EventHeader().RepoKey == r.store.Key })
+	rec, err := base.Read(r.store, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Pulled != nil || rec.Store != r.store.Dir {
+		t.Errorf("the runner's base %s: store %s, pulled %+v; want built here", id, rec.Store, rec.Pulled)
+	}
+	if !strings.Contains(log.String(), "runner-builds") {
+		t.Errorf("the runner's log does not say why it built:\n%s", log)
+	}
+}
+
+// ferry up --runner refuses to start without the fleet's bus.
+func TestUpRunnerNeedsTheFleetsBus(t *testing.T) {
+	w := newWorld(t)
+	c := exec.Command(filepath.Join(testenv.Binaries(t), "ferry"), "up", "--runner")
+	c.Dir, c.Env = w.repo.Dir, childEnv(w.baseVars()...)
+	out, err := c.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "FERRY_NATS_URL") {
+		t.Fatalf("ferry up --runner without a bus: %v\n%s", err, out)
 	}
 }
