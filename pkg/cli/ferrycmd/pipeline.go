@@ -26,7 +26,7 @@ type upCmd struct {
 func up(args []string, io cli.IO) int {
 	var c upCmd
 	_, code, done := cli.Parse("ferry up", "Keep bases warm for this repository: start ferry-watch (hosting the bus), ferry-base --follow and ferry-gc --follow, and stop them all on Ctrl-C or SIGTERM. Their output goes to stderr.",
-		[]string{"ferry up", "ferry up --rev main --interval 5", "FERRY_NATS_URL=tls://runner:secret@bus.example:4222 ferry up --runner"}, &c, args, io)
+		[]string{"ferry up", "ferry up --rev main --interval 5", "ferry up --runner   # on a runner, with FERRY_NATS_URL naming the fleet's bus"}, &c, args, io)
 	if done {
 		return code
 	}
