@@ -280,8 +280,9 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	if err != nil {
 		return nil, fmt.Errorf("read object %s: %w", p.ID, err)
 	}
-	defer obj.Close()
-	src := &objReader{r: obj}
+	chunks := guard(obj, StallTimeout)
+	defer chunks.Close()
+	src := &objReader{r: chunks}
 	zr, err := zstd.NewReader(src)
 	if err != nil {
 		return nil, err
@@ -378,6 +379,61 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	}
 	res.Record = &r
 	return res, nil
+}
+
+// StallTimeout fails a download that received nothing from the bus for
+// this long. On the three-node loopback cluster, with the bucket stream's
+// leader shut down mid-pull, the client's consumer of the chunks sometimes
+// never resumed and the pull would have waited for TransferTimeout (an
+// hour); failed instead, the pull is retried (a runner does so itself).
+const StallTimeout = 30 * time.Second
+
+// guard reads obj in a goroutine of its own and hands the bytes on; when
+// nothing was handed on for stall, the reader fails. The goroutine closes
+// obj when its reads end; a read blocked on a stalled stream ends at the
+// transfer's deadline, so a stall costs a goroutine until then. Closing
+// the returned reader stops the goroutine at its next read.
+func guard(obj io.ReadCloser, stall time.Duration) *io.PipeReader {
+	pr, pw := io.Pipe()
+	moved := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer obj.Close()
+		buf := make([]byte, 256<<10)
+		for {
+			n, err := obj.Read(buf)
+			if n > 0 {
+				if _, werr := pw.Write(buf[:n]); werr != nil {
+					return
+				}
+				select {
+				case moved <- struct{}{}:
+				default:
+				}
+			}
+			if err != nil {
+				pw.CloseWithError(err) // io.EOF: the reader sees EOF
+				return
+			}
+		}
+	}()
+	go func() {
+		t := time.NewTimer(stall)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-moved:
+				t.Reset(stall)
+			case <-t.C:
+				pw.CloseWithError(fmt.Errorf("nothing came from the bus for %v", stall))
+				return
+			}
+		}
+	}()
+	return pr
 }
 
 // objReader keeps the error of the object's reader: a failure of the bus
