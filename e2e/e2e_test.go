@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -117,6 +118,10 @@ func TestScripts(t *testing.T) {
 				err := exec.Command("unshare", "--user", "--map-root-user", "sh", "-c",
 					"echo 0 > /proc/sys/user/max_user_namespaces && ! unshare --user true 2>/dev/null").Run()
 				return err == nil, nil
+			case "nightly":
+				// rustup has a nightly toolchain (checksum freshness).
+				out, err := exec.Command("rustup", "toolchain", "list").Output()
+				return err == nil && strings.Contains(string(out), "nightly"), nil
 			case "seccomp":
 				// nouserns's filter is written for x86-64 Linux.
 				return runtime.GOOS == "linux" && runtime.GOARCH == "amd64", nil

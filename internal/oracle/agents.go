@@ -118,6 +118,7 @@ type Ferry struct {
 	Worktrees string   // FERRY_WORKTREES
 	Repo      string   // the repository's work tree
 	Env       []string // environment for every command (CARGO_HOME set, git isolated)
+	Freshness string   // [base] freshness of the bases; "" for the default (mtime)
 
 	// From `ferry base --json`: the repository's store, the base's
 	// checkout and target.
@@ -147,7 +148,11 @@ func (f *Ferry) Base(ctx context.Context, warm ...string) error {
 	if err := appendOrCreate(exclude, "/ferry.toml\n"); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(f.Repo, "ferry.toml"), []byte("[base]\nwarm = ["+strings.Join(q, ", ")+"]\n"), 0o644); err != nil {
+	toml := "[base]\nwarm = [" + strings.Join(q, ", ") + "]\n"
+	if f.Freshness != "" {
+		toml += fmt.Sprintf("freshness = %q\n", f.Freshness)
+	}
+	if err := os.WriteFile(filepath.Join(f.Repo, "ferry.toml"), []byte(toml), 0o644); err != nil {
 		return err
 	}
 	out, err := f.ferry(ctx, "base", "--json")

@@ -190,8 +190,28 @@ func TestFerryAgentsBuildTheirOwnCode(t *testing.T) { ferryOracle(t, "auto") }
 // the reference's reports the reference's copy.
 func TestFerryAgentsBuildTheirOwnCodeOff(t *testing.T) { ferryOracle(t, "off") }
 
-// ferryOracle runs the oracle of Ferry agents under sandbox mode mode.
-func ferryOracle(t *testing.T, mode string) {
+// TestFerryAgentsBuildTheirOwnCodeChecksum is the oracle in checksum
+// freshness mode ([base] freshness = "checksum"), with bases and agents
+// on the rustup nightly (RUSTUP_TOOLCHAIN=nightly for Ferry's commands
+// only: the references stay on the default toolchain, whose template they
+// reuse, and compare the programs' output, not the compiler's). The
+// registry's proc-macro2 1.0.47 turns on nightly features today's nightly
+// no longer has unless -Zallow-features leaves them out (its build script
+// reads the flag), so Ferry's commands also get RUSTFLAGS=-Zallow-features=.
+func TestFerryAgentsBuildTheirOwnCodeChecksum(t *testing.T) {
+	out, err := exec.Command("rustup", "toolchain", "list").Output()
+	if err != nil || !strings.Contains(string(out), "nightly") {
+		t.Skipf("no rustup nightly toolchain (`rustup toolchain list`: %v)", err)
+	}
+	ferryOracle(t, "auto", func(f *Ferry) {
+		f.Freshness = "checksum"
+		f.Env = append(dropEnv(f.Env, "RUSTUP_TOOLCHAIN", "RUSTFLAGS"), "RUSTUP_TOOLCHAIN=nightly", "RUSTFLAGS=-Zallow-features=")
+	})
+}
+
+// ferryOracle runs the oracle of Ferry agents under sandbox mode mode;
+// each of with changes the Ferry driver before the base is built.
+func ferryOracle(t *testing.T, mode string, with ...func(*Ferry)) {
 	start := time.Now()
 	setupPkg(t) // starts the template build, which runs beside ferry base
 	cfg := loadConfig(t, defaultAgents, defaultRounds)
@@ -211,6 +231,9 @@ func ferryOracle(t *testing.T, mode string) {
 	tmp := t.TempDir()
 	f := &Ferry{Bin: bin, Home: filepath.Join(tmp, "ferry-home"), Worktrees: filepath.Join(tmp, "worktrees"),
 		Repo: repo.Dir, Env: append(baseEnv(), "FERRY_SANDBOX="+mode)}
+	for _, w := range with {
+		w(f)
+	}
 	tBase := time.Now()
 	if err := f.Base(ctx, "cargo build --workspace --all-targets"); err != nil {
 		var ce *CommandError

@@ -102,6 +102,10 @@ type Record struct {
 	// Remap is set for an agent in remap mode (see remap.go): spawned
 	// without the namespace from a base built in remap mode.
 	Remap *Remap `json:"remap,omitempty"`
+	// FreshnessEnv is the variables of the base's freshness mode
+	// (base.Record.FreshnessEnv, copied at spawn): every cargo call of
+	// the agent gets them in place of inherited ones. Empty in mtime mode.
+	FreshnessEnv []string `json:"freshness_env,omitempty"`
 
 	Stamp   StampStats `json:"stamp"`
 	Fork    ForkStats  `json:"fork"`
@@ -124,6 +128,9 @@ type ForkStats struct {
 	// Relocated is what the relocation plan removed from the fork, when
 	// the agent builds at other paths than its base did.
 	Relocated *Relocated `json:"relocated,omitempty"`
+	// LinkRebuilds are the Cargo dep-info files (relative to the target)
+	// spawn emptied under the link_rebuilds rule.
+	LinkRebuilds []string `json:"link_rebuilds,omitempty"`
 }
 
 // Relocated is what the relocation plan removed from a fork (paths, files,

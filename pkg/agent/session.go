@@ -11,10 +11,11 @@ import (
 
 // Environ is the environment of a process run for agent r: the caller's,
 // with the shim first on PATH, FERRY_AGENT set for scripts, and no
-// inherited build redirection (invariant 4).
+// inherited build redirection (invariant 4), and the base's freshness
+// variables.
 func Environ(s *store.Store, r *Record, env []string) []string {
 	path := cargoenv.Get(env, "PATH")
-	out := cargoenv.Without(env, "FERRY_AGENT", "PATH")
+	out := cargoenv.WithFreshness(cargoenv.Without(env, "FERRY_AGENT", "PATH"), r.FreshnessEnv)
 	shim := s.ShimDir()
 	var keep []string
 	for _, p := range filepath.SplitList(path) {

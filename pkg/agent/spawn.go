@@ -395,6 +395,15 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 			return err
 		}
 	}
+	// The agent's builds start from here: the shim freshens what changes
+	// after this without its mtime following (freshness.FreshenMoved).
+	gitDir, err := git.WorktreeGitDir(r.Worktree)
+	if err != nil {
+		return err
+	}
+	if err := freshness.Settle(r.Worktree, gitDir); err != nil {
+		return err
+	}
 	r.Timings.Stamp = since(t)
 	failpoint.Hit("spawn/after-stamp")
 
@@ -413,9 +422,49 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 		}
 		r.Fork.Relocated = &a
 	}
+	r.FreshnessEnv = b.FreshnessEnv()
+	// The link_rebuilds rule runs in both modes. Checksum mode needs it
+	// for every link that leads elsewhere: Cargo compares the content at
+	// the path it recorded (the link's old end, when that lies in the
+	// package), and leaving it unstamped does not change that. mtime mode
+	// is safe where a link has an end in the checkout: both ends, and all
+	// below them, are left unstamped and freshened above, newer than any
+	// unit of the base, and Cargo records such an input either by that
+	// end or by the path through the link, whose mtime it takes from the
+	// end in the agent. It is not safe for a link that leads from one
+	// place outside the checkout to another: Cargo takes the mtime of the
+	// file the link leads to, which Ferry does not freshen (Cargo 1.95:
+	// such a retarget to an old file compiles nothing).
+	in := freshness.Input{AgentDir: r.Worktree, AgentIndex: index, BaseDir: b.Src, BaseTree: tree}
+	if r.Fork.LinkRebuilds, err = linkRebuilds(s, r, b, backend, in); err != nil {
+		return err
+	}
 	r.Timings.Fork = since(t)
 	failpoint.Hit("spawn/after-fork")
 	return makeTargetLink(o.Repo, s, r, backend)
+}
+
+// linkRebuilds empties, in agent r's fork (an overlay fork's upper dir),
+// the Cargo dep-info of the units the link_rebuilds rule names for the
+// agent's checkout against base b's (package freshness), and returns the
+// files it emptied.
+func linkRebuilds(s *store.Store, r *Record, b *base.Record, backend fork.Backend, in freshness.Input) ([]string, error) {
+	files, err := freshness.LinkRebuilds(in, b.Target, s.Dir)
+	if err != nil || len(files) == 0 {
+		return nil, err
+	}
+	spec := backend.TargetSpec(fork.Paths{BaseTarget: b.Target, AgentDir: s.Agent(r.Name).Dir})
+	if spec.Overlay != nil {
+		return files, freshness.EmptyDepInfo(spec.Overlay.Upper, files)
+	}
+	// The relocation plan may have removed a unit whole.
+	var kept []string
+	for _, f := range files {
+		if _, err := os.Lstat(filepath.Join(spec.Dir, filepath.Dir(filepath.FromSlash(f)))); err == nil {
+			kept = append(kept, f)
+		}
+	}
+	return kept, freshness.EmptyDepInfo(spec.Dir, kept)
 }
 
 // relocateFork applies base b's relocation plan to agent r's fork, which

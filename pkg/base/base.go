@@ -55,10 +55,12 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/relocate"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
+	"github.com/ferrydev/ferry/pkg/toolchain"
 )
 
 // Format versions the base record and the fingerprint inputs. Raising it
@@ -68,7 +70,9 @@ const Format = 2
 
 // Modes are the build modes that enter the fingerprint.
 type Modes struct {
-	Freshness string `json:"freshness"` // "mtime" (checksum freshness comes later)
+	// Freshness is [base] freshness: config.FreshnessMtime, or
+	// config.FreshnessChecksum, built and used with FreshnessEnv.
+	Freshness string `json:"freshness"`
 	// Isolation is sandbox.IsolationNamespace (built at the canonical
 	// paths) or sandbox.IsolationOff (built at the base's host paths).
 	Isolation string `json:"isolation"`
@@ -140,13 +144,17 @@ type Record struct {
 	Relocated *relocate.Applied `json:"relocated,omitempty"`
 	// Pulled is set for a base pulled from a bus bucket (package share)
 	// instead of built here.
-	Pulled     *PullRecord `json:"pulled,omitempty"`
-	Stamped    StampCount  `json:"stamped"`
-	TargetSeal TargetSeal  `json:"target_seal"` // what the target held when base.json was written
-	Timings    Timings     `json:"timings"`
-	Warnings   []string    `json:"warnings"`
-	Incomplete []string    `json:"incomplete"`
-	Created    time.Time   `json:"created"`
+	Pulled *PullRecord `json:"pulled,omitempty"`
+	// LinkRebuilds are the Cargo dep-info files (relative to the target)
+	// a seeded refresh emptied under the link_rebuilds
+	// rule, before its warm build.
+	LinkRebuilds []string   `json:"link_rebuilds,omitempty"`
+	Stamped      StampCount `json:"stamped"`
+	TargetSeal   TargetSeal `json:"target_seal"` // what the target held when base.json was written
+	Timings      Timings    `json:"timings"`
+	Warnings     []string   `json:"warnings"`
+	Incomplete   []string   `json:"incomplete"`
+	Created      time.Time  `json:"created"`
 }
 
 // HostPaths reports whether the base was built without the namespace
@@ -177,6 +185,16 @@ type PullRecord struct {
 	// Relocated is what the dead relocation plan removed from the target,
 	// when From is not this store's dir.
 	Relocated *relocate.Applied `json:"relocated,omitempty"`
+}
+
+// FreshnessEnv is what Cargo needs in the base's warm commands and every
+// agent call for the base's freshness mode: checksum freshness's
+// variables for its toolchain, none for mtime.
+func (r *Record) FreshnessEnv() []string {
+	if r.Modes.Freshness != config.FreshnessChecksum {
+		return nil
+	}
+	return toolchain.ChecksumEnv(r.Toolchain.Rustc)
 }
 
 // PruneCount is what pruning a seeded target removed.

@@ -109,7 +109,11 @@ func Resolve(o Options) (*Plan, error) {
 	// Remap mode applies to builds without the namespace: in it every
 	// build already runs at the same canonical paths.
 	remapMode := o.Settings.RemapPaths && iso.Isolation == sandbox.IsolationOff
-	tc, err := detectToolchain(o, commit, remapMode)
+	fresh := o.Settings.Freshness
+	if fresh == "" {
+		fresh = config.FreshnessMtime
+	}
+	tc, err := detectToolchain(o, commit, remapMode, fresh == config.FreshnessChecksum)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +127,7 @@ func Resolve(o Options) (*Plan, error) {
 			Rustc: tc.RustcVerbose, RustcVersion: tc.RustcVersion, Host: tc.Host,
 			Cargo: tc.Cargo, CargoVersion: tc.CargoVersion,
 		},
-		Modes:    Modes{Freshness: "mtime", Isolation: iso.Isolation, Remap: remapMode},
+		Modes:    Modes{Freshness: fresh, Isolation: iso.Isolation, Remap: remapMode},
 		Fallback: iso.Warning(),
 	}
 	for _, c := range cmds {
@@ -150,8 +154,9 @@ func Resolve(o Options) (*Plan, error) {
 // commit's rust-toolchain files, so rustup resolves what the build will get
 // (the warm build runs at <store>/mnt/src, a path no rustup override names).
 // With remap, it also asks that toolchain's rustc whether remap mode pays
-// off (toolchain.ProbeRemap), and refuses the build when it does not.
-func detectToolchain(o Options, commit string, remap bool) (*toolchain.Toolchain, error) {
+// off (toolchain.ProbeRemap), and refuses the build when it does not. With
+// checksum, a toolchain that cannot do checksum freshness is refused.
+func detectToolchain(o Options, commit string, remap, checksum bool) (*toolchain.Toolchain, error) {
 	dir, err := os.MkdirTemp("", "ferry-toolchain-")
 	if err != nil {
 		return nil, err
@@ -165,8 +170,16 @@ func detectToolchain(o Options, commit string, remap bool) (*toolchain.Toolchain
 		}
 	}
 	tc, err := toolchain.Detect(dir, o.env())
-	if err != nil || !remap || knobs.SkipRemapProbe() {
-		return tc, err
+	if err != nil {
+		return nil, err
+	}
+	if checksum {
+		if err := tc.ProbeChecksum(dir, o.env()); err != nil {
+			return nil, err
+		}
+	}
+	if !remap || knobs.SkipRemapProbe() {
+		return tc, nil
 	}
 	if err := tc.ProbeRemap(dir, o.env()); err != nil {
 		hint := failure.HintOf(err)
@@ -233,7 +246,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 					return nil, fmt.Errorf("remap mode: %w", err)
 				}
 			}
-			if err := setCurrent(o.Store, p.ID); err != nil {
+			if err := SetCurrent(o.Store, p.ID); err != nil {
 				return nil, err
 			}
 			fmt.Fprintf(out, "ferry-base: base %s is ready; reused\n", p.ID)
@@ -246,7 +259,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	if err := discard(o, p.ID); err != nil {
+	if err := Discard(o, p.ID); err != nil {
 		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
 	}
 	var seed *Record
@@ -263,7 +276,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 
 	r, err := build(ctx, o, p, seed, start)
 	if err != nil {
-		if derr := discard(o, p.ID); derr != nil {
+		if derr := Discard(o, p.ID); derr != nil {
 			err = errors.Join(err, fmt.Errorf("discard the failed base: %w", derr))
 		} else if rerr := l.Remove(); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("remove the failed base's lock file: %w", rerr))
@@ -396,7 +409,7 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	// base.json promises a complete target: make the build's writes durable
 	// first, so a crash after the marker cannot leave a ready base with torn
 	// files (and the first reflink fork does not pay for the writeback).
-	if err := syncfs(r.Target); err != nil {
+	if err := atomicfile.SyncTree(r.Target); err != nil {
 		return nil, err
 	}
 	if r.HostPaths() {
@@ -419,7 +432,7 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	if err := atomicfile.WriteJSON(s.Base(p.ID).Record, r, 0o644); err != nil {
 		return nil, err
 	}
-	if err := setCurrent(s, p.ID); err != nil {
+	if err := SetCurrent(s, p.ID); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "ferry-base: base %s ready in %.1fs (warm %.1fs)\n", p.ID, r.Timings.Total, r.Timings.Warm)
@@ -740,6 +753,7 @@ func warmEnv(env []string, r *Record, shimDir, wrapper string) []string {
 			"FERRY_WARM_CARGO="+r.Toolchain.CargoVersion)
 	}
 	out = append(out, cargoenv.Target(target)...)
+	out = cargoenv.WithFreshness(out, r.FreshnessEnv())
 	return append(out,
 		"CARGO_BUILD_WARNINGS=warn",
 		"PWD="+src,
@@ -785,15 +799,16 @@ func unready(s *store.Store, r *Record) error {
 	return atomicfile.SyncDir(r.Dir)
 }
 
-// discard removes every trace of a base that is not ready: its registered
+// Discard removes every trace of a base that is not ready: its registered
 // worktree and its directory. The caller holds the base lock. After a failed
 // build Build then removes the lock file too, still holding it (package
 // lock's protocol): nothing is left for the base, and a builder waiting on
 // the lock wakes, locks a new file and builds, as it would have anyway. The
 // discard of a partial base before a build keeps it: the build goes on
 // under that lock. A discard that fails keeps it too: a directory is left,
-// and gc deletes both.
-func discard(o Options, id string) error {
+// and gc deletes both. A pull of a shared base (package share) discards
+// its partial base the same way.
+func Discard(o Options, id string) error {
 	dir := o.Store.BaseDir(id)
 	if _, err := os.Stat(o.Store.Base(id).Record); err == nil {
 		return fmt.Errorf("refusing to discard ready base %s", id)
@@ -807,9 +822,9 @@ func discard(o Options, id string) error {
 	return atomicfile.SyncDir(o.Store.BasesDir())
 }
 
-// setCurrent records id as current under the store lock. Called with the
+// SetCurrent records id as current under the store lock. Called with the
 // base lock held (the lock order's one exception: see package lock).
-func setCurrent(s *store.Store, id string) error {
+func SetCurrent(s *store.Store, id string) error {
 	l, err := lock.Take(s.LockPath())
 	if err != nil {
 		return err

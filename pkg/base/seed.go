@@ -216,7 +216,10 @@ func cloneSeed(r, seed *Record) error {
 // seedFrom stamps r's fresh checkout against the seed's (see Seeding), for
 // the seed's target cloneSeed gave r (a reflink or a copy: either keeps
 // every mtime). What the verifier cannot prove identical to the seed's
-// checkout gets an mtime no older than now, after the seed's build.
+// checkout gets an mtime no older than now, after the seed's build. The
+// units the link_rebuilds rule names get their Cargo dep-info emptied
+// (package freshness; r.LinkRebuilds lists them), in both modes, as at
+// spawn (agent's create says why mtime mode needs it too).
 func seedFrom(o Options, r, seed *Record) (StampCount, error) {
 	index, err := o.Repo.LsFiles(r.Src)
 	if err != nil {
@@ -226,7 +229,8 @@ func seedFrom(o Options, r, seed *Record) (StampCount, error) {
 	if err != nil {
 		return StampCount{}, err
 	}
-	plan, err := freshness.Verify(freshness.Input{AgentDir: r.Src, AgentIndex: index, BaseDir: seed.Src, BaseTree: tree})
+	in := freshness.Input{AgentDir: r.Src, AgentIndex: index, BaseDir: seed.Src, BaseTree: tree}
+	plan, err := freshness.Verify(in)
 	if err != nil {
 		return StampCount{}, err
 	}
@@ -235,6 +239,12 @@ func seedFrom(o Options, r, seed *Record) (StampCount, error) {
 		return StampCount{}, err
 	}
 	if _, err := freshness.FreshenSkipped(r.Src, plan, time.Now()); err != nil {
+		return StampCount{}, err
+	}
+	if r.LinkRebuilds, err = freshness.LinkRebuilds(in, r.Target, o.Store.Dir); err != nil {
+		return StampCount{}, err
+	}
+	if err := freshness.EmptyDepInfo(r.Target, r.LinkRebuilds); err != nil {
 		return StampCount{}, err
 	}
 	return StampCount{Files: st.Files, Dirs: st.Dirs}, nil

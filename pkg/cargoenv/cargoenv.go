@@ -45,3 +45,21 @@ func Get(env []string, key string) string {
 	}
 	return v
 }
+
+// FreshnessVars are the variables of Cargo's checksum freshness
+// (toolchain.ChecksumEnv sets them).
+var FreshnessVars = []string{"CARGO_UNSTABLE_CHECKSUM_FRESHNESS", "CARGO_BUILD_FINGERPRINT"}
+
+// WithFreshness returns env with set, a base's freshness variables
+// (none in mtime mode), in place of any inherited ones: the mode is the
+// base's, and a unit built under the other one would not match it.
+func WithFreshness(env, set []string) []string {
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if k != FreshnessVars[0] && k != FreshnessVars[1] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, set...)
+}

@@ -16,3 +16,13 @@ func TestWithoutDropsRedirectsAndNamed(t *testing.T) {
 		t.Fatalf("Target/Get: %v", got)
 	}
 }
+
+func TestWithFreshnessReplacesInherited(t *testing.T) {
+	env := []string{"PATH=/bin", "CARGO_UNSTABLE_CHECKSUM_FRESHNESS=false", "CARGO_BUILD_FINGERPRINT=mtime", "HOME=/h"}
+	if got := WithFreshness(env, []string{"CARGO_UNSTABLE_CHECKSUM_FRESHNESS=true"}); !slices.Equal(got, []string{"PATH=/bin", "HOME=/h", "CARGO_UNSTABLE_CHECKSUM_FRESHNESS=true"}) {
+		t.Errorf("checksum: %v", got)
+	}
+	if got := WithFreshness(env, nil); !slices.Equal(got, []string{"PATH=/bin", "HOME=/h"}) {
+		t.Errorf("mtime: %v", got)
+	}
+}

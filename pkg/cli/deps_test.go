@@ -62,3 +62,30 @@ func TestEachBinaryLinksWhatItsJobNeeds(t *testing.T) {
 		t.Logf("%-12s %3d packages, %2d of the NATS client, %2d of the server", b.cmd, len(strings.Fields(string(out))), len(client), len(server))
 	}
 }
+
+// TestOnlyStagesLinkMetrics: the Prometheus client is for the stages that
+// serve metrics (ferry-watch, ferry-base, ferry-gc, through package
+// metrics); the shim and ferry-rustc, on every cargo and rustc call, and
+// the front and ferry-spawn, never link it (its package initialisation
+// doubled ferry-spawn's start, 5 to 10 ms, when they did).
+func TestOnlyStagesLinkMetrics(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range binaries {
+		cmd := exec.Command("go", "list", "-deps", "./cmd/"+b.cmd)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps ./cmd/%s: %v\n%s", b.cmd, err, out)
+		}
+		linked := strings.Contains(string(out), "github.com/prometheus/client_golang/")
+		switch stage := b.cmd == "ferry-watch" || b.cmd == "ferry-base" || b.cmd == "ferry-gc"; {
+		case stage && !linked:
+			t.Errorf("%s does not link the Prometheus client: has serving metrics moved?", b.cmd)
+		case !stage && linked:
+			t.Errorf("%s links the Prometheus client: only the stages serve metrics", b.cmd)
+		}
+	}
+}

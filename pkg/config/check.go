@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -116,4 +117,31 @@ func ParseReapAfter(v string) (d time.Duration, msg, hint string) {
 		return 0, "a negative duration", h
 	}
 	return d, "", ""
+}
+
+// MetricsPorts is how many ports from Settings.MetricsPort the stages use:
+// ferry-watch, ferry-base and ferry-gc, in that order.
+const MetricsPorts = 3
+
+// portProblem checks a loopback port setting: 0 (off) or a TCP port that
+// leaves room for extra ports after it.
+func portProblem(n, extra int) (msg, hint string) {
+	if n == 0 || n >= 1 && n+extra <= 65535 {
+		return "", ""
+	}
+	if extra > 0 {
+		return fmt.Sprintf("not a TCP port with %d more after it", extra),
+			fmt.Sprintf("use a port from 1 to %d (each stage takes the next), or 0 for none", 65535-extra)
+	}
+	return "not a TCP port", "use a port from 1 to 65535, or 0 for none"
+}
+
+// parsePort parses a port variable (see portProblem).
+func parsePort(v string, extra int) (n int, msg, hint string) {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, "not a whole number", "give a port number, or unset it"
+	}
+	msg, hint = portProblem(n, extra)
+	return n, msg, hint
 }

@@ -62,6 +62,24 @@ var KeepGoingSince = [2]int{1, 74}
 
 const defaultBranchPrefix = "ferry/"
 
+// The values of [base] freshness: Cargo compares mtimes (with stamping
+// making the agent's unchanged files look as old as the base's), or the
+// content's checksums (Cargo's -Zchecksum-freshness; build scripts still
+// compare mtimes, so stamping runs in both).
+const (
+	FreshnessMtime    = "mtime"
+	FreshnessChecksum = "checksum"
+)
+
+// freshnessProblem says what is wrong with a [base] freshness value, and
+// the hint, or "" when it is one of the two.
+func freshnessProblem(v string) (msg, hint string) {
+	if v == FreshnessMtime || v == FreshnessChecksum {
+		return "", ""
+	}
+	return `not "mtime" or "checksum"`, `use "mtime" (the default), or "checksum" with a nightly toolchain`
+}
+
 // Settings is Ferry's configuration after the file, the platform overrides,
 // the environment and the defaults have been applied.
 type Settings struct {
@@ -74,7 +92,12 @@ type Settings struct {
 	// warm build was observed, pruning what the new build did not use
 	// ([base] prune, default true). Off, only a base with the same unit
 	// inputs seeds.
-	Prune        bool
+	Prune bool
+	// Freshness is how Cargo decides a unit is fresh in the bases built
+	// ([base] freshness): FreshnessMtime (the default) or
+	// FreshnessChecksum, which needs a nightly toolchain. Part of the base
+	// fingerprint: switching rebuilds every unit.
+	Freshness    string
 	BranchPrefix string // [agent] branch-prefix, default "ferry/"
 	Backend      string // "auto" | "reflink" | "copy" | "overlay" (FERRY_BACKEND, [agent] backend)
 	SandboxMode  string // "auto" | "on" | "off" (FERRY_SANDBOX, [sandbox] mode)
@@ -115,6 +138,17 @@ type Settings struct {
 	// none).
 	BasesBucket   string
 	BasesMaxBytes int64
+	// BusMonitorPort is the loopback port the embedded bus serves NATS
+	// monitoring on (/varz, /jsz, ... for the nats CLI, nats-surveyor and
+	// the NATS Prometheus exporter): FERRY_BUS_MONITOR_PORT, [bus]
+	// monitor-port; 0, the default, serves none.
+	BusMonitorPort int
+	// MetricsPort is the first of the loopback ports the long-running
+	// stages serve Ferry's Prometheus metrics on (package metrics):
+	// ferry-watch on it, ferry-base on the next, ferry-gc on the one
+	// after (FERRY_METRICS_PORT, [metrics] port); 0, the default, serves
+	// none.
+	MetricsPort int
 	// ReapAfter is how long an agent a hook created must show no sign of
 	// life before ferry gc reaps it as abandoned (FERRY_REAP_AFTER, [gc]
 	// reap-after, a Go duration; default DefaultReapAfter). 0 reaps as
@@ -182,6 +216,7 @@ func load(repoRoot string, env Env, goos string) (*Settings, error) {
 
 	s := &Settings{
 		Prune:        true,
+		Freshness:    FreshnessMtime,
 		BranchPrefix: defaultBranchPrefix,
 		Backend:      "auto",
 		SandboxMode:  "auto",
@@ -226,6 +261,9 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	if t.Base.KeepGoing != nil {
 		s.KeepGoing = *t.Base.KeepGoing
 	}
+	if t.Base.Freshness != nil {
+		s.Freshness = *t.Base.Freshness
+	}
 	if t.Agent.BranchPrefix != nil {
 		s.BranchPrefix = *t.Agent.BranchPrefix
 	}
@@ -261,6 +299,12 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	}
 	if t.GC.ReapAfter != nil {
 		s.ReapAfter, _, _ = ParseReapAfter(*t.GC.ReapAfter) // checked with the file
+	}
+	if t.Bus.MonitorPort != nil {
+		s.BusMonitorPort = *t.Bus.MonitorPort
+	}
+	if t.Metrics.Port != nil {
+		s.MetricsPort = *t.Metrics.Port
 	}
 	return nil
 }
@@ -333,6 +377,20 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 			return envError("FERRY_REAP_AFTER", v, msg, hint)
 		}
 		s.ReapAfter = d
+	}
+	if v := env.Getenv("FERRY_BUS_MONITOR_PORT"); v != "" {
+		n, msg, hint := parsePort(v, 0)
+		if msg != "" {
+			return envError("FERRY_BUS_MONITOR_PORT", v, msg, hint)
+		}
+		s.BusMonitorPort = n
+	}
+	if v := env.Getenv("FERRY_METRICS_PORT"); v != "" {
+		n, msg, hint := parsePort(v, MetricsPorts-1)
+		if msg != "" {
+			return envError("FERRY_METRICS_PORT", v, msg, hint)
+		}
+		s.MetricsPort = n
 	}
 	return nil
 }

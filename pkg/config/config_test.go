@@ -60,6 +60,7 @@ func defaults() Settings {
 		Warm:           []string{"cargo build --workspace --all-targets --keep-going", "cargo clippy --workspace --all-targets --keep-going"},
 		WarmIsDefault:  true,
 		Prune:          true,
+		Freshness:      "mtime",
 		KeepGoing:      true,
 		BranchPrefix:   "ferry/",
 		Backend:        "auto",
@@ -129,6 +130,7 @@ dir = "/srv/ferry"
 warm = ["cargo check --workspace", "cargo test --no-run"]
 prune = false
 keep-going = true
+freshness = "checksum"
 
 [agent]
 worktree-dir = "/srv/trees"
@@ -150,6 +152,7 @@ reap-after = "36h"
 					WorktreeParent: "/srv/trees",
 					Warm:           []string{"cargo check --workspace", "cargo test --no-run"},
 					KeepGoing:      true,
+					Freshness:      "checksum",
 					BranchPrefix:   "agents/",
 					Backend:        "copy",
 					SandboxMode:    "off",
@@ -257,6 +260,28 @@ reap-after = "36h"
 			},
 		},
 		{
+			name: "[bus] monitor-port and [metrics] port; FERRY_METRICS_PORT over the file",
+			file: "[bus]\nmonitor-port = 8222\n[metrics]\nport = 9464\n",
+			env:  map[string]string{"FERRY_METRICS_PORT": "19464"},
+			want: func(root string) Settings {
+				s := defaults()
+				s.BusMonitorPort = 8222
+				s.MetricsPort = 19464
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
+			name: "FERRY_BUS_MONITOR_PORT=0 turns the file's monitoring off",
+			file: "[bus]\nmonitor-port = 8222\n",
+			env:  map[string]string{"FERRY_BUS_MONITOR_PORT": "0"},
+			want: func(root string) Settings {
+				s := defaults()
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
 			name: "FERRY_HOME alone also holds the worktrees",
 			file: noFile,
 			env:  map[string]string{"FERRY_HOME": "/fh"},
@@ -331,6 +356,16 @@ reap-after = "36h"
 				s := defaults()
 				s.Warm = []string{"cargo build --workspace --all-targets", "cargo clippy --workspace --all-targets"}
 				s.KeepGoing = false
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
+			name: "checksum freshness",
+			file: "[base]\nfreshness = \"checksum\"\n",
+			want: func(root string) Settings {
+				s := defaults()
+				s.Freshness = FreshnessChecksum
 				s.File = filepath.Join(root, FileName)
 				return s
 			},
@@ -453,10 +488,16 @@ func TestLoadErrors(t *testing.T) {
 			hint: []string{`did you mean "base.warm"?`, "[base] takes: warm"},
 		},
 		{
+			name: "freshness is mtime or checksum",
+			file: "[base]\nfreshness = \"content\"\n",
+			msg:  []string{`@:2: base.freshness = "content": not "mtime" or "checksum"`},
+			hint: []string{`"checksum" with a nightly toolchain`},
+		},
+		{
 			name: "unknown table",
 			file: "[base]\nwarm = [\"x\"]\n\n[prune]\nkeep = 3\n",
 			msg:  []string{`@:4: unknown key "prune"`},
-			hint: []string{"ferry.toml takes: store, base, agent, sandbox, bus, gc, platform"},
+			hint: []string{"ferry.toml takes: store, base, agent, sandbox, bus, gc, metrics, platform"},
 		},
 		{
 			name: "several unknown keys report the first and count the rest",
@@ -486,7 +527,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "unknown key in a platform table",
 			file: "[platform.linux.base]\nwarm = [\"x\"]\npruning = false\n",
 			msg:  []string{`@:3: unknown key "platform.linux.base.pruning"`},
-			hint: []string{"[platform.linux.base] takes: warm, keep-going, prune"},
+			hint: []string{"[platform.linux.base] takes: warm, keep-going, prune, freshness"},
 		},
 		{
 			name: "misplaced key in a platform table is suggested within it",
@@ -647,6 +688,23 @@ func TestLoadErrors(t *testing.T) {
 			file: noFile,
 			env:  map[string]string{"FERRY_REAP_AFTER": "-1h"},
 			msg:  []string{`FERRY_REAP_AFTER="-1h": a negative duration`},
+		},
+		{
+			name: "metrics port without room for the three stages",
+			file: "[metrics]\nport = 65534\n",
+			msg:  []string{`@:2: metrics.port = 65534: not a TCP port with 2 more after it`},
+			hint: []string{"1 to 65533"},
+		},
+		{
+			name: "negative monitor port",
+			file: "[bus]\nmonitor-port = -1\n",
+			msg:  []string{`@:2: bus.monitor-port = -1: not a TCP port`},
+		},
+		{
+			name: "FERRY_BUS_MONITOR_PORT that is no number",
+			file: noFile,
+			env:  map[string]string{"FERRY_BUS_MONITOR_PORT": "http"},
+			msg:  []string{`FERRY_BUS_MONITOR_PORT="http": not a whole number`},
 		},
 		{
 			name: "bad FERRY_SANDBOX",

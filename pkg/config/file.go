@@ -30,6 +30,7 @@ type tables struct {
 	Sandbox sandboxTable `toml:"sandbox"`
 	Bus     busTable     `toml:"bus"`
 	GC      gcTable      `toml:"gc"`
+	Metrics metricsTable `toml:"metrics"`
 }
 
 type storeTable struct {
@@ -40,6 +41,7 @@ type baseTable struct {
 	Warm      *[]string `toml:"warm"`
 	KeepGoing *bool     `toml:"keep-going"`
 	Prune     *bool     `toml:"prune"`
+	Freshness *string   `toml:"freshness"`
 }
 
 type agentTable struct {
@@ -62,6 +64,12 @@ type busTable struct {
 	BasesBucket   *string `toml:"bases-bucket"`
 	BasesMaxBytes *int64  `toml:"bases-max-bytes"`
 	RunnerBuilds  *bool   `toml:"runner-builds"`
+	// Operating it: NATS monitoring on loopback.
+	MonitorPort *int `toml:"monitor-port"`
+}
+
+type metricsTable struct {
+	Port *int `toml:"port"`
 }
 
 type gcTable struct {
@@ -84,6 +92,7 @@ func (t *tables) override(o *tables) {
 	set(&t.Base.Warm, o.Base.Warm)
 	set(&t.Base.Prune, o.Base.Prune)
 	set(&t.Base.KeepGoing, o.Base.KeepGoing)
+	set(&t.Base.Freshness, o.Base.Freshness)
 	set(&t.Agent.WorktreeDir, o.Agent.WorktreeDir)
 	set(&t.Agent.BranchPrefix, o.Agent.BranchPrefix)
 	set(&t.Agent.Backend, o.Agent.Backend)
@@ -97,6 +106,8 @@ func (t *tables) override(o *tables) {
 	set(&t.Bus.BasesMaxBytes, o.Bus.BasesMaxBytes)
 	set(&t.Bus.RunnerBuilds, o.Bus.RunnerBuilds)
 	set(&t.GC.ReapAfter, o.GC.ReapAfter)
+	set(&t.Bus.MonitorPort, o.Bus.MonitorPort)
+	set(&t.Metrics.Port, o.Metrics.Port)
 }
 
 func set[T any](dst **T, src *T) {
@@ -254,6 +265,12 @@ func (d *document) checkTables(t *tables, prefix string) error {
 			}
 		}
 	}
+	if v := t.Base.Freshness; v != nil {
+		if msg, hint := freshnessProblem(*v); msg != "" {
+			key := prefix + "base.freshness"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
 	if v := t.Agent.BranchPrefix; v != nil {
 		if msg := branchPrefixProblem(*v); msg != "" {
 			key := prefix + "agent.branch-prefix"
@@ -293,6 +310,18 @@ func (d *document) checkTables(t *tables, prefix string) error {
 		if _, msg, hint := ParseReapAfter(*v); msg != "" {
 			key := prefix + "gc.reap-after"
 			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
+	if v := t.Bus.MonitorPort; v != nil {
+		if msg, hint := portProblem(*v, 0); msg != "" {
+			key := prefix + "bus.monitor-port"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %d: %s", key, *v, msg))
+		}
+	}
+	if v := t.Metrics.Port; v != nil {
+		if msg, hint := portProblem(*v, MetricsPorts-1); msg != "" {
+			key := prefix + "metrics.port"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %d: %s", key, *v, msg))
 		}
 	}
 	return nil

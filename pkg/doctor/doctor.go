@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
@@ -61,6 +62,7 @@ const (
 	CheckReflink    = platform.CheckReflink // clones in the store
 	CheckBases      = "bases"               // ready bases still hold what they were built with
 	CheckRemap      = "remap"               // the toolchain keeps rustc's incremental state across worktrees (remap mode)
+	CheckFreshness  = "freshness"           // [base] freshness, and whether the toolchain can do checksum
 )
 
 // Isolation of builds, as Spawn.Isolation says it.
@@ -338,6 +340,11 @@ func (r *Report) inRepo(o Options, userns Check) {
 	if remap.Status == Blocked && r.err == nil {
 		r.err = failure.New(failure.Prereq, remap.Hint, "%s", remap.Detail)
 	}
+	fresh, err := checkFreshness(o.Repo, s.Freshness)
+	r.Checks = append(r.Checks, fresh)
+	if r.err == nil && err != nil {
+		r.err = err
+	}
 }
 
 // checkRemap asks the repository's toolchain whether remap mode pays off
@@ -383,6 +390,45 @@ func checkRemap(dir string, on bool, isolation string) Check {
 		c.Status = Warning
 	}
 	return c
+}
+
+// checkFreshness reports the freshness mode of the bases ferry base would
+// build and, for checksum, whether the toolchain the repository selects
+// can do it, asked as ferry base asks (toolchain.ProbeChecksum, in a
+// scratch directory holding the repository's rust-toolchain files). A
+// toolchain that cannot is blocked: ferry base refuses it, and its error
+// is the one returned.
+func checkFreshness(repo, mode string) (Check, error) {
+	c := Check{Name: CheckFreshness, Status: OK}
+	if mode != config.FreshnessChecksum {
+		c.Detail = `mtime ([base] freshness): Cargo compares mtimes, and stamping makes what an agent did not change look as old as the base; "checksum" needs a nightly toolchain`
+		return c, nil
+	}
+	dir, err := os.MkdirTemp("", "ferry-doctor-toolchain-")
+	if err != nil {
+		c.Status, c.Detail = Warning, "could not probe the toolchain: "+err.Error()
+		return c, nil
+	}
+	defer os.RemoveAll(dir)
+	for _, name := range []string{"rust-toolchain", "rust-toolchain.toml"} {
+		if data, err := os.ReadFile(filepath.Join(repo, name)); err == nil {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				c.Status, c.Detail = Warning, "could not probe the toolchain: "+err.Error()
+				return c, nil
+			}
+		}
+	}
+	tc, err := toolchain.Detect(dir, nil)
+	if err == nil {
+		err = tc.ProbeChecksum(dir, nil)
+	}
+	if err != nil {
+		c.Status, c.Detail, c.Hint = Blocked, headline(err), failure.HintOf(err)
+		return c, err
+	}
+	c.Detail = fmt.Sprintf("checksum ([base] freshness): %s reads the switch; bases and agents get %s",
+		tc.Cargo, strings.Join(toolchain.ChecksumEnv(tc.RustcVerbose), " "))
+	return c, nil
 }
 
 // autoInputs says what auto found in the store: clones, else whether the

@@ -496,3 +496,41 @@ func TestRemapCheck(t *testing.T) {
 	}
 	t.Logf("rustc %s: %s", tc.RustcVersion, r.Check(CheckRemap).Detail)
 }
+
+// TestFreshnessCheck: mtime needs nothing; checksum is ok with the nightly
+// a rust-toolchain.toml selects and blocked, with ferry base's reason and
+// fix, on the stable default.
+func TestFreshnessCheck(t *testing.T) {
+	skipIfBlocked(t)
+	if _, err := exec.LookPath("cargo"); err != nil {
+		t.Skip("no cargo on PATH")
+	}
+	h := platform.Real()
+	parent := t.TempDir()
+	run := func(repo, mode string) *Report {
+		o := inRepo(h, filepath.Join(parent, "store"), "auto", "auto")
+		o.Repo, o.Settings.Freshness = repo, mode
+		return Run(o)
+	}
+	stable := t.TempDir()
+	if r := run(stable, ""); r.Check(CheckFreshness).Status != OK || !strings.HasPrefix(r.Check(CheckFreshness).Detail, "mtime") {
+		t.Errorf("mtime: %+v", r.Check(CheckFreshness))
+	}
+	if out, _ := exec.Command("cargo", "-V").Output(); !strings.Contains(string(out), "nightly") {
+		r := run(stable, config.FreshnessChecksum)
+		if c := r.Check(CheckFreshness); c.Status != Blocked || !strings.Contains(c.Detail, "not a nightly") || !strings.Contains(c.Hint, "rust-toolchain.toml") || r.ExitCode != failure.Prereq.ExitCode() {
+			t.Errorf("checksum on stable: %+v, exit %d", c, r.ExitCode)
+		}
+	}
+	if out, err := exec.Command("rustup", "toolchain", "list").Output(); err != nil || !strings.Contains(string(out), "nightly") {
+		t.Skip("no rustup nightly toolchain")
+	}
+	nightly := t.TempDir()
+	if err := os.WriteFile(filepath.Join(nightly, "rust-toolchain.toml"), []byte("[toolchain]\nchannel = \"nightly\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(nightly, config.FreshnessChecksum)
+	if c := r.Check(CheckFreshness); c.Status != OK || !strings.Contains(c.Detail, "CARGO_UNSTABLE_CHECKSUM_FRESHNESS=true") || r.ExitCode != 0 {
+		t.Errorf("checksum on the nightly: %+v, exit %d", c, r.ExitCode)
+	}
+}

@@ -30,6 +30,15 @@ type Announcer interface {
 	Announce(ev events.Event)
 }
 
+// observerOf is the Observer of the Env an announcer was made from, nil
+// for announcers made otherwise (tests).
+func observerOf(a Announcer) Observer {
+	if o, ok := a.(interface{ env() Env }); ok {
+		return o.env().Observer
+	}
+	return nil
+}
+
 // OneShot is the announcer of a one-shot command called name: each event
 // is published within a short bound, or waits in the store's outbox for the
 // next process that reaches the bus (see Emit).
@@ -41,6 +50,7 @@ type oneShot struct {
 }
 
 func (o oneShot) Announce(ev events.Event) { Emit(o.e, o.name, ev) }
+func (o oneShot) env() Env                 { return o.e }
 
 // OnConn is the announcer of a long-running stage connected to the bus:
 // events go over its connection, queued in the outbox while the bus is
@@ -54,6 +64,7 @@ type onConn struct {
 }
 
 func (o onConn) Announce(ev events.Event) { publish(o.ctx, o.e, o.c, ev) }
+func (o onConn) env() Env                 { return o.e }
 
 var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
@@ -88,6 +99,9 @@ func BuildAndShare(ctx context.Context, a Announcer, o base.Options, share Share
 	res, err := base.Build(ctx, o)
 	if err == nil {
 		r := res.Record
+		if obs := observerOf(a); obs != nil && !res.Reused {
+			obs.BaseBuilt(r.Seed != "", time.Since(start).Seconds())
+		}
 		ev := &events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
 			Current: true, Reused: res.Reused, Seconds: time.Since(start).Seconds(), Warnings: r.Warnings,
 			Incomplete: r.Incomplete, Seed: r.Seed}
@@ -105,6 +119,9 @@ func BuildAndShare(ctx context.Context, a Announcer, o base.Options, share Share
 	}
 	if failure.KindOf(err) == failure.Interrupted || errors.Is(err, context.Canceled) {
 		return nil, err
+	}
+	if obs := observerOf(a); obs != nil {
+		obs.BaseFailed()
 	}
 	kind := failure.KindOf(err)
 	ev := &events.BaseFailed{Error: err.Error(), ExitKind: kind.String(), ExitCode: kind.ExitCode(), Command: base.FailedCommand(err)}
@@ -126,6 +143,9 @@ func Pull(ctx context.Context, a Announcer, conn *bus.Conn, o share.PullOptions)
 	res, err := share.Pull(ctx, conn, o)
 	if err != nil {
 		return nil, err
+	}
+	if obs := observerOf(a); obs != nil && !res.Reused && res.Meta != nil {
+		obs.BasePulled(res.Meta.Compressed, res.Seconds)
 	}
 	r := res.Record
 	a.Announce(&events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,

@@ -77,14 +77,7 @@ func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Mess
 	if e.Settings.ShareBases {
 		// [bus] share-bases: every base made ready is published, over
 		// this stage's connection.
-		publish = func(ctx context.Context, r *base.Record) (string, error) {
-			p, err := share.Publish(ctx, conn, share.Bucket{Name: e.Settings.BasesBucket, MaxBytes: e.Settings.BasesMaxBytes, Replicas: e.Settings.BusReplicas}, r)
-			if err != nil {
-				return "", err
-			}
-			e.Logf("ferry-base: published %s (%.1f MB) in %.1fs", p.Object, float64(p.Meta.Compressed)/1e6, p.Seconds)
-			return p.Object, nil
-		}
+		publish = Publisher(e, conn)
 	}
 	_, err := BuildAndShare(ctx, e.OnConn(ctx, conn), base.Options{
 		Repo: e.Repo, Settings: e.Settings, Store: e.Store, Rev: cs.Commit,
@@ -101,6 +94,23 @@ func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Mess
 		e.Logf("ferry-base: %s failed: %v", Short(cs.Commit), err)
 	}
 	return m.Ack(ctx)
+}
+
+// Publisher is the Share of ferry-base --follow with [bus] share-bases:
+// share.Publish to the configured bucket over conn, logged and counted in
+// e.Observer.
+func Publisher(e Env, conn *bus.Conn) Share {
+	return func(ctx context.Context, r *base.Record) (string, error) {
+		p, err := share.Publish(ctx, conn, share.Bucket{Name: e.Settings.BasesBucket, MaxBytes: e.Settings.BasesMaxBytes, Replicas: e.Settings.BusReplicas}, r)
+		if err != nil {
+			return "", err
+		}
+		if e.Observer != nil {
+			e.Observer.BasePublished(p.Meta.Compressed, p.Seconds)
+		}
+		e.Logf("ferry-base: published %s (%.1f MB) in %.1fs", p.Object, float64(p.Meta.Compressed)/1e6, p.Seconds)
+		return p.Object, nil
+	}
 }
 
 // Short is a commit or base id cut to 12 characters, for messages.

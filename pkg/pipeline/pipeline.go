@@ -37,6 +37,18 @@ type Env struct {
 	// Bus overrides how to reach the bus (tests, in-process hosts); the zero
 	// value means: from the settings, FERRY_NATS_URL or bus.json.
 	Bus *bus.Config
+	// Observer, when set, is told what BuildAndShare, Pull and Publisher
+	// did through this Env's announcers, for a stage's metrics (package
+	// metrics implements it). One-shot commands leave it nil.
+	Observer Observer
+}
+
+// Observer is told what the stages did (see Env.Observer).
+type Observer interface {
+	BaseBuilt(seeded bool, seconds float64) // a base built and made ready, not reused
+	BaseFailed()                            // a build that failed, not one stopped
+	BasePulled(bytes int64, seconds float64)
+	BasePublished(bytes int64, seconds float64)
 }
 
 // Logf writes one line of diagnostics to the log.

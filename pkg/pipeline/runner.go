@@ -145,6 +145,9 @@ func installOne(ctx context.Context, o RunnerOptions, conn *bus.Conn, br *events
 		res, err := share.Pull(ctx, conn, share.PullOptions{Build: bo, Bucket: bucketOf(e), Progress: e.Log})
 		if err == nil {
 			if !res.Reused {
+				if e.Observer != nil && res.Meta != nil {
+					e.Observer.BasePulled(res.Meta.Compressed, res.Seconds)
+				}
 				r := res.Record
 				e.OnConn(ctx, conn).Announce(&events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
 					Current: true, Seconds: res.Seconds, Warnings: r.Warnings, Incomplete: r.Incomplete, Seed: r.Seed, Object: res.Object})

@@ -255,3 +255,16 @@ func parseDirectives(data []byte) []directive {
 func linkArg(key string) bool {
 	return strings.HasPrefix(key, "rustc-link-arg") || key == "rustc-cdylib-link-arg"
 }
+
+// RustcDepInfoFiles returns the inputs a rustc dep-info file
+// (deps/<crate>-<hash>.d) names, as rustc read them: relative to the
+// directory rustc ran in, or absolute, and through any symlink on the way
+// (Cargo's own dep-info records canonical paths instead). Freshness's
+// link_rebuilds reads it.
+func RustcDepInfoFiles(data []byte) ([]string, error) {
+	d, err := parseRustcDepInfo(data)
+	if err != nil {
+		return nil, err
+	}
+	return d.files, nil
+}

@@ -22,7 +22,6 @@ import (
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/relocate"
-	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // PullOptions are the inputs of one pull.
@@ -107,19 +106,19 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 		if err := base.Verify(r); err != nil {
 			return nil, err
 		}
-		if err := setCurrent(s, p.ID); err != nil {
+		if err := base.SetCurrent(s, p.ID); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(out, "ferry-base: base %s is ready; reused\n", p.ID)
 		return &Pulled{Record: r, Reused: true, Seconds: time.Since(start).Seconds()}, nil
 	}
-	if err := discard(o.Build, p.ID); err != nil {
+	if err := base.Discard(o.Build, p.ID); err != nil {
 		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
 	}
 	fmt.Fprintf(out, "ferry-base: pulling base %s from bucket %s (%.1f MB)\n", p.ID, o.Bucket.name(), float64(m.Compressed)/1e6)
 	res, err := install(ctx, obs, o, p, m)
 	if err != nil {
-		if derr := discard(o.Build, p.ID); derr != nil {
+		if derr := base.Discard(o.Build, p.ID); derr != nil {
 			err = errors.Join(err, fmt.Errorf("discard the failed pull: %w", derr))
 		} else if rerr := l.Remove(); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("remove the failed pull's lock file: %w", rerr))
@@ -359,7 +358,7 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 			return nil, err
 		}
 	}
-	if err := syncfs(r.Target); err != nil {
+	if err := atomicfile.SyncTree(r.Target); err != nil {
 		return nil, err
 	}
 	if r.TargetSeal, err = base.Seal(r.Target); err != nil {
@@ -374,7 +373,7 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	if err := atomicfile.WriteJSON(files.Record, &r, 0o644); err != nil {
 		return nil, err
 	}
-	if err := setCurrent(s, p.ID); err != nil {
+	if err := base.SetCurrent(s, p.ID); err != nil {
 		return nil, err
 	}
 	res.Record = &r
@@ -461,34 +460,6 @@ func progress(o PullOptions) io.Writer {
 		return io.Discard
 	}
 	return o.Progress
-}
-
-// discard removes a partial base: its registered worktree and its
-// directory (what base.Build does before building). The caller holds the
-// base lock.
-func discard(o base.Options, id string) error {
-	files := o.Store.Base(id)
-	if _, err := os.Stat(files.Record); err == nil {
-		return fmt.Errorf("refusing to discard ready base %s", id)
-	}
-	if err := o.Repo.WorktreeRemove(files.Src); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(files.Dir); err != nil {
-		return err
-	}
-	return atomicfile.SyncDir(o.Store.BasesDir())
-}
-
-// setCurrent records id as current under the store lock, with the base
-// lock held (the lock order's one exception, as in package base).
-func setCurrent(s *store.Store, id string) error {
-	l, err := lock.Take(s.LockPath())
-	if err != nil {
-		return err
-	}
-	defer l.Release()
-	return s.SetCurrent(id)
 }
 
 func short(commit string) string {

@@ -43,7 +43,7 @@ func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top
 		callerEnv = cargoenv.Without(c.Env, remap.EnvWrapper, remap.EnvChannel)
 		wrap = remap.Env(a.Remap.Wrapper, a.Remap.Channel)
 	}
-	env := append(cargoEnv(callerEnv, a.Name, store.NestedTarget(fork, ws), c.Dir), wrap...)
+	env := append(cargoenv.WithFreshness(cargoEnv(callerEnv, a.Name, store.NestedTarget(fork, ws), c.Dir), a.FreshnessEnv), wrap...)
 	env = c.underCI(env, c.Dir, func(p string) string { return p }, func() string { return c.baseCargo(s, a) })
 	return 0, c.execBusy(s, a, cargo, c.Dir, c.Args, env)
 }

@@ -243,6 +243,9 @@ func commonDirOf(gitFile string) (string, error) {
 }
 
 func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top string) (int, error) {
+	if err := c.freshenMoved(s, a, top); err != nil { // moved.go
+		return 0, err
+	}
 	if a.HostPaths() {
 		return c.runAtHostPaths(cargo, a, s, top)
 	}
@@ -257,7 +260,7 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 		return 0, err
 	}
 	target := store.NestedTarget(mntTarget, ws)
-	env := cargoEnv(c.Env, a.Name, target, canonical)
+	env := cargoenv.WithFreshness(cargoEnv(c.Env, a.Name, target, canonical), a.FreshnessEnv)
 	env = c.underCI(env, canonical, func(p string) string { return hostPath(p, mntSrc, top) }, func() string { return c.baseCargo(s, a) })
 	args := c.canonicalArgs(top, mntSrc)
 

@@ -30,13 +30,15 @@ type ws struct {
 		Src    string `json:"src"`
 		Target string `json:"target"`
 	}
-	files int // files in the base target
+	files int      // files in the base target
+	extra []string // environment every command of the workspace gets
 }
 
 const benchWarm = "cargo build --workspace --all-targets"
 
 func (w *ws) env(extra ...string) []string {
-	return append(os.Environ(), append([]string{"FERRY_HOME=" + w.home, "FERRY_WORKTREES=" + filepath.Join(w.dir, "worktrees")}, extra...)...)
+	env := append(os.Environ(), append([]string{"FERRY_HOME=" + w.home, "FERRY_WORKTREES=" + filepath.Join(w.dir, "worktrees")}, w.extra...)...)
+	return append(env, extra...)
 }
 
 func (w *ws) ferry(args ...string) ([]byte, time.Duration, *os.ProcessState, error) {

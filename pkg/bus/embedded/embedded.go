@@ -64,6 +64,13 @@ type Options struct {
 	// It takes bus.lock like a host, so it never opens a store a running
 	// host is writing.
 	Offline bool
+	// MonitorPort, when not 0, serves NATS monitoring (/varz, /jsz,
+	// /connz, ...) on 127.0.0.1 at that port, for the nats CLI,
+	// nats-surveyor and the NATS Prometheus exporter. It asks for no
+	// token: it shows the server's state and its clients' names and
+	// addresses, never a message, which is why it stays on loopback. An
+	// offline host serves none.
+	MonitorPort int
 }
 
 // Host is a running embedded bus.
@@ -142,6 +149,9 @@ func Start(o Options) (_ *Host, err error) {
 		JetStreamMaxMemory: 64 << 20, // Ferry's streams are file-backed
 		MaxPayload:         1 << 20,
 		DontListen:         o.Offline,
+	}
+	if o.MonitorPort != 0 && !o.Offline {
+		opts.HTTPHost, opts.HTTPPort = "127.0.0.1", o.MonitorPort
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -232,6 +242,15 @@ func (h *Host) Info() bus.Info { return h.info }
 
 // Dir is the bus directory.
 func (h *Host) Dir() string { return h.dir }
+
+// MonitorURL is the NATS monitoring endpoint's base URL,
+// http://127.0.0.1:<port>, or "" when the host serves none.
+func (h *Host) MonitorURL() string {
+	if a := h.srv.MonitorAddr(); a != nil {
+		return "http://" + a.String()
+	}
+	return ""
+}
 
 // Token is the client token.
 func (h *Host) Token() string { return h.token }

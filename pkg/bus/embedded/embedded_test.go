@@ -2,9 +2,11 @@ package embedded_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/user"
@@ -281,4 +283,58 @@ func TestStartRefusesATokenOfAnotherUser(t *testing.T) {
 
 func TestBusDirectoryUnprivileged(t *testing.T) {
 	unpriv.Rerun(t, "^Test(BusDirectoryIsPrivateWhateverTheUmask|StartRefusesABusDirectoryOthersCanChange|TokenReadableByOthersIsRefused|HostFilesAndLoopback)$")
+}
+
+// TestMonitoringOnLoopback: with a monitor port the host serves NATS
+// monitoring on 127.0.0.1 there (what the nats CLI, nats-surveyor and the
+// NATS Prometheus exporter read): /varz names the server, /jsz counts
+// Ferry's streams. Without one it serves none.
+func TestMonitoringOnLoopback(t *testing.T) {
+	if h := bustest.Start(t); h.MonitorURL() != "" {
+		t.Errorf("monitoring at %s without a monitor port", h.MonitorURL())
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	h, err := embedded.Start(embedded.Options{Dir: bus.Dir(t.TempDir()), MonitorPort: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown()
+	if want := "http://127.0.0.1:" + strconv.Itoa(port); h.MonitorURL() != want {
+		t.Fatalf("monitoring at %q, want %s", h.MonitorURL(), want)
+	}
+	get := func(path string, v any) {
+		t.Helper()
+		resp, err := http.Get(h.MonitorURL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s", path, resp.Status)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	var varz struct {
+		ServerName string `json:"server_name"`
+		Host       string `json:"host"`
+		HTTPHost   string `json:"http_host"`
+	}
+	get("/varz", &varz)
+	if varz.ServerName != "ferry-bus" || varz.Host != "127.0.0.1" || varz.HTTPHost != "127.0.0.1" {
+		t.Errorf("/varz: %+v", varz)
+	}
+	var jsz struct {
+		Streams int `json:"streams"`
+	}
+	get("/jsz", &jsz)
+	if jsz.Streams < 2 {
+		t.Errorf("/jsz: %d streams, want Ferry's (%s, %s)", jsz.Streams, bus.StreamCommits, bus.StreamEvents)
+	}
 }

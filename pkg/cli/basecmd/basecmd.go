@@ -17,6 +17,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/metrics"
 	"github.com/ferrydev/ferry/pkg/pipeline"
 	"github.com/ferrydev/ferry/pkg/share"
 )
@@ -89,12 +90,22 @@ func (c *buildCmd) run(io cli.IO) error {
 		if err := fc.Store.Init(); err != nil {
 			return err
 		}
+		e := env(fc, io)
+		srv, err := metrics.ServeStage(stop.Context(), "ferry-base", fc.Settings, fc.Store)
+		if err != nil {
+			return err
+		}
+		if srv != nil {
+			defer srv.Close()
+			e.Logf("ferry-base: metrics at http://%s/metrics", srv.Addr())
+			e.Observer = metrics.Recorder{}
+		}
 		if c.Pull {
 			// Runner mode: install the bases the fleet announces.
-			err := pipeline.RunRunner(stop.Context(), pipeline.RunnerOptions{Env: env(fc, io), Shim: true})
+			err := pipeline.RunRunner(stop.Context(), pipeline.RunnerOptions{Env: e, Shim: true})
 			return stop.Err("ferry base --follow --pull", err)
 		}
-		err := pipeline.RunBuilder(stop.Context(), pipeline.BuilderOptions{Env: env(fc, io), Shim: true})
+		err = pipeline.RunBuilder(stop.Context(), pipeline.BuilderOptions{Env: e, Shim: true})
 		return stop.Err("ferry base --follow", err)
 	}
 	e := env(fc, io)

@@ -13,6 +13,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/gc"
+	"github.com/ferrydev/ferry/pkg/metrics"
 	"github.com/ferrydev/ferry/pkg/pipeline"
 )
 
@@ -57,6 +58,14 @@ func (c *grammar) run(io cli.IO) error {
 		}
 		stop := cli.StopOnSignals()
 		defer stop.Release()
+		srv, err := metrics.ServeStage(stop.Context(), "ferry-gc", &settings, fc.Store)
+		if err != nil {
+			return err
+		}
+		if srv != nil {
+			defer srv.Close()
+			e.Logf("ferry-gc: metrics at http://%s/metrics", srv.Addr())
+		}
 		return stop.Err("ferry gc --follow", pipeline.RunGC(stop.Context(), e))
 	}
 	res, err := pipeline.Collect(e.OneShot("ferry-gc"), e, c.DryRun)

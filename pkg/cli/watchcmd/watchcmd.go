@@ -14,6 +14,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/bus/embedded"
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/metrics"
 	"github.com/ferrydev/ferry/pkg/pipeline"
 	"github.com/ferrydev/ferry/pkg/pipeline/watcher"
 )
@@ -65,8 +66,23 @@ func (c *watchCmd) run(io cli.IO) error {
 	}
 	stop := cli.StopOnSignals()
 	defer stop.Release()
+	e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+	stages := []string{"ferry-watch"}
+	if c.GC {
+		stages = append(stages, "ferry-gc") // its gc runs in this process
+	}
+	for _, stage := range stages {
+		srv, err := metrics.ServeStage(stop.Context(), stage, fc.Settings, fc.Store)
+		if err != nil {
+			return err
+		}
+		if srv != nil {
+			defer srv.Close()
+			e.Logf("%s: metrics at http://%s/metrics", stage, srv.Addr())
+		}
+	}
 	err = watcher.Run(stop.Context(), watcher.Options{
-		Env: pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr},
+		Env: e,
 		Rev: c.Rev, Interval: time.Duration(c.Interval * float64(time.Second)), GC: c.GC,
 	})
 	return stop.Err("ferry watch", err)

@@ -46,7 +46,7 @@ func Run(ctx context.Context, o Options) error {
 
 	cfg := e.BusConfig("ferry-watch")
 	if e.Bus == nil && cfg.URL == "" {
-		h, err := embedded.Start(embedded.Options{Dir: bus.Dir(e.Store.Parent)})
+		h, err := embedded.Start(embedded.Options{Dir: bus.Dir(e.Store.Parent), MonitorPort: e.Settings.BusMonitorPort})
 		if err != nil {
 			return err
 		}
@@ -54,6 +54,9 @@ func Run(ctx context.Context, o Options) error {
 		cfg = h.ClientConfig("ferry-watch")
 		cfg.Parent = e.Store.Parent
 		e.Logf("ferry-watch: hosting the bus at %s", h.URL())
+		if m := h.MonitorURL(); m != "" {
+			e.Logf("ferry-watch: NATS monitoring at %s", m)
+		}
 	}
 	conn, err := bus.DialWait(ctx, cfg, func(err error) { e.Logf("ferry-watch: outbox: %v", err) })
 	if err != nil {

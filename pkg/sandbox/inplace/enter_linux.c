@@ -107,6 +107,29 @@ static int read_only(const char *dir) {
 	return mount("", dir, NULL, flags, NULL);
 }
 
+// group reads a count at argv[*i] and returns the count groups of width
+// arguments that follow it, moving *i past them; a plan that does not hold
+// them is refused.
+static char **group(int argc, char **argv, int *i, int width, int *count) {
+	if (*i >= argc)
+		fail("read plan", EINVAL, NULL);
+	*count = atoi(argv[(*i)++]);
+	if (*count < 0 || *i + width * *count >= argc)
+		fail("read plan", EINVAL, NULL);
+	char **g = argv + *i;
+	*i += width * *count;
+	return g;
+}
+
+// command returns the command's argv after the "--" at argv[i], and its
+// path in *path.
+static char **command(int argc, char **argv, int i, const char **path) {
+	if (i + 1 >= argc || strcmp(argv[i], "--") != 0)
+		fail("read plan", EINVAL, NULL);
+	*path = argv[i + 1];
+	return argv + i + 2;
+}
+
 static void enter(int argc, char **argv) {
 	char step[4352];
 	int i = 2;
@@ -114,20 +137,11 @@ static void enter(int argc, char **argv) {
 		fail("read plan", EINVAL, NULL);
 	const char *dir = argv[i++];
 	const char *store = argv[i++];
-	int nbinds = atoi(argv[i++]);
-	if (nbinds < 0 || i + 2 * nbinds >= argc)
-		fail("read plan", EINVAL, NULL);
-	char **binds = argv + i;
-	i += 2 * nbinds;
-	int nwritable = atoi(argv[i++]);
-	if (nwritable < 0 || i + nwritable >= argc)
-		fail("read plan", EINVAL, NULL);
-	char **writable = argv + i;
-	i += nwritable;
-	if (i + 1 >= argc || strcmp(argv[i], "--") != 0)
-		fail("read plan", EINVAL, NULL);
-	const char *path = argv[i + 1];
-	char **cmd = argv + i + 2;
+	int nbinds, nwritable;
+	char **binds = group(argc, argv, &i, 2, &nbinds);
+	char **writable = group(argc, argv, &i, 1, &nwritable);
+	const char *path;
+	char **cmd = command(argc, argv, i, &path);
 
 	// Read before unshare: inside, until the maps are written, both are
 	// the overflow id.
@@ -312,20 +326,11 @@ static void join_inplace(int argc, char **argv) {
 	int userfd = atoi(argv[i++]), mntfd = atoi(argv[i++]);
 	const char *dir = argv[i++];
 	const char *store = argv[i++];
-	int nbinds = atoi(argv[i++]);
-	if (nbinds < 0 || i + 2 * nbinds >= argc)
-		fail("read plan", EINVAL, NULL);
-	char **binds = argv + i;
-	i += 2 * nbinds;
-	int noverlays = atoi(argv[i++]);
-	if (noverlays < 0 || i + 4 * noverlays >= argc)
-		fail("read plan", EINVAL, NULL);
-	char **overlays = argv + i;
-	i += 4 * noverlays;
-	if (i + 1 >= argc || strcmp(argv[i], "--") != 0)
-		fail("read plan", EINVAL, NULL);
-	const char *path = argv[i + 1];
-	char **cmd = argv + i + 2;
+	int nbinds, noverlays;
+	char **binds = group(argc, argv, &i, 2, &nbinds);
+	char **overlays = group(argc, argv, &i, 4, &noverlays); // target view upper work
+	const char *path;
+	char **cmd = command(argc, argv, i, &path);
 
 	if (setns(userfd, CLONE_NEWUSER) < 0 || setns(mntfd, CLONE_NEWNS) < 0)
 		fail_msg(FERRY_STEP_JOIN, errno, NULL, "setns");
@@ -351,7 +356,7 @@ static void join_inplace(int argc, char **argv) {
 		if (scratch == NULL)
 			fail(FERRY_STEP_CHECK, ENOMEM, NULL);
 		for (int o = 0; o < noverlays; o++) {
-			char **ov = overlays + 4 * o; // target view upper work
+			char **ov = overlays + 4 * o;
 			for (int at = 0; at < 2; at++) {
 				if (ov[at][0] == '\0')
 					continue;

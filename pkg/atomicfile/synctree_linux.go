@@ -1,4 +1,4 @@
-package base
+package atomicfile
 
 import (
 	"fmt"
@@ -7,8 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// syncfs flushes the filesystem holding dir.
-func syncfs(dir string) error {
+// SyncTree makes the files below dir durable before a record promises
+// them: on Linux one syncfs of the filesystem holding dir, not an fsync
+// per file.
+func SyncTree(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
 		return err

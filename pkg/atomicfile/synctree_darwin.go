@@ -1,4 +1,4 @@
-package base
+package atomicfile
 
 import (
 	"errors"
@@ -10,11 +10,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// syncfs makes the files below dir durable. macOS has no syncfs, and its
+// SyncTree makes the files below dir durable. macOS has no syncfs, and its
 // sync(2) only schedules the writes, so each regular file is fsynced (which
 // hands its data to the drive) and then one F_FULLFSYNC on dir asks the
 // drive to write its cache out, as syncfs does on Linux.
-func syncfs(dir string) error {
+func SyncTree(dir string) error {
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
