@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -210,7 +212,13 @@ func TestRunnerFollowsPublisher(t *testing.T) {
 	runner.kill(t)
 	c1 := w.commit()
 	next := eventstest.For(ev, wait, func(e *events.BaseReady) bool { return e.Commit == c1 && e.Object != "" })
-	up := r.start(nil, "ferry", "up", "--runner")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsPort := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	up := r.start([]string{fmt.Sprintf("FERRY_METRICS_PORT=%d", metricsPort)}, "ferry", "up", "--runner")
 	eventstest.For(ev, wait, func(e *events.BaseReady) bool {
 		return e.BaseID == next.BaseID && e.EventHeader().RepoKey == r.store.Key
 	})
@@ -225,6 +233,16 @@ func TestRunnerFollowsPublisher(t *testing.T) {
 		return e.Kind() == events.KindBaseBuilding && e.EventHeader().RepoKey == r.store.Key
 	}); n != 0 {
 		t.Errorf("the runner announced %d base.building, want none", n)
+	}
+	// Its ferry-base serves its metrics at the port + 1: the pull counts.
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scraped, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(scraped), "\nferry_bases_pulled_total 1\n") {
+		t.Errorf("the runner's metrics do not count its pull:\n%s", scraped)
 	}
 	up.cmd.Process.Signal(os.Interrupt)
 	up.wait(t)
