@@ -29,7 +29,7 @@ func (s *stalling) Close() error { close(s.closed); return nil }
 // waiting for the transfer's deadline; one that moves is handed on whole.
 func TestGuardFailsAStalledDownload(t *testing.T) {
 	s := &stalling{data: bytes.NewReader(bytes.Repeat([]byte("x"), 1000)), release: make(chan struct{}), closed: make(chan struct{})}
-	r := guard(s, 200*time.Millisecond)
+	r := guard(func() (io.ReadCloser, error) { return s, nil }, 200*time.Millisecond)
 	start := time.Now()
 	got, err := io.ReadAll(r)
 	if len(got) != 1000 || err == nil || !strings.Contains(err.Error(), "nothing came from the bus") {
@@ -41,8 +41,16 @@ func TestGuardFailsAStalledDownload(t *testing.T) {
 	close(s.release) // the blocked read ends (at the transfer's deadline, in a pull)
 	<-s.closed       // and the goroutine closes the object
 
+	// Opening that never answers fails the same way.
+	never := make(chan struct{})
+	defer close(never)
+	r = guard(func() (io.ReadCloser, error) { <-never; return nil, io.ErrClosedPipe }, 200*time.Millisecond)
+	if _, err := io.ReadAll(r); err == nil || !strings.Contains(err.Error(), "nothing came from the bus") {
+		t.Fatalf("stalled open: %v", err)
+	}
+
 	data := bytes.Repeat([]byte("0123456789"), 100000)
-	r = guard(io.NopCloser(bytes.NewReader(data)), time.Second)
+	r = guard(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }, time.Second)
 	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("moving download: %d of %d bytes, %v", len(got), len(data), err)
 	}

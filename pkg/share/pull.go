@@ -275,11 +275,15 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	}
 	tctx, cancel := transferContext(ctx)
 	defer cancel()
-	obj, err := obs.Get(tctx, p.ID)
-	if err != nil {
-		return nil, fmt.Errorf("read object %s: %w", p.ID, err)
-	}
-	chunks := guard(obj, StallTimeout)
+	// Opening the object asks the bus for its info with the transfer's
+	// deadline too: the guard bounds that as well.
+	chunks := guard(func() (io.ReadCloser, error) {
+		obj, err := obs.Get(tctx, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("read object %s: %w", p.ID, err)
+		}
+		return obj, nil
+	}, StallTimeout)
 	defer chunks.Close()
 	src := &objReader{r: chunks}
 	zr, err := zstd.NewReader(src)
@@ -387,17 +391,23 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 // hour); failed instead, the pull is retried (a runner does so itself).
 const StallTimeout = 30 * time.Second
 
-// guard reads obj in a goroutine of its own and hands the bytes on; when
-// nothing was handed on for stall, the reader fails. The goroutine closes
-// obj when its reads end; a read blocked on a stalled stream ends at the
-// transfer's deadline, so a stall costs a goroutine until then. Closing
-// the returned reader stops the goroutine at its next read.
-func guard(obj io.ReadCloser, stall time.Duration) *io.PipeReader {
+// guard opens the object and reads it in a goroutine of its own, handing
+// the bytes on; when nothing was handed on for stall (opening included),
+// the reader fails. The goroutine closes the object when its reads end; a
+// call blocked on a stalled stream ends at the transfer's deadline, so a
+// stall costs a goroutine until then. Closing the returned reader stops
+// the goroutine at its next read.
+func guard(open func() (io.ReadCloser, error), stall time.Duration) *io.PipeReader {
 	pr, pw := io.Pipe()
 	moved := make(chan struct{}, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		obj, err := open()
+		if err != nil {
+			pw.CloseWithError(err)
+			return
+		}
 		defer obj.Close()
 		buf := make([]byte, 256<<10)
 		for {
