@@ -43,6 +43,10 @@ type ConsumerOptions struct {
 	// creation (it reconciles from the store first). An existing durable
 	// keeps its position either way.
 	DeliverAll bool
+	// DeliverLast makes a new durable start with the last message of each
+	// subject it consumes (a runner's base.ready: the newest base of each
+	// repository), not only the messages published after its creation.
+	DeliverLast bool
 }
 
 // DurableName builds a durable consumer name from a service ("ferry-base"),
@@ -106,7 +110,7 @@ func (c *Conn) Consumer(ctx context.Context, o ConsumerOptions) (*Consumer, erro
 	switch {
 	case o.DeliverAll:
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
-	case stream == StreamCommits:
+	case stream == StreamCommits || o.DeliverLast:
 		cfg.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
 	}
 	if _, err := c.JS.Stream(ctx, stream); errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -126,6 +126,12 @@ type Settings struct {
 	// ShareBases makes ferry-base --follow publish every base it makes
 	// ready to the bases bucket ([bus] share-bases, default false).
 	ShareBases bool
+	// RunnerBuilds lets a runner (ferry-base --follow --pull) build a base
+	// itself when it cannot pull it: its base.ready names no object, the
+	// published one does not match this host, or its upload never
+	// finishes ([bus] runner-builds, default false: a runner waits for the
+	// fleet's bases and never builds cold).
+	RunnerBuilds bool
 	// BasesBucket is the object store bucket bases are published to and
 	// pulled from ([bus] bases-bucket; empty: package share's default),
 	// and BasesMaxBytes its size bound ([bus] bases-max-bytes, bytes; 0:
@@ -281,6 +287,9 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	}
 	if t.Bus.ShareBases != nil {
 		s.ShareBases = *t.Bus.ShareBases
+	}
+	if t.Bus.RunnerBuilds != nil {
+		s.RunnerBuilds = *t.Bus.RunnerBuilds
 	}
 	if t.Bus.BasesBucket != nil {
 		s.BasesBucket = *t.Bus.BasesBucket

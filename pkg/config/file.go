@@ -63,6 +63,7 @@ type busTable struct {
 	ShareBases    *bool   `toml:"share-bases"`
 	BasesBucket   *string `toml:"bases-bucket"`
 	BasesMaxBytes *int64  `toml:"bases-max-bytes"`
+	RunnerBuilds  *bool   `toml:"runner-builds"`
 	// Operating it: NATS monitoring on loopback.
 	MonitorPort *int `toml:"monitor-port"`
 }
@@ -103,6 +104,7 @@ func (t *tables) override(o *tables) {
 	set(&t.Bus.ShareBases, o.Bus.ShareBases)
 	set(&t.Bus.BasesBucket, o.Bus.BasesBucket)
 	set(&t.Bus.BasesMaxBytes, o.Bus.BasesMaxBytes)
+	set(&t.Bus.RunnerBuilds, o.Bus.RunnerBuilds)
 	set(&t.GC.ReapAfter, o.GC.ReapAfter)
 	set(&t.Bus.MonitorPort, o.Bus.MonitorPort)
 	set(&t.Metrics.Port, o.Metrics.Port)

@@ -42,8 +42,8 @@ func (b Bucket) open(ctx context.Context, js jetstream.JetStream, create bool) (
 	if !create {
 		obs, err := js.ObjectStore(ctx, b.name())
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			return nil, failure.New(failure.Prereq, "publish a base from a build host first (`ferry base --publish`), or check [bus] bases-bucket",
-				"the bus has no bucket %s: nothing was published there", b.name())
+			return nil, failure.Wrap(failure.Prereq, &UnavailableError{Bucket: b.name(), Why: "the bus has no such bucket: nothing was published there"},
+				"publish a base from a build host first (`ferry base --publish`), or check [bus] bases-bucket", "nothing to pull")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("open bucket %s: %w", b.name(), err)
@@ -150,10 +150,31 @@ func Publish(ctx context.Context, conn *bus.Conn, b Bucket, r *base.Record) (*Pu
 	m.Digest = hex.EncodeToString(sum.Sum(nil))
 	m.Stream, m.Compressed = stream.n, compressed.n
 	m.Published = time.Now().UTC()
-	if err := obs.UpdateMeta(ctx, r.ID, jetstream.ObjectMeta{Name: r.ID, Description: desc, Metadata: m.metadata()}); err != nil {
+	if err := updateMeta(ctx, obs, jetstream.ObjectMeta{Name: r.ID, Description: desc, Metadata: m.metadata()}); err != nil {
 		return nil, fmt.Errorf("publish base %s: record its digest: %w", r.ID, err)
 	}
 	return &Published{Bucket: b.name(), Object: r.ID, Meta: m, Seconds: time.Since(start).Seconds()}, nil
+}
+
+// updateMeta replaces the metadata of the object just stored. On a
+// cluster the client reads the object's current metadata first with a
+// direct get, which any replica may answer, and a replica that has not
+// caught up yet answers "no such object" (ErrUpdateMetaDeleted, seen on
+// the three-node loopback cluster right after Put): that answer is retried
+// for a while.
+func updateMeta(ctx context.Context, obs jetstream.ObjectStore, meta jetstream.ObjectMeta) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
+		err := obs.UpdateMeta(ctx, meta.Name, meta)
+		if !errors.Is(err, jetstream.ErrUpdateMetaDeleted) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // Unpublish deletes the objects of base ids that this host published from

@@ -89,8 +89,8 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 			"the published base %s does not match this host: %s", p.ID, strings.Join(diff, "; "))
 	}
 	if m.Digest == "" {
-		return nil, failure.New(failure.Refused, "wait for the publisher to finish, then pull again",
-			"the published base %s is still being uploaded (it has no digest yet)", p.ID)
+		return nil, failure.Wrap(failure.Refused, &UnavailableError{ID: p.ID, Bucket: o.Bucket.name(), Why: "it is still being uploaded (it has no digest yet)"},
+			"wait for the publisher to finish, then pull again", "nothing to pull")
 	}
 
 	l, err := lock.TryTake(s.BaseLock(p.ID))
@@ -200,6 +200,28 @@ func (e *NotPublishedError) Error() string {
 	return fmt.Sprintf("no base of commit %s (%s) is published in bucket %s", short(e.Commit), e.ID, e.Bucket)
 }
 
+// UnavailableError is a pull of a base that is not there yet: the bucket
+// does not exist, or the object's upload has not finished.
+type UnavailableError struct {
+	ID, Bucket, Why string
+}
+
+func (e *UnavailableError) Error() string {
+	if e.ID == "" {
+		return fmt.Sprintf("bucket %s: %s", e.Bucket, e.Why)
+	}
+	return fmt.Sprintf("base %s in bucket %s: %s", e.ID, e.Bucket, e.Why)
+}
+
+// NotYet reports a pull that failed only because the base is not published
+// (completely) yet: no bucket, no object, or an upload still running. A
+// runner waits and pulls again; nothing is wrong with the base or the host.
+func NotYet(err error) bool {
+	var np *NotPublishedError
+	var u *UnavailableError
+	return errors.As(err, &np) || errors.As(err, &u)
+}
+
 // AncestorLimit is how many first-parent ancestors Nearest looks at.
 const AncestorLimit = 100
 
@@ -253,12 +275,17 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	}
 	tctx, cancel := transferContext(ctx)
 	defer cancel()
-	obj, err := obs.Get(tctx, p.ID)
-	if err != nil {
-		return nil, fmt.Errorf("read object %s: %w", p.ID, err)
-	}
-	defer obj.Close()
-	src := &objReader{r: obj}
+	// Opening the object asks the bus for its info with the transfer's
+	// deadline too: the guard bounds that as well.
+	chunks := guard(func() (io.ReadCloser, error) {
+		obj, err := obs.Get(tctx, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("read object %s: %w", p.ID, err)
+		}
+		return obj, nil
+	}, StallTimeout)
+	defer chunks.Close()
+	src := &objReader{r: chunks}
 	zr, err := zstd.NewReader(src)
 	if err != nil {
 		return nil, err
@@ -355,6 +382,67 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	}
 	res.Record = &r
 	return res, nil
+}
+
+// StallTimeout fails a download that received nothing from the bus for
+// this long. On the three-node loopback cluster, with the bucket stream's
+// leader shut down mid-pull, the client's consumer of the chunks sometimes
+// never resumed and the pull would have waited for TransferTimeout (an
+// hour); failed instead, the pull is retried (a runner does so itself).
+const StallTimeout = 30 * time.Second
+
+// guard opens the object and reads it in a goroutine of its own, handing
+// the bytes on; when nothing was handed on for stall (opening included),
+// the reader fails. The goroutine closes the object when its reads end; a
+// call blocked on a stalled stream ends at the transfer's deadline, so a
+// stall costs a goroutine until then. Closing the returned reader stops
+// the goroutine at its next read.
+func guard(open func() (io.ReadCloser, error), stall time.Duration) *io.PipeReader {
+	pr, pw := io.Pipe()
+	moved := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		obj, err := open()
+		if err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		defer obj.Close()
+		buf := make([]byte, 256<<10)
+		for {
+			n, err := obj.Read(buf)
+			if n > 0 {
+				if _, werr := pw.Write(buf[:n]); werr != nil {
+					return
+				}
+				select {
+				case moved <- struct{}{}:
+				default:
+				}
+			}
+			if err != nil {
+				pw.CloseWithError(err) // io.EOF: the reader sees EOF
+				return
+			}
+		}
+	}()
+	go func() {
+		t := time.NewTimer(stall)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-moved:
+				t.Reset(stall)
+			case <-t.C:
+				pw.CloseWithError(fmt.Errorf("nothing came from the bus for %v", stall))
+				return
+			}
+		}
+	}()
+	return pr
 }
 
 // objReader keeps the error of the object's reader: a failure of the bus

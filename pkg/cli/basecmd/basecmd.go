@@ -32,7 +32,7 @@ type buildCmd struct {
 	Rev     string `help:"Revision to build." default:"HEAD" placeholder:"R"`
 	Cold    bool   `help:"Build from scratch, never seeded from another base." xor:"pull"`
 	Rebuild bool   `help:"Discard the base of R if it is ready and build it again (the fix for a base changed after it was built)."`
-	Follow  bool   `help:"Keep building: consume commit.seen events from the bus (see ferry-watch) until stopped."`
+	Follow  bool   `help:"Keep building: consume commit.seen events from the bus (see ferry-watch) until stopped. With --pull: runner mode, install each base the fleet announces (base.ready naming an object) instead of building it."`
 	Publish bool   `help:"Upload the ready base to the bus's bases bucket, for other hosts to pull."`
 	Pull    bool   `help:"Install the base of R from the bus's bases bucket instead of building it (refused, naming the difference, when it was built with another toolchain, warm commands or modes)." xor:"pull"`
 	JSON    bool   `name:"json" help:"Print the base record as JSON."`
@@ -49,6 +49,7 @@ var examples = []string{
 	"ferry base --rev main~3 --json",
 	"ferry base --publish        # build, then upload the base for runners",
 	"ferry base --pull --rev R   # on a runner: install the published base of R",
+	"ferry base --follow --pull  # runner mode: install every base the fleet publishes",
 	"ferry base list",
 	"ferry base verify --all",
 }
@@ -98,6 +99,11 @@ func (c *buildCmd) run(io cli.IO) error {
 			defer srv.Close()
 			e.Logf("ferry-base: metrics at http://%s/metrics", srv.Addr())
 			e.Observer = metrics.Recorder{}
+		}
+		if c.Pull {
+			// Runner mode: install the bases the fleet announces.
+			err := pipeline.RunRunner(stop.Context(), pipeline.RunnerOptions{Env: e, Shim: true})
+			return stop.Err("ferry base --follow --pull", err)
 		}
 		err = pipeline.RunBuilder(stop.Context(), pipeline.BuilderOptions{Env: e, Shim: true})
 		return stop.Err("ferry base --follow", err)

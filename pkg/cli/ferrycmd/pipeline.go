@@ -18,6 +18,7 @@ import (
 type upCmd struct {
 	Rev      string  `help:"Ref to follow." default:"HEAD" placeholder:"R"`
 	Interval float64 `help:"Seconds between polls." default:"2" placeholder:"S"`
+	Runner   bool    `help:"Runner mode, what an ephemeral runner runs at boot: install the bases the fleet's bus announces (ferry base --follow --pull) and collect (ferry gc --follow); no watcher, no builds. Needs the fleet's bus: FERRY_NATS_URL or [bus] url."`
 }
 
 // up starts the watcher (hosting the bus), the builder and gc as child
@@ -25,7 +26,7 @@ type upCmd struct {
 func up(args []string, io cli.IO) int {
 	var c upCmd
 	_, code, done := cli.Parse("ferry up", "Keep bases warm for this repository: start ferry-watch (hosting the bus), ferry-base --follow and ferry-gc --follow, and stop them all on Ctrl-C or SIGTERM. Their output goes to stderr.",
-		[]string{"ferry up", "ferry up --rev main --interval 5"}, &c, args, io)
+		[]string{"ferry up", "ferry up --rev main --interval 5", "ferry up --runner   # on a runner, with FERRY_NATS_URL naming the fleet's bus"}, &c, args, io)
 	if done {
 		return code
 	}
@@ -36,17 +37,29 @@ func (c *upCmd) run(io cli.IO) error {
 	if c.Interval <= 0 {
 		return failure.New(failure.Usage, "pass a positive number of seconds, e.g. --interval 2", "bad --interval %v", c.Interval)
 	}
-	if _, err := cli.Load("."); err != nil {
+	fc, err := cli.Load(".")
+	if err != nil {
 		return err
 	}
-	stop := cli.StopOnSignals()
-	defer stop.Release()
-	ctx := stop.Context()
 	specs := [][]string{
 		{"watch", "--rev", c.Rev, "--interval", fmt.Sprint(c.Interval)},
 		{"base", "--follow"},
 		{"gc", "--follow"},
 	}
+	what := "watching " + c.Rev
+	if c.Runner {
+		// A runner hosts no bus (its bases come from the fleet's) and
+		// watches nothing: the build hosts do.
+		if fc.Settings.BusURL == "" {
+			return failure.New(failure.Usage, "set FERRY_NATS_URL (or [bus] url in ferry.toml) to the fleet's bus, with the runner's credentials",
+				"ferry up --runner needs the fleet's bus, and none is configured")
+		}
+		specs = [][]string{{"base", "--follow", "--pull"}, {"gc", "--follow"}}
+		what = "runner: installing the fleet's bases"
+	}
+	stop := cli.StopOnSignals()
+	defer stop.Release()
+	ctx := stop.Context()
 	var cmds []*exec.Cmd
 	stopAll := func() {
 		for _, cmd := range cmds {
@@ -85,7 +98,7 @@ func (c *upCmd) run(io cli.IO) error {
 			time.Sleep(200 * time.Millisecond) // let it take the bus first
 		}
 	}
-	fmt.Fprintf(io.Stderr, "ferry up: watching %s; Ctrl-C stops\n", c.Rev)
+	fmt.Fprintf(io.Stderr, "ferry up: %s; Ctrl-C stops\n", what)
 	var failed string
 	select {
 	case <-ctx.Done():
