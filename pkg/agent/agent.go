@@ -151,6 +151,7 @@ type Timings struct {
 	Worktree float64 `json:"worktree"`
 	Stamp    float64 `json:"stamp"`
 	Fork     float64 `json:"fork"`
+	Sync     float64 `json:"sync"` // making the fork durable before the record says ready
 	Total    float64 `json:"total"`
 }
 

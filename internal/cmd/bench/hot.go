@@ -35,6 +35,8 @@ type hotAgent struct {
 	trivial  []time.Duration
 	first    []time.Duration // the first build in a fresh agent
 	second   []time.Duration // the build right after it, in the same agent
+	spawn    []time.Duration // ferry spawn of each fresh agent, whole process
+	sync     []time.Duration // of it, making the fork durable (timings.sync)
 	// Paired with the plain call or build beside each one.
 	overhead                []time.Duration // trivial less plain's, round by round
 	firstRatio, secondRatio []float64       // over the plain no-op beside it
@@ -151,6 +153,7 @@ func runHot(bin string, n, large int, xfs string) error {
 			if err != nil {
 				return err
 			}
+			a.spawn, a.sync = append(a.spawn, t.wall), append(a.sync, secs(t.rec.Timings.Sync))
 			d, err := sh(t.rec.Worktree, shimEnv, hotBuild)
 			if err != nil {
 				return err
@@ -207,6 +210,9 @@ func runHot(bin string, n, large int, xfs string) error {
 	for _, a := range agents {
 		lo, mid, hi := spreadF(a.secondRatio)
 		fmt.Printf("  %-52s %9.1f %10.2fx  [%.2f..%.2f]\n", "second cargo build in that "+a.backend+" agent", ms(median(a.second)), mid, lo, hi)
+	}
+	for _, a := range agents {
+		fmt.Printf("  %-52s %9.1f   (of it, the fork made durable: %.1f ms)\n", "ferry spawn of that "+a.backend+" agent", ms(median(a.spawn)), ms(median(a.sync)))
 	}
 	if note != "" {
 		fmt.Printf("  (%s)\n", note)

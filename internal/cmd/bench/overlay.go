@@ -39,6 +39,7 @@ type spawnRecord struct {
 		Worktree float64 `json:"worktree"`
 		Stamp    float64 `json:"stamp"`
 		Fork     float64 `json:"fork"`
+		Sync     float64 `json:"sync"`
 		Total    float64 `json:"total"`
 	} `json:"timings"`
 }
@@ -347,7 +348,7 @@ func printScaling(n int, points []scalePoint) {
 	st := medianOf(o, func(r spawnRecord) float64 { return r.Timings.Stamp })
 	fk := medianOf(o, forkPhase)
 	rest := medianOf(o, func(r spawnRecord) float64 {
-		return r.Timings.Total - r.Timings.Worktree - r.Timings.Stamp - r.Timings.Fork
+		return r.Timings.Total - r.Timings.Worktree - r.Timings.Stamp - r.Timings.Fork - r.Timings.Sync
 	})
 	proc := median(func() []time.Duration {
 		var ds []time.Duration
