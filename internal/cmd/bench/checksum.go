@@ -32,7 +32,9 @@ var checksumEnv = []string{"RUSTUP_TOOLCHAIN=nightly", "RUSTFLAGS=-Zallow-featur
 // branch and back does).
 func runChecksum(bin string, n, large int) error {
 	if out, err := exec.Command("rustup", "toolchain", "list").Output(); err != nil || !strings.Contains(string(out), "nightly") {
-		return fmt.Errorf("checksum freshness needs the rustup nightly toolchain (`rustup toolchain list`: %v)", err)
+		// The rest of the bench still runs on a host without it.
+		fmt.Printf("\n== Checksum freshness against mtime: not measured: it needs the rustup nightly toolchain (`rustup toolchain list`: %v)\n", err)
+		return nil
 	}
 	bin, _ = filepath.Abs(bin)
 	root, err := os.MkdirTemp("", "ferry-bench-checksum-")
