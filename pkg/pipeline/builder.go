@@ -45,15 +45,8 @@ func RunBuilder(ctx context.Context, o BuilderOptions) error {
 	}
 	e.Logf("ferry-base: following commits of %s", e.Store.Key)
 	for {
-		m, err := cons.Next(ctx)
-		if bus.Rejected(err) {
-			e.Logf("ferry-base: rejected a message: %v", err)
-			continue
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		m, err := next(ctx, cons, e, "ferry-base")
+		if m == nil || err != nil {
 			return err
 		}
 		cs, ok := m.Event.(*events.CommitSeen)
@@ -119,4 +112,20 @@ func Short(c string) string {
 		return c[:12]
 	}
 	return c
+}
+
+// next waits for the consumer's next message, logging and skipping one the
+// bus rejects (it does not decode); nil and no error once ctx is done.
+func next(ctx context.Context, cons *bus.Consumer, e Env, stage string) (*bus.Message, error) {
+	for {
+		m, err := cons.Next(ctx)
+		if bus.Rejected(err) {
+			e.Logf("%s: rejected a message: %v", stage, err)
+			continue
+		}
+		if err != nil && ctx.Err() != nil {
+			return nil, nil
+		}
+		return m, err
+	}
 }

@@ -42,14 +42,13 @@ func RunGC(ctx context.Context, e Env) error {
 	msgs, errc := make(chan *bus.Message), make(chan error, 1)
 	go func() {
 		for {
-			m, err := cons.Next(ctx)
-			if bus.Rejected(err) {
-				e.Logf("ferry-gc: rejected a message: %v", err)
-				continue
-			}
+			m, err := next(ctx, cons, e, "ferry-gc")
 			if err != nil {
 				errc <- err
 				return
+			}
+			if m == nil {
+				return // ctx is done
 			}
 			select {
 			case msgs <- m:

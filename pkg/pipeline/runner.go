@@ -70,15 +70,8 @@ func RunRunner(ctx context.Context, o RunnerOptions) error {
 	}
 	e.Logf("ferry-base: runner: installing the bases the fleet announces (bucket %s)", name)
 	for {
-		m, err := cons.Next(ctx)
-		if bus.Rejected(err) {
-			e.Logf("ferry-base: rejected a message: %v", err)
-			continue
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		m, err := next(ctx, cons, e, "ferry-base")
+		if m == nil || err != nil {
 			return err
 		}
 		br, ok := m.Event.(*events.BaseReady)
