@@ -405,7 +405,7 @@ func fleetRound(bin, dir string, opts fixture.Options, busURL string, dedup bool
 
 	// B: its own clone and store parent.
 	bDir := filepath.Join(dir, "b")
-	if err := gitClone(repo.Dir, filepath.Join(bDir, "repo")); err != nil {
+	if err := gitClone(repo.Dir, filepath.Join(bDir, "repo"), cold.Commit); err != nil {
 		return r, nil, err
 	}
 	b, err := fleetHost(bin, bDir, &fixture.Repo{Dir: filepath.Join(bDir, "repo")}, busURL)
@@ -432,7 +432,7 @@ func fleetRound(bin, dir string, opts fixture.Options, busURL string, dedup bool
 	if err := os.Rename(aDir, moved); err != nil {
 		return r, nil, err
 	}
-	if err := gitClone(filepath.Join(moved, "repo"), filepath.Join(aDir, "repo")); err != nil {
+	if err := gitClone(filepath.Join(moved, "repo"), filepath.Join(aDir, "repo"), cold.Commit); err != nil {
 		return r, nil, err
 	}
 	c, err := fleetHost(bin, aDir, &fixture.Repo{Dir: filepath.Join(aDir, "repo")}, busURL)
@@ -448,9 +448,14 @@ func fleetRound(bin, dir string, opts fixture.Options, busURL string, dedup bool
 	return r, diffs, nil
 }
 
-func gitClone(from, to string) error {
+// gitClone clones from into to, checked out at commit: a runner's clone
+// is at the commit of the base it pulls (agents branch from HEAD).
+func gitClone(from, to, commit string) error {
 	if out, err := exec.Command("git", "clone", "-q", from, to).CombinedOutput(); err != nil {
 		return fmt.Errorf("git clone %s: %v\n%s", from, err, out)
+	}
+	if out, err := exec.Command("git", "-C", to, "reset", "-q", "--hard", commit).CombinedOutput(); err != nil {
+		return fmt.Errorf("git reset --hard %s: %v\n%s", commit, err, out)
 	}
 	return nil
 }
