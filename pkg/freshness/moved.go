@@ -109,12 +109,12 @@ type Moved struct {
 // then records nothing, and the call goes on.
 var ErrLinksPending = errors.New("changed links left to the next check")
 
-// Settle writes the first mark for the checkout at worktree, right after
-// spawn stamped and freshened it: just after the newest ctime of its
-// tracked paths and directories (the stamping's own changes, which are not
-// changes of the agent's), and the text of each tracked symlink. A change
-// made during spawn in the same clock tick as the last stamp would be
-// taken for stamping; Ferry makes no other change there.
+// Settle writes the first mark for the checkout at worktree, as spawn's
+// last step (after stamping, freshening and the worktree's target link):
+// just after the newest ctime of its tracked paths and directories
+// (spawn's own changes, which are not changes of the agent's), and the
+// text of each tracked symlink. A change made in the worktree while spawn
+// runs would be taken for spawn's; nobody has the worktree yet.
 func Settle(worktree, gitDir string) error {
 	root, err := canonicalDir(worktree)
 	if err != nil {
