@@ -27,9 +27,13 @@ import (
 // Defaults of the Ferry run. Measured on 2 cores: 3 agents × 10 rounds
 // (about 40 checked builds) take the package about 2.5 minutes on its own and
 // about 3 minutes inside `go test ./...`; more rounds cost about 9 s each.
+// The variants (sandbox off, checksum freshness) run fewer rounds: still
+// enough for every kind of edit, the rest of their time being their base,
+// relocation and seeded bases, which the rounds do not add to.
 const (
 	defaultAgents = 3
 	defaultRounds = 10
+	variantRounds = 5
 )
 
 func TestMain(m *testing.M) {
@@ -182,13 +186,13 @@ func newReferences(t *testing.T, n int, template string) []*Reference {
 // TestFerryAgentsBuildTheirOwnCode is the oracle: agents spawned by Ferry
 // from one base make random edits concurrently, and after every build each
 // agent's binary and test output must equal a cold build of its own tree.
-func TestFerryAgentsBuildTheirOwnCode(t *testing.T) { ferryOracle(t, "auto") }
+func TestFerryAgentsBuildTheirOwnCode(t *testing.T) { ferryOracle(t, "auto", defaultRounds) }
 
 // TestFerryAgentsBuildTheirOwnCodeOff is the oracle without the namespace
 // sandbox (sandbox mode off): bases and agents build at host paths, every
 // fork relocated, and each agent's app must report its own worktree where
 // the reference's reports the reference's copy.
-func TestFerryAgentsBuildTheirOwnCodeOff(t *testing.T) { ferryOracle(t, "off") }
+func TestFerryAgentsBuildTheirOwnCodeOff(t *testing.T) { ferryOracle(t, "off", variantRounds) }
 
 // TestFerryAgentsBuildTheirOwnCodeChecksum is the oracle in checksum
 // freshness mode ([base] freshness = "checksum"), with bases and agents
@@ -203,18 +207,19 @@ func TestFerryAgentsBuildTheirOwnCodeChecksum(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "nightly") {
 		t.Skipf("no rustup nightly toolchain (`rustup toolchain list`: %v)", err)
 	}
-	ferryOracle(t, "auto", func(f *Ferry) {
+	ferryOracle(t, "auto", variantRounds, func(f *Ferry) {
 		f.Freshness = "checksum"
 		f.Env = append(dropEnv(f.Env, "RUSTUP_TOOLCHAIN", "RUSTFLAGS"), "RUSTUP_TOOLCHAIN=nightly", "RUSTFLAGS=-Zallow-features=")
 	})
 }
 
-// ferryOracle runs the oracle of Ferry agents under sandbox mode mode;
-// each of with changes the Ferry driver before the base is built.
-func ferryOracle(t *testing.T, mode string, with ...func(*Ferry)) {
+// ferryOracle runs the oracle of Ferry agents under sandbox mode mode,
+// rounds rounds unless a knob says otherwise; each of with changes the
+// Ferry driver before the base is built.
+func ferryOracle(t *testing.T, mode string, rounds int, with ...func(*Ferry)) {
 	start := time.Now()
 	setupPkg(t) // starts the template build, which runs beside ferry base
-	cfg := loadConfig(t, defaultAgents, defaultRounds)
+	cfg := loadConfig(t, defaultAgents, rounds)
 	repro := cfg.repro(t.Name())
 	t.Logf("seed %d, %d agents, %d rounds; reproduce with: %s", cfg.seed, cfg.agents, cfg.rounds, repro)
 	fatalf := func(format string, args ...any) {

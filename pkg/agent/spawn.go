@@ -396,15 +396,6 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 			return err
 		}
 	}
-	// The agent's builds start from here: the shim freshens what changes
-	// after this without its mtime following (freshness.FreshenMoved).
-	gitDir, err := git.WorktreeGitDir(r.Worktree)
-	if err != nil {
-		return err
-	}
-	if err := freshness.Settle(r.Worktree, gitDir); err != nil {
-		return err
-	}
 	r.Timings.Stamp = since(t)
 	failpoint.Hit("spawn/after-stamp")
 
@@ -459,7 +450,19 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 		r.Timings.Sync = since(t)
 	}
 	failpoint.Hit("spawn/after-fork")
-	return makeTargetLink(o.Repo, s, r, backend)
+	if err := makeTargetLink(o.Repo, s, r, backend); err != nil {
+		return err
+	}
+	// The agent's builds start from here: the shim freshens what changes
+	// after this without its mtime following (freshness.FreshenMoved).
+	// Settled last, so nothing spawn did counts as the agent's: making the
+	// target link keeps the top directory's stamped mtime, which moves its
+	// ctime.
+	gitDir, err := git.WorktreeGitDir(r.Worktree)
+	if err != nil {
+		return err
+	}
+	return freshness.Settle(r.Worktree, gitDir)
 }
 
 // linkRebuilds empties, in agent r's fork (an overlay fork's upper dir),
