@@ -124,15 +124,17 @@ func Publish(ctx context.Context, conn *bus.Conn, b Bucket, r *base.Record) (*Pu
 	}
 
 	pr, pw := io.Pipe()
+	// The digest is of the object as stored: a pull checks it while the
+	// bytes arrive, not over the (eight times larger) plain stream.
 	sum := sha256.New()
 	var stream, compressed counter
 	go func() {
-		zw, err := zstd.NewWriter(io.MultiWriter(pw, &compressed), zstd.WithEncoderLevel(Level))
+		zw, err := zstd.NewWriter(io.MultiWriter(pw, sum, &compressed), zstd.WithEncoderLevel(Level))
 		if err != nil {
 			pw.CloseWithError(err)
 			return
 		}
-		err = writeArchive(io.MultiWriter(zw, sum, &stream), r.Dir)
+		err = writeArchive(io.MultiWriter(zw, &stream), r.Dir)
 		if cerr := zw.Close(); err == nil {
 			err = cerr
 		}

@@ -9,9 +9,9 @@
 // base id (<commit>-<fingerprint>, the same on every host with the same
 // toolchain, warm commands and modes), and its metadata (Meta) says what
 // the base was built with, where (the store path its target recorded) and
-// the SHA-256 of the uncompressed stream, written once the upload is
-// complete: an object without a digest is still being published and is
-// never pulled.
+// the SHA-256 of the object (the compressed stream), written once the
+// upload is complete: an object without a digest is still being published
+// and is never pulled.
 //
 // A pull installs exactly like a local build finishes: it takes the base
 // lock, extracts into the base directory (a directory without base.json is
@@ -37,13 +37,15 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/failure"
 )
 
 // DefaultBucket is the object store bucket bases are published to.
 const DefaultBucket = "ferry-bases"
 
-// Format versions the object's layout and Meta.
-const Format = 1
+// Format versions the object's layout and Meta. Format 1 had the digest
+// of the uncompressed stream; 2 has the object's.
+const Format = 2
 
 // metaKey is the object metadata key holding Meta as JSON. The other keys
 // (commit, fingerprint, rustc, store, digest) repeat its main fields for
@@ -73,8 +75,8 @@ type Meta struct {
 	Stream     int64  `json:"stream"`
 	Compressed int64  `json:"compressed"`
 	Level      string `json:"level"` // the zstd level it was compressed with
-	// Digest is the SHA-256 of the uncompressed stream, empty while the
-	// upload runs.
+	// Digest is the SHA-256 of the object (the compressed stream), empty
+	// while the upload runs.
 	Digest    string    `json:"digest"`
 	Host      string    `json:"host"` // the publishing host's name
 	Published time.Time `json:"published"`
@@ -108,6 +110,27 @@ func decodeMeta(md map[string]string) (*Meta, error) {
 		return nil, fmt.Errorf("published by a newer Ferry (object format %d; this one reads %d)", m.Format, Format)
 	}
 	return &m, nil
+}
+
+// OldFormatError is a published base whose object this Ferry no longer
+// reads (its digest is of another stream).
+type OldFormatError struct {
+	ID     string
+	Format int
+}
+
+func (e *OldFormatError) Error() string {
+	return fmt.Sprintf("the published base %s is of object format %d, published by an older Ferry; this one reads format %d", e.ID, e.Format, Format)
+}
+
+// current refuses an object of an older format than this Ferry reads.
+func (m *Meta) current() error {
+	if m.Format < Format {
+		return failure.Wrap(failure.Refused, &OldFormatError{ID: m.BaseID, Format: m.Format},
+			"publish the base again with this Ferry on its build host (`ferry base --publish --rev "+short(m.Commit)+"`), then pull again",
+			"nothing to pull")
+	}
+	return nil
 }
 
 // warmCommands lists the commands of ws.

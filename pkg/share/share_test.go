@@ -306,8 +306,8 @@ func (h *host) noBase(t *testing.T, what string) {
 }
 
 // A pull that is refused or fails leaves no ready base and says why: a
-// base built with other warm commands, one whose toolchain differs, a
-// corrupted object, and a pull killed midway (which the next pull
+// base built with other warm commands, one whose toolchain differs, an
+// object of the previous format, a corrupted object, and a pull killed midway (which the next pull
 // repairs). A pull of a commit nobody published pulls the nearest
 // published ancestor and refreshes from it. gc deletes an object only on
 // the host that published it.
@@ -368,9 +368,18 @@ func TestFailedPullsAndGC(t *testing.T) {
 	other.Toolchain.RustcVersion = "1.0.0"
 	setMeta(t, obs, original, &other)
 	refused("another toolchain", "toolchain: published with 1.0.0")
+	// An object of the format before the digest was of the compressed
+	// object: its digest would not match; the refusal says to publish it
+	// again.
+	old := m
+	old.Format = 1
+	setMeta(t, obs, original, &old)
+	if stderr := refused("an object of the old format", "is of object format 1, published by an older Ferry"); !strings.Contains(stderr, "ferry base --publish") {
+		t.Errorf("the old format's refusal gives no hint to publish again:\n%s", stderr)
+	}
 	setMeta(t, obs, original, &m)
 
-	// A corrupted object: one byte of base.json changed, the stream's
+	// A corrupted object: one byte of base.json changed, the object's
 	// digest no longer matches.
 	data, err := obs.GetBytes(t.Context(), built.ID)
 	if err != nil {
