@@ -2,6 +2,8 @@ package share
 
 import (
 	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -30,17 +32,24 @@ const (
 	targetPrefix   = "target"
 )
 
-// writeArchive writes base directory dir's stream to w.
-func writeArchive(w io.Writer, dir string) error {
+// seedKey is the PAX record of a delta stream's file whose content is the
+// seed base's file at the same path: its value is the content's SHA-256,
+// and the entry holds no bytes.
+const seedKey = "FERRY.seed.sha256"
+
+// writeArchive writes base directory dir's stream to w. With seed (a base
+// directory), it writes a delta stream: a target file whose content is the
+// seed's file at the same path is an entry naming its digest (seedKey).
+func writeArchive(w io.Writer, dir, seed string) (*archiver, error) {
 	files := store.BaseFiles(dir)
 	tw := tar.NewWriter(w)
-	a := &archiver{tw: tw, links: map[[2]uint64]string{}, buf: make([]byte, 1<<20)}
+	a := &archiver{tw: tw, links: map[[2]uint64]string{}, buf: make([]byte, 1<<20), seed: seed}
 	if err := a.add(files.Record, recordName); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := os.Lstat(files.Relocation); err == nil {
 		if err := a.add(files.Relocation, relocationName); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, t := range []struct{ dir, name string }{{files.Src, srcPrefix}, {files.Target, targetPrefix}} {
@@ -63,16 +72,21 @@ func writeArchive(w io.Writer, dir string) error {
 			return a.add(p, path.Join(t.name, filepath.ToSlash(rel)))
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return tw.Close()
+	return a, tw.Close()
 }
 
 type archiver struct {
 	tw    *tar.Writer
 	links map[[2]uint64]string // (dev, inode) of a file with several links -> its first name
 	buf   []byte
+	seed  string // the seed's base directory, for a delta stream
+	// seeded and seededBytes count the files a delta stream takes from
+	// the seed.
+	seeded      int
+	seededBytes int64
 }
 
 func (a *archiver) add(p, name string) error {
@@ -102,6 +116,19 @@ func (a *archiver) add(p, name string) error {
 		}
 		a.links[key] = name
 	}
+	if a.seed != "" && fi.Mode().IsRegular() && strings.HasPrefix(name, targetPrefix+"/") {
+		sum, err := sameContent(p, filepath.Join(a.seed, filepath.FromSlash(name)), fi.Size())
+		if err != nil {
+			return err
+		}
+		if sum != "" {
+			h.PAXRecords = map[string]string{seedKey: sum}
+			a.seeded++
+			a.seededBytes += h.Size
+			h.Size = 0
+			return a.tw.WriteHeader(h)
+		}
+	}
 	if err := a.tw.WriteHeader(h); err != nil {
 		return err
 	}
@@ -120,11 +147,55 @@ func (a *archiver) add(p, name string) error {
 	return err
 }
 
+// sameContent returns the SHA-256 of file p when the regular file seed
+// holds the same size bytes, else "".
+func sameContent(p, seed string, size int64) (string, error) {
+	fi, err := os.Lstat(seed)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+		return "", nil
+	}
+	a, err := fileSum(p)
+	if err != nil {
+		return "", err
+	}
+	b, err := fileSum(seed)
+	if err != nil || a != b {
+		return "", nil
+	}
+	return a, nil
+}
+
+func fileSum(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // extracted is what extract kept aside: the files written last.
 type extracted struct {
 	record     []byte
 	relocation []byte
 	files      int
+	seeded     int // files copied from the seed
+}
+
+// SeedError is a delta stream's file that the local seed base does not
+// hold (a relocation removed it, or it differs): the full object is
+// pulled instead.
+type SeedError struct {
+	Name string
+	Why  string
+}
+
+func (e *SeedError) Error() string {
+	return fmt.Sprintf("the seed base's %s %s", e.Name, e.Why)
 }
 
 // extract reads a stream into the base directory root (its src/ already
@@ -137,7 +208,11 @@ type extracted struct {
 // as long as decompressing 200 kB, and the large bench workspace's target
 // has 7,300 files. Directories are made here, before the files a later
 // entry puts in them; hard links are made once every file is written.
-func extract(r io.Reader, root *os.Root) (*extracted, error) {
+//
+// With seed (a local base directory), entries naming a content digest
+// (seedKey) are copied from the seed's file at the same path, and their
+// content checked against it; a *SeedError when the seed lacks it.
+func extract(r io.Reader, root *os.Root, seed string) (*extracted, error) {
 	tr := tar.NewReader(r)
 	out := &extracted{}
 	type dirTime struct {
@@ -198,7 +273,15 @@ func extract(r io.Reader, root *os.Root) (*extracted, error) {
 		case tar.TypeReg:
 			// The target is new; the checkout's files are replaced.
 			f := &file{name: name, perm: perm, mtime: h.ModTime, replace: strings.HasPrefix(name, srcPrefix+"/")}
-			if h.Size <= pooledFileMax {
+			if sum, ok := h.PAXRecords[seedKey]; ok {
+				if seed == "" || !strings.HasPrefix(name, targetPrefix+"/") || h.Size != 0 {
+					return nil, fmt.Errorf("the stream takes %s from a seed base, which this pull has none of", name)
+				}
+				if err := f.copySeed(big, filepath.Join(seed, filepath.FromSlash(name)), sum, buf); err != nil {
+					return nil, err
+				}
+				out.seeded++
+			} else if h.Size <= pooledFileMax {
 				// Read here, written by the pool.
 				f.data = make([]byte, h.Size)
 				if _, err := io.ReadFull(tr, f.data); err != nil {
@@ -314,6 +397,27 @@ func (f *file) write(d *dirRoot, r io.Reader, buf []byte) error {
 		return fmt.Errorf("write %s: %w", f.name, err)
 	}
 	return root.Chtimes(name, f.mtime, f.mtime)
+}
+
+// copySeed writes the file with the content of the seed's file from,
+// which must have SHA-256 sum.
+func (f *file) copySeed(d *dirRoot, from, sum string, buf []byte) error {
+	in, err := os.Open(from)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &SeedError{Name: f.name, Why: "is missing"}
+	}
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	h := sha256.New()
+	if err := f.write(d, io.TeeReader(in, h), buf); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+		return &SeedError{Name: f.name, Why: "has other content than the published base's"}
+	}
+	return nil
 }
 
 // dirRoot is the root of one directory below the base directory at a

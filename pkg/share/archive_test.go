@@ -2,7 +2,6 @@ package share
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"flag"
 	"fmt"
 	"io"
@@ -36,7 +35,7 @@ func BenchmarkCompress(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := writeArchive(io.MultiWriter(zw, sha256.New(), &stream), *benchBase); err != nil {
+				if _, err := writeArchive(io.MultiWriter(zw, &stream), *benchBase, ""); err != nil {
 					b.Fatal(err)
 				}
 				if err := zw.Close(); err != nil {
@@ -112,7 +111,7 @@ func TestExtractRoundTrip(t *testing.T) {
 		}
 	}
 	var stream bytes.Buffer
-	if err := writeArchive(&stream, from); err != nil {
+	if _, err := writeArchive(&stream, from, ""); err != nil {
 		t.Fatal(err)
 	}
 
@@ -128,7 +127,7 @@ func TestExtractRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	x, err := extract(&stream, root)
+	x, err := extract(&stream, root, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,8 +124,11 @@ type pulled struct {
 	Relocated *struct {
 		Paths int `json:"paths"`
 	} `json:"relocated"`
-	Rebuilds []string `json:"rebuilds"`
-	Seconds  float64  `json:"seconds"`
+	Rebuilds    []string `json:"rebuilds"`
+	Object      string   `json:"object"`
+	Transferred int64    `json:"transferred"`
+	Seeded      int      `json:"seeded"`
+	Seconds     float64  `json:"seconds"`
 }
 
 func (h *host) pull(t *testing.T, args ...string) pulled {
@@ -493,8 +496,8 @@ func TestFailedPullsAndGC(t *testing.T) {
 		t.Fatalf("after B's gc the bucket holds %v, want both published bases (B published neither)", o)
 	}
 	a.must(t, "gc")
-	if o := objects(); o[built.ID] || !o[next.ID] {
-		t.Fatalf("after A's gc the bucket holds %v, want only %s", o, next.ID)
+	if o := objects(); o[built.ID] || !o[next.ID] || !o[next.ID+share.DeltaSuffix] || len(o) != 2 {
+		t.Fatalf("after A's gc the bucket holds %v, want only %s and its delta", o, next.ID)
 	}
 }
 
