@@ -181,7 +181,7 @@ type PullRecord struct {
 	Object string `json:"object"`
 	Host   string `json:"host"`   // the publishing host
 	From   string `json:"from"`   // the store dir its target recorded there
-	Digest string `json:"digest"` // SHA-256 of the stream it was installed from
+	Digest string `json:"digest"` // SHA-256 of the object it was installed from
 	// Relocated is what the dead relocation plan removed from the target,
 	// when From is not this store's dir.
 	Relocated *relocate.Applied `json:"relocated,omitempty"`

@@ -22,6 +22,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/relocate"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // PullOptions are the inputs of one pull.
@@ -43,7 +44,12 @@ type Pulled struct {
 	// Rebuilds are the units (fingerprint dirs, with the profile) the
 	// first build rebuilds because of the relocation.
 	Rebuilds []string `json:"rebuilds,omitempty"`
-	Seconds  float64  `json:"seconds"`
+	// Transferred is the bytes read from the bucket: the full object's, or
+	// the delta's when Object is the delta, with Seeded target files
+	// copied from the local seed base.
+	Transferred int64   `json:"transferred"`
+	Seeded      int     `json:"seeded,omitempty"`
+	Seconds     float64 `json:"seconds"`
 }
 
 // Pull installs the published base of o.Build.Rev into the local store and
@@ -92,6 +98,9 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 		return nil, failure.Wrap(failure.Refused, &UnavailableError{ID: p.ID, Bucket: o.Bucket.name(), Why: "it is still being uploaded (it has no digest yet)"},
 			"wait for the publisher to finish, then pull again", "nothing to pull")
 	}
+	if err := m.current(); err != nil {
+		return nil, err
+	}
 
 	l, err := lock.TryTake(s.BaseLock(p.ID))
 	if err == lock.ErrBusy {
@@ -115,8 +124,28 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 	if err := base.Discard(o.Build, p.ID); err != nil {
 		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
 	}
-	fmt.Fprintf(out, "ferry-base: pulling base %s from bucket %s (%.1f MB)\n", p.ID, o.Bucket.name(), float64(m.Compressed)/1e6)
-	res, err := install(ctx, obs, o, p, m)
+	var res *Pulled
+	if seed := readySeed(s, m.Delta); seed != "" {
+		// This host has the base it was seeded from: the delta, with the
+		// seed's files copied, is the same target for a fraction of the
+		// bytes.
+		d := m.Delta
+		fmt.Fprintf(out, "ferry-base: pulling base %s from bucket %s as a delta against base %s (%.1f MB, the full object %.1f MB)\n",
+			p.ID, o.Bucket.name(), d.Seed, float64(d.Compressed)/1e6, float64(m.Compressed)/1e6)
+		res, err = install(ctx, obs, o, p, m, object{name: d.Object, digest: d.Digest, seed: seed})
+		var se *SeedError
+		if errors.As(err, &se) || errors.Is(err, jetstream.ErrObjectNotFound) {
+			fmt.Fprintf(out, "ferry-base: the delta cannot be used: %v; pulling the full object\n", err)
+			if err = base.Discard(o.Build, p.ID); err != nil {
+				return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
+			}
+			res = nil
+		}
+	}
+	if res == nil && err == nil {
+		fmt.Fprintf(out, "ferry-base: pulling base %s from bucket %s (%.1f MB)\n", p.ID, o.Bucket.name(), float64(m.Compressed)/1e6)
+		res, err = install(ctx, obs, o, p, m, object{name: p.ID, digest: m.Digest})
+	}
 	if err != nil {
 		if derr := base.Discard(o.Build, p.ID); derr != nil {
 			err = errors.Join(err, fmt.Errorf("discard the failed pull: %w", derr))
@@ -242,7 +271,7 @@ func Nearest(ctx context.Context, conn *bus.Conn, b Bucket, repo *git.Repo, comm
 	}
 	published := map[string]bool{}
 	for _, info := range infos {
-		if m, err := decodeMeta(info.Metadata); err == nil && m.Digest != "" && m.Fingerprint == fp {
+		if m, err := decodeMeta(info.Metadata); err == nil && m.Digest != "" && m.Fingerprint == fp && m.current() == nil {
 			published[m.Commit] = true
 		}
 	}
@@ -258,10 +287,34 @@ func Nearest(ctx context.Context, conn *bus.Conn, b Bucket, repo *git.Repo, comm
 	return "", nil
 }
 
+// readySeed returns the directory of delta d's seed base when it is ready
+// and unchanged in store s, else "". A seed pulled from another store path
+// is not used: the relocation removed the units that recorded the
+// publisher's paths, files the delta would take from it.
+func readySeed(s *store.Store, d *Delta) string {
+	if d == nil {
+		return ""
+	}
+	r, err := base.Read(s, d.Seed)
+	if err != nil || base.Verify(r) != nil {
+		return ""
+	}
+	if r.Pulled != nil && r.Pulled.Relocated != nil && r.Pulled.Relocated.Paths > 0 {
+		return ""
+	}
+	return r.Dir
+}
+
+// object is what install pulls: the base's full object, or its delta
+// against a seed base (its directory) this host holds.
+type object struct {
+	name, digest, seed string
+}
+
 // install streams the object into the base directory (the partial base),
 // checks its digest, relocates the target when the publisher's store path
 // differs, and writes base.json last. The caller holds the base lock.
-func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *base.Plan, m *Meta) (*Pulled, error) {
+func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *base.Plan, m *Meta, ob object) (*Pulled, error) {
 	s, repo := o.Build.Store, o.Build.Repo
 	files := s.Base(p.ID)
 	if err := os.MkdirAll(files.Dir, 0o755); err != nil {
@@ -278,32 +331,42 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	// Opening the object asks the bus for its info with the transfer's
 	// deadline too: the guard bounds that as well.
 	chunks := guard(func() (io.ReadCloser, error) {
-		obj, err := obs.Get(tctx, p.ID)
+		obj, err := obs.Get(tctx, ob.name)
 		if err != nil {
-			return nil, fmt.Errorf("read object %s: %w", p.ID, err)
+			return nil, fmt.Errorf("read object %s: %w", ob.name, err)
 		}
 		return obj, nil
 	}, StallTimeout)
 	defer chunks.Close()
 	src := &objReader{r: chunks}
-	zr, err := zstd.NewReader(src)
+	// The digest is of the object as it arrives: the decoder's goroutine
+	// hashes 136 MB where the plain stream was 1 GB (the large bench
+	// workspace), while this one writes files.
+	sum := sha256.New()
+	object := io.TeeReader(src, sum)
+	zr, err := zstd.NewReader(object)
 	if err != nil {
 		return nil, err
 	}
-	defer zr.Close()
 	root, err := os.OpenRoot(files.Dir)
 	if err != nil {
+		zr.Close()
 		return nil, err
 	}
 	defer root.Close()
-	sum := sha256.New()
-	stream := io.TeeReader(zr, sum)
-	x, err := extract(stream, root)
+	x, err := extract(zr, root, ob.seed)
 	if err == nil {
 		// The tar's end-of-archive blocks are read; the rest of the
-		// stream (and the object store's own digest check at its end)
-		// must be read too.
-		_, err = io.Copy(io.Discard, stream)
+		// stream, then of the object (and the object store's own digest
+		// check at its end), must be read too.
+		_, err = io.Copy(io.Discard, zr)
+	}
+	zr.Close()
+	if err == nil {
+		_, err = io.Copy(io.Discard, object)
+	}
+	if se := (*SeedError)(nil); errors.As(err, &se) {
+		return nil, se
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -316,8 +379,8 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 		}
 		return nil, corrupt(p.ID, err)
 	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != m.Digest {
-		return nil, corrupt(p.ID, fmt.Errorf("digest mismatch: the stream's SHA-256 is %s, its metadata says %s", got, m.Digest))
+	if got := hex.EncodeToString(sum.Sum(nil)); got != ob.digest {
+		return nil, corrupt(p.ID, fmt.Errorf("digest mismatch: object %s's SHA-256 is %s, its metadata says %s", ob.name, got, ob.digest))
 	}
 
 	var r base.Record
@@ -330,7 +393,7 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	// The record, as this store has the base.
 	r.Store, r.Dir, r.Src, r.Target = s.Dir, files.Dir, files.Src, files.Target
 	r.MntSrc, r.MntTarget = s.MntSrc(), s.MntTarget()
-	res := &Pulled{Object: p.ID, Meta: m}
+	res := &Pulled{Object: ob.name, Meta: m, Transferred: src.n, Seeded: x.seeded}
 
 	here, err := base.RelocationRoots(&r)
 	if err != nil {
@@ -368,7 +431,7 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	if r.TargetSeal, err = base.Seal(r.Target); err != nil {
 		return nil, fmt.Errorf("seal the pulled target: %w", err)
 	}
-	r.Pulled = &base.PullRecord{Object: p.ID, Bucket: o.Bucket.name(), From: m.Store, Host: m.Host, Digest: m.Digest, Relocated: res.Relocated}
+	r.Pulled = &base.PullRecord{Object: ob.name, Bucket: o.Bucket.name(), From: m.Store, Host: m.Host, Digest: ob.digest, Relocated: res.Relocated}
 	r.Created = time.Now().UTC()
 	if err := ctx.Err(); err != nil {
 		return nil, failure.Wrap(failure.Interrupted, err, "", "pull of base %s interrupted; the partial base was discarded", p.ID)
@@ -449,11 +512,13 @@ func guard(open func() (io.ReadCloser, error), stall time.Duration) *io.PipeRead
 // (a timeout, a permission) is not a corrupt object.
 type objReader struct {
 	r   io.Reader
+	n   int64 // bytes read
 	err error
 }
 
 func (o *objReader) Read(p []byte) (int, error) {
 	n, err := o.r.Read(p)
+	o.n += int64(n)
 	if err != nil && err != io.EOF {
 		o.err = err
 	}

@@ -9,9 +9,18 @@
 // base id (<commit>-<fingerprint>, the same on every host with the same
 // toolchain, warm commands and modes), and its metadata (Meta) says what
 // the base was built with, where (the store path its target recorded) and
-// the SHA-256 of the uncompressed stream, written once the upload is
-// complete: an object without a digest is still being published and is
-// never pulled.
+// the SHA-256 of the object (the compressed stream), written once the
+// upload is complete: an object without a digest is still being published
+// and is never pulled.
+//
+// Deduplication: a base refreshed from a seed base shares most of its
+// target with it (on the large bench workspace 2-4% of a refresh's target
+// is new content). Its publisher also stores a delta object, a stream in
+// which each target file with the seed's content at the same path holds
+// only that content's SHA-256; a runner with the seed ready (and not
+// relocated) pulls the delta and copies those files from its seed,
+// checking each against its digest, and installs the base exactly as from
+// the full object.
 //
 // A pull installs exactly like a local build finishes: it takes the base
 // lock, extracts into the base directory (a directory without base.json is
@@ -37,13 +46,15 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/failure"
 )
 
 // DefaultBucket is the object store bucket bases are published to.
 const DefaultBucket = "ferry-bases"
 
-// Format versions the object's layout and Meta.
-const Format = 1
+// Format versions the object's layout and Meta. Format 1 had the digest
+// of the uncompressed stream; 2 has the object's.
+const Format = 2
 
 // metaKey is the object metadata key holding Meta as JSON. The other keys
 // (commit, fingerprint, rustc, store, digest) repeat its main fields for
@@ -73,11 +84,29 @@ type Meta struct {
 	Stream     int64  `json:"stream"`
 	Compressed int64  `json:"compressed"`
 	Level      string `json:"level"` // the zstd level it was compressed with
-	// Digest is the SHA-256 of the uncompressed stream, empty while the
-	// upload runs.
+	// Digest is the SHA-256 of the object (the compressed stream), empty
+	// while the upload runs.
 	Digest    string    `json:"digest"`
 	Host      string    `json:"host"` // the publishing host's name
 	Published time.Time `json:"published"`
+	// Delta is the object holding the base as a delta against the base it
+	// was seeded from, when it was published with one.
+	Delta *Delta `json:"delta,omitempty"`
+}
+
+// Delta describes a base's delta object: a stream like the full object's
+// in which each target file whose content is the seed's file at the same
+// path names that content's SHA-256 instead of holding it. A runner that
+// has the seed ready pulls it instead of the full object.
+type Delta struct {
+	Object     string `json:"object"`
+	Seed       string `json:"seed"`   // the seed base's id
+	Digest     string `json:"digest"` // the delta object's SHA-256
+	Stream     int64  `json:"stream"`
+	Compressed int64  `json:"compressed"`
+	// Seeded and SeededBytes are the target files taken from the seed.
+	Seeded      int   `json:"seeded"`
+	SeededBytes int64 `json:"seeded_bytes"`
 }
 
 // metadata is m as object metadata.
@@ -108,6 +137,27 @@ func decodeMeta(md map[string]string) (*Meta, error) {
 		return nil, fmt.Errorf("published by a newer Ferry (object format %d; this one reads %d)", m.Format, Format)
 	}
 	return &m, nil
+}
+
+// OldFormatError is a published base whose object this Ferry no longer
+// reads (its digest is of another stream).
+type OldFormatError struct {
+	ID     string
+	Format int
+}
+
+func (e *OldFormatError) Error() string {
+	return fmt.Sprintf("the published base %s is of object format %d, published by an older Ferry; this one reads format %d", e.ID, e.Format, Format)
+}
+
+// current refuses an object of an older format than this Ferry reads.
+func (m *Meta) current() error {
+	if m.Format < Format {
+		return failure.Wrap(failure.Refused, &OldFormatError{ID: m.BaseID, Format: m.Format},
+			"publish the base again with this Ferry on its build host (`ferry base --publish --rev "+short(m.Commit)+"`), then pull again",
+			"nothing to pull")
+	}
+	return nil
 }
 
 // warmCommands lists the commands of ws.

@@ -124,8 +124,11 @@ type pulled struct {
 	Relocated *struct {
 		Paths int `json:"paths"`
 	} `json:"relocated"`
-	Rebuilds []string `json:"rebuilds"`
-	Seconds  float64  `json:"seconds"`
+	Rebuilds    []string `json:"rebuilds"`
+	Object      string   `json:"object"`
+	Transferred int64    `json:"transferred"`
+	Seeded      int      `json:"seeded"`
+	Seconds     float64  `json:"seconds"`
 }
 
 func (h *host) pull(t *testing.T, args ...string) pulled {
@@ -306,8 +309,8 @@ func (h *host) noBase(t *testing.T, what string) {
 }
 
 // A pull that is refused or fails leaves no ready base and says why: a
-// base built with other warm commands, one whose toolchain differs, a
-// corrupted object, and a pull killed midway (which the next pull
+// base built with other warm commands, one whose toolchain differs, an
+// object of the previous format, a corrupted object, and a pull killed midway (which the next pull
 // repairs). A pull of a commit nobody published pulls the nearest
 // published ancestor and refreshes from it. gc deletes an object only on
 // the host that published it.
@@ -368,9 +371,18 @@ func TestFailedPullsAndGC(t *testing.T) {
 	other.Toolchain.RustcVersion = "1.0.0"
 	setMeta(t, obs, original, &other)
 	refused("another toolchain", "toolchain: published with 1.0.0")
+	// An object of the format before the digest was of the compressed
+	// object: its digest would not match; the refusal says to publish it
+	// again.
+	old := m
+	old.Format = 1
+	setMeta(t, obs, original, &old)
+	if stderr := refused("an object of the old format", "is of object format 1, published by an older Ferry"); !strings.Contains(stderr, "ferry base --publish") {
+		t.Errorf("the old format's refusal gives no hint to publish again:\n%s", stderr)
+	}
 	setMeta(t, obs, original, &m)
 
-	// A corrupted object: one byte of base.json changed, the stream's
+	// A corrupted object: one byte of base.json changed, the object's
 	// digest no longer matches.
 	data, err := obs.GetBytes(t.Context(), built.ID)
 	if err != nil {
@@ -484,8 +496,8 @@ func TestFailedPullsAndGC(t *testing.T) {
 		t.Fatalf("after B's gc the bucket holds %v, want both published bases (B published neither)", o)
 	}
 	a.must(t, "gc")
-	if o := objects(); o[built.ID] || !o[next.ID] {
-		t.Fatalf("after A's gc the bucket holds %v, want only %s", o, next.ID)
+	if o := objects(); o[built.ID] || !o[next.ID] || !o[next.ID+share.DeltaSuffix] || len(o) != 2 {
+		t.Fatalf("after A's gc the bucket holds %v, want only %s and its delta", o, next.ID)
 	}
 }
 

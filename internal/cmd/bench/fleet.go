@@ -35,8 +35,15 @@ type fleetRun struct {
 	runners [2]runnerRun  // runnerOther, runnerSame
 	// next is the pull, on the runner at another store path that already
 	// holds the base, of the next commit's base (the first refresh of the
-	// dedup table): a full object, which deduplication would shrink.
-	next time.Duration
+	// dedup table): a full object, the relocation having removed files of
+	// the seed that its delta takes from it.
+	next     time.Duration
+	nextRead int64 // bytes it read from the bucket
+	// delta is the same pull on the runner at A's paths: the refresh's
+	// delta against the base it holds.
+	delta      time.Duration
+	deltaRead  int64
+	deltaFiles int // target files it copied from the local seed
 }
 
 // The runners of a round: B has another store parent and clone (the
@@ -181,8 +188,10 @@ func printFleet(name string, n int, runs []fleetRun) {
 	count("runner: crates the first build compiles", func(r runnerRun) int { return r.compiled })
 	ratio("(pull + install + first build) / cold build", func(r runnerRun) time.Duration { return r.pull + r.first }, "  (goal <= 0.2x)")
 	ratio("(pull + install + spawn + first build) / cold", func(r runnerRun) time.Duration { return r.pull + r.spawn + r.first }, "")
-	if runs[0].next > 0 {
-		fmt.Printf("  %-52s %13.2fs  (whole object; round 1)\n", "runner: pull of the next base, previous one installed", runs[0].next.Seconds())
+	if r := runs[0]; r.next > 0 {
+		fmt.Printf("  %-52s %13.2fs %13.2fs  (round 1)\n", "runner: pull of a refresh given the previous base", r.next.Seconds(), r.delta.Seconds())
+		fmt.Printf("  %-52s %11.1f MB %11.1f MB  (full object; delta, %d files from the seed)\n", "  bytes it read from the bucket",
+			float64(r.nextRead)/1e6, float64(r.deltaRead)/1e6, r.deltaFiles)
 	}
 }
 
@@ -281,6 +290,13 @@ type baseAnswer struct {
 		} `json:"meta"`
 		Seconds float64 `json:"seconds"`
 	} `json:"published"`
+}
+
+// pullAnswer is what ferry base --pull --json says of the bytes it moved.
+type pullAnswer struct {
+	Object      string `json:"object"`
+	Transferred int64  `json:"transferred"`
+	Seeded      int    `json:"seeded"`
 }
 
 // pullRun pulls rev's base, spawns an agent and builds it once.
@@ -419,11 +435,13 @@ func fleetRound(bin, dir string, opts fixture.Options, busURL string, dedup bool
 		return r, nil, fmt.Errorf("the pull into another store path relocated nothing")
 	}
 	if firstEdit != "" {
-		// The next base, with this one installed: today a whole object.
-		var p struct{}
+		// The next base, with this one installed: its seed lost the
+		// relocated units here, so the whole object.
+		var p pullAnswer
 		if r.next, err = b.jsonRun(&p, "base", "--pull", "--rev", firstEdit, "--json"); err != nil {
 			return r, nil, err
 		}
+		r.nextRead = p.Transferred
 	}
 
 	// C: A's very paths. A's directories move aside (its host "wiped"),
@@ -444,6 +462,17 @@ func fleetRound(bin, dir string, opts fixture.Options, busURL string, dedup bool
 	}
 	if r.runners[runnerSame].relocated {
 		return r, nil, fmt.Errorf("the pull at the publisher's paths relocated the target")
+	}
+	if firstEdit != "" {
+		// The next base, with this one installed at A's paths: its delta.
+		var p pullAnswer
+		if r.delta, err = c.jsonRun(&p, "base", "--pull", "--rev", firstEdit, "--json"); err != nil {
+			return r, nil, err
+		}
+		r.deltaRead, r.deltaFiles = p.Transferred, p.Seeded
+		if p.Seeded == 0 {
+			return r, nil, fmt.Errorf("the pull of the refresh at A's paths took nothing from the base before it (object %s)", p.Object)
+		}
 	}
 	return r, diffs, nil
 }
