@@ -3,7 +3,6 @@ package share_test
 import (
 	"bytes"
 	"encoding/json"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/ferrydev/ferry/internal/bustest"
 	"github.com/ferrydev/ferry/internal/fixture"
-	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/share"
 )
 
@@ -23,13 +21,8 @@ import (
 // unready. A runner at another store path, whose seed the relocation
 // pruned, pulls the full object instead.
 func TestPullOfARefreshTransfersTheDelta(t *testing.T) {
-	bin := testenv.Binaries(t)
-	bus := bustest.Start(t)
-	u, _ := url.Parse(bus.URL())
-	u.User = url.User(bus.Token())
-	root := t.TempDir()
-	repoA := testenv.Repo(t, fixture.Options{})
-	a := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), u.String())
+	f := newFleet(t)
+	bin, bus, root, repoA, a := f.bin, f.bus, f.root, f.repo, f.a
 	type publishedBase struct {
 		ID        string `json:"id"`
 		Commit    string `json:"commit"`
@@ -73,7 +66,7 @@ func TestPullOfARefreshTransfersTheDelta(t *testing.T) {
 	// full object is pulled.
 	repoB := filepath.Join(root, "b", "repo")
 	clone(t, repoA.Dir, repoB)
-	b := newHost(t, bin, repoB, filepath.Join(root, "b"), u.String())
+	b := newHost(t, bin, repoB, filepath.Join(root, "b"), f.url)
 	if p := b.pull(t, "--rev", first.Commit); p.Relocated == nil {
 		t.Fatalf("B's pull of the first base was not relocated: %+v", p)
 	}
@@ -92,7 +85,7 @@ func TestPullOfARefreshTransfersTheDelta(t *testing.T) {
 		}
 	}
 	clone(t, origin, repoA.Dir)
-	c := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), u.String())
+	c := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), f.url)
 	if p := c.pull(t, "--rev", first.Commit); p.Relocated != nil || p.Transferred != first.Published.Meta.Compressed {
 		t.Fatalf("C's pull of the first base: %+v", p)
 	}
@@ -107,22 +100,7 @@ func TestPullOfARefreshTransfersTheDelta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := obs.GetBytes(t.Context(), d.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := zstdDecode(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.Index(plain, []byte(`"warm"`))
-	if i < 0 {
-		t.Fatal("no base.json in the delta")
-	}
-	plain[i+2] = 'A'
-	if _, err := obs.Put(t.Context(), info.ObjectMeta, bytes.NewReader(zstdEncode(t, plain))); err != nil {
-		t.Fatal(err)
-	}
+	data := corruptObject(t, obs, info.ObjectMeta)
 	if out, stderr, err := c.ferry(c.repo, nil, "base", "--pull", "--rev", c2); err == nil || !bytes.Contains([]byte(stderr), []byte("digest mismatch")) {
 		t.Fatalf("pull of a corrupted delta: want a digest mismatch, got %v\n%s%s", err, stderr, out)
 	}

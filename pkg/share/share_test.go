@@ -19,6 +19,7 @@ import (
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/testenv"
+	"github.com/ferrydev/ferry/pkg/bus/embedded"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/share"
 )
@@ -37,6 +38,26 @@ const warmToml = "[base]\nwarm = [\"cargo build --workspace --all-targets\"]\n"
 type host struct {
 	bin, repo, home, wts, busURL string
 	extra                        []string // more environment
+}
+
+// fleet is a test's embedded bus and host A, which publishes, on it.
+type fleet struct {
+	bin  string
+	bus  *embedded.Host
+	url  string // the bus's URL with its token, for FERRY_NATS_URL
+	root string // each host's directories are below it
+	repo *fixture.Repo
+	a    *host
+}
+
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	f := &fleet{bin: testenv.Binaries(t), bus: bustest.Start(t), root: t.TempDir(), repo: testenv.Repo(t, fixture.Options{})}
+	u, _ := url.Parse(f.bus.URL())
+	u.User = url.User(f.bus.Token())
+	f.url = u.String()
+	f.a = newHost(t, f.bin, f.repo.Dir, filepath.Join(f.root, "a"), f.url)
+	return f
 }
 
 func newHost(t *testing.T, bin, repo, root, busURL string) *host {
@@ -315,13 +336,8 @@ func (h *host) noBase(t *testing.T, what string) {
 // published ancestor and refreshes from it. gc deletes an object only on
 // the host that published it.
 func TestFailedPullsAndGC(t *testing.T) {
-	bin := testenv.Binaries(t)
-	bus := bustest.Start(t)
-	u, _ := url.Parse(bus.URL())
-	u.User = url.User(bus.Token())
-	root := t.TempDir()
-	repoA := testenv.Repo(t, fixture.Options{})
-	a := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), u.String())
+	f := newFleet(t)
+	bin, bus, root, repoA, a := f.bin, f.bus, f.root, f.repo, f.a
 	var built struct {
 		ID string `json:"id"`
 	}
@@ -330,7 +346,7 @@ func TestFailedPullsAndGC(t *testing.T) {
 	}
 	repoB := filepath.Join(root, "b", "repo")
 	clone(t, repoA.Dir, repoB)
-	b := newHost(t, bin, repoB, filepath.Join(root, "b"), u.String())
+	b := newHost(t, bin, repoB, filepath.Join(root, "b"), f.url)
 	refused := func(what, want string, extra ...string) string {
 		t.Helper()
 		out, stderr, err := b.ferry(b.repo, extra, "base", "--pull")
@@ -384,22 +400,7 @@ func TestFailedPullsAndGC(t *testing.T) {
 
 	// A corrupted object: one byte of base.json changed, the object's
 	// digest no longer matches.
-	data, err := obs.GetBytes(t.Context(), built.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := zstdDecode(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.Index(plain, []byte(`"warm"`))
-	if i < 0 {
-		t.Fatal("no base.json in the stream")
-	}
-	plain[i+2] = 'A'
-	if _, err := obs.Put(t.Context(), original, bytes.NewReader(zstdEncode(t, plain))); err != nil {
-		t.Fatal(err)
-	}
+	data := corruptObject(t, obs, original)
 	refused("a corrupted object", "digest mismatch")
 	if _, err := obs.Put(t.Context(), original, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
@@ -513,6 +514,30 @@ func setMeta(t *testing.T, obs jetstream.ObjectStore, meta jetstream.ObjectMeta,
 	if err := obs.UpdateMeta(t.Context(), meta.Name, meta); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// corruptObject changes one byte of the base.json in the object meta
+// names (stored again under the same metadata, so its digest no longer
+// matches) and returns the object as it was.
+func corruptObject(t *testing.T, obs jetstream.ObjectStore, meta jetstream.ObjectMeta) []byte {
+	t.Helper()
+	data, err := obs.GetBytes(t.Context(), meta.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := zstdDecode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(plain, []byte(`"warm"`))
+	if i < 0 {
+		t.Fatalf("no base.json in object %s", meta.Name)
+	}
+	plain[i+2] = 'A'
+	if _, err := obs.Put(t.Context(), meta, bytes.NewReader(zstdEncode(t, plain))); err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func zstdDecode(b []byte) ([]byte, error) {
