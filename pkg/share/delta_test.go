@@ -3,6 +3,7 @@ package share_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/ferrydev/ferry/internal/bustest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/share"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A refresh is published with a delta against its seed base: a runner
@@ -124,5 +126,16 @@ func TestPullOfARefreshTransfersTheDelta(t *testing.T) {
 	}
 	if len(compiled) != 0 || marker != want {
 		t.Fatalf("agent on the delta-pulled base compiled %v and printed\n%s\nwant\n%s", compiled, marker, want)
+	}
+
+	// The publisher's gc, collecting the refresh, deletes its delta too.
+	deleted, err := share.Unpublish(t.Context(), conn, share.Bucket{}, second.Published.Meta.Store, []string{second.ID})
+	if err != nil || len(deleted) != 1 {
+		t.Fatalf("unpublish %s: deleted %v, %v", second.ID, deleted, err)
+	}
+	for _, name := range []string{second.ID, d.Object} {
+		if _, err := obs.GetInfo(t.Context(), name); !errors.Is(err, jetstream.ErrObjectNotFound) {
+			t.Errorf("object %s after its base was unpublished: %v", name, err)
+		}
 	}
 }
