@@ -5,7 +5,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/relocate"
@@ -56,23 +55,9 @@ func LinkReaders(target, store, root string, links []string) ([]string, error) {
 		}
 		return false
 	}
-	var out []string
-	for _, u := range listing.Units {
-		var compile []string
-		for _, f := range u.Fingerprints {
-			if units.Kind(f.Name) == "compile" {
-				compile = append(compile, path.Join(u.Dir, "dep-"+f.Name))
-			}
-		}
-		if len(compile) == 0 {
-			continue
-		}
-		if r.readsThrough(u, listing.Workspace(u.Profile), through) {
-			out = append(out, compile...)
-		}
-	}
-	sort.Strings(out)
-	return out, nil
+	return compileDepInfo(listing, func(u *units.Unit, ws string) bool {
+		return r.readsThrough(u, ws, through)
+	}), nil
 }
 
 // readsThrough reports whether the compile unit u has no readable rustc

@@ -92,6 +92,13 @@ func LinkRebuilds(in Input, target, store string) ([]string, error) {
 			r.stores = append(r.stores, c)
 		}
 	}
+	return compileDepInfo(listing, r.unitReadsRetargeted), nil
+}
+
+// compileDepInfo returns the Cargo dep-info files (dep-*, relative to the
+// target) of the compile units of listing for which rebuild reports true,
+// given the unit and its workspace's target dir; sorted.
+func compileDepInfo(listing *units.Listing, rebuild func(u *units.Unit, ws string) bool) []string {
 	var out []string
 	for _, u := range listing.Units {
 		var compile []string
@@ -100,15 +107,12 @@ func LinkRebuilds(in Input, target, store string) ([]string, error) {
 				compile = append(compile, path.Join(u.Dir, "dep-"+f.Name))
 			}
 		}
-		if len(compile) == 0 {
-			continue
-		}
-		if r.unitReadsRetargeted(u, listing.Workspace(u.Profile)) {
+		if len(compile) > 0 && rebuild(u, listing.Workspace(u.Profile)) {
 			out = append(out, compile...)
 		}
 	}
 	sort.Strings(out)
-	return out, nil
+	return out
 }
 
 // rebuilds is one LinkRebuilds computation.
