@@ -31,26 +31,49 @@ type node struct {
 
 // startCluster starts a JetStream cluster of n servers on loopback, each
 // with its own store, clients authenticated by clusterToken, routes on
-// random ports, and waits until it has a meta leader.
+// ports chosen beforehand, and waits until it has a meta leader.
+//
+// Every node routes to every other, so any one can die; that needs the
+// route ports before any server starts. They are free loopback ports,
+// just released, so another process (a test package running beside this
+// one) can take one first: such a node never listens, and the whole
+// cluster is started again on new ports.
 func startCluster(t *testing.T, n int) []*node {
 	t.Helper()
-	// Every node routes to every other, so any one can die: the route
-	// ports are chosen first (free loopback ports, just released).
+	const attempts = 3
+	for i := 1; ; i++ {
+		nodes, err := tryCluster(t, n)
+		if err == nil {
+			return nodes
+		}
+		if i == attempts {
+			t.Fatalf("cluster not started after %d attempts: %v", attempts, err)
+		}
+		t.Logf("cluster attempt %d: %v; starting again on new ports", i, err)
+	}
+}
+
+// tryCluster starts n servers on fresh ports and returns them once each
+// listens, or shuts them all down and says which did not.
+func tryCluster(t *testing.T, n int) ([]*node, error) {
+	t.Helper()
+	ports := freePorts(t, 2*n) // a client and a route port for each node
 	var routes []*url.URL
 	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		routes = append(routes, &url.URL{Scheme: "nats-route", Host: l.Addr().String()})
-		l.Close()
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[n+i]))})
 	}
 	var nodes []*node
+	stop := func() {
+		for _, nd := range nodes {
+			nd.srv.Shutdown()
+			nd.srv.WaitForShutdown()
+		}
+	}
 	for i := 0; i < n; i++ {
 		opts := &server.Options{
 			ServerName:         fmt.Sprintf("n%d", i),
 			Host:               "127.0.0.1",
-			Port:               server.RANDOM_PORT,
+			Port:               ports[i],
 			Authorization:      clusterToken,
 			NoSigs:             true,
 			NoLog:              true,
@@ -62,24 +85,24 @@ func startCluster(t *testing.T, n int) []*node {
 			Cluster: server.ClusterOpts{
 				Name: "ferry-test",
 				Host: "127.0.0.1",
-				Port: port(t, routes[i]),
+				Port: ports[n+i],
 			},
 			Routes: routes,
 		}
 		srv, err := server.NewServer(opts)
 		if err != nil {
-			t.Fatal(err)
+			stop()
+			return nil, err
 		}
 		srv.Start()
-		t.Cleanup(func() {
-			srv.Shutdown()
-			srv.WaitForShutdown()
-		})
 		nodes = append(nodes, &node{srv: srv})
 	}
 	for i, nd := range nodes {
-		if !nd.srv.ReadyForConnections(wait) {
-			t.Fatalf("cluster node %d not ready", i)
+		// A node whose port was taken never listens; one that can
+		// listens within milliseconds.
+		if !nd.srv.ReadyForConnections(10 * time.Second) {
+			stop()
+			return nil, fmt.Errorf("node %d (client port %d, route port %d) not listening", i, ports[i], ports[n+i])
 		}
 		u, err := url.Parse(nd.srv.ClientURL())
 		if err != nil {
@@ -88,6 +111,7 @@ func startCluster(t *testing.T, n int) []*node {
 		u.User = url.User(clusterToken)
 		nd.url = u.String()
 	}
+	t.Cleanup(stop)
 	poll(t, "the cluster to elect a meta leader", func() bool {
 		leaders := 0
 		for _, nd := range nodes {
@@ -100,7 +124,22 @@ func startCluster(t *testing.T, n int) []*node {
 		}
 		return leaders == 1
 	})
-	return nodes
+	return nodes, nil
+}
+
+// freePorts returns k distinct loopback ports that were free a moment ago.
+func freePorts(t *testing.T, k int) []int {
+	t.Helper()
+	var ports []int
+	for i := 0; i < k; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close() // held until all are chosen, so they differ
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
 }
 
 func clusterURL(nodes []*node) string {
@@ -323,13 +362,4 @@ func streamLeaderNow(c *bus.Conn, name string) string {
 		return ""
 	}
 	return info.Cluster.Leader
-}
-
-func port(t *testing.T, u *url.URL) int {
-	t.Helper()
-	p, err := strconv.Atoi(u.Port())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
