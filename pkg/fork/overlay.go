@@ -99,6 +99,7 @@ func (overlayBackend) Fork(p Paths) (Stats, error) {
 	}
 	ok = true
 	os.Remove(tmp)
+	warmNoOpReads(p.BaseTarget)
 	return Stats{Dirs: 1, Duration: time.Since(start)}, nil
 }
 
