@@ -37,8 +37,8 @@ const warmFileSize = 64 << 10
 // a build script's recorded output (build/<unit>/output, root-output), the
 // rustc-info cache, and the dep-info Cargo writes beside each artifact it
 // uplifts (debug/libfoo.d, debug/app.d, debug/examples/x.d), which it reads
-// before it writes it again. Rustc's own dep-info in deps/ is read
-// only when a unit compiles.
+// before it writes it again. Rustc's own dep-info in deps/ is read only
+// when a unit compiles.
 func readByNoOpBuild(path string) bool {
 	name := filepath.Base(path)
 	switch name {
