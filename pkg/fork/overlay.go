@@ -99,7 +99,10 @@ func (overlayBackend) Fork(p Paths) (Stats, error) {
 	}
 	ok = true
 	os.Remove(tmp)
-	warmNoOpReads(p.BaseTarget)
+	// Beside what the spawn does next (the link, the settling, the
+	// record): advice only, so nothing waits for it, and a process that
+	// ends first has only asked for less.
+	go warmNoOpReads(p.BaseTarget)
 	return Stats{Dirs: 1, Duration: time.Since(start)}, nil
 }
 
