@@ -18,6 +18,7 @@ import (
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/freshness"
+	"github.com/ferrydev/ferry/pkg/git"
 )
 
 // hostRun runs the agent's binary the way an agent tool's shell does:
@@ -47,11 +48,11 @@ func (w *world) buildAndRunFromHost(t *testing.T, name string, extra []string, s
 	}
 	// Nothing spawn did, the link included, is the agent's change: the
 	// shim's first check finds nothing to freshen.
-	gitDir, err := w.repo.Git("-C", a.Worktree, "rev-parse", "--absolute-git-dir")
+	gitDir, err := git.WorktreeGitDir(a.Worktree)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mv, err := freshness.FreshenMoved(a.Worktree, strings.TrimSpace(gitDir), "", nil); err != nil || mv.Full || len(mv.Files)+len(mv.Links) != 0 {
+	if mv, err := freshness.FreshenMoved(a.Worktree, gitDir, "", nil); err != nil || mv.Full || len(mv.Files)+len(mv.Links) != 0 {
 		t.Fatalf("right after spawn the check freshens %q and links %q (full %v, err %v): spawn's own changes taken for the agent's", mv.Files, mv.Links, mv.Full, err)
 	}
 	for i, edit := range []string{"", "\n// edited by the agent\n"} {

@@ -203,10 +203,11 @@ func (e *SeedError) Error() string {
 // replace), keeping base.json and relocation.json aside. Every name is
 // resolved inside root: a name or link that would lead out of it fails.
 //
-// Small files are written by a pool of goroutines while this one reads
+// Small files are written by one writer goroutine while this one reads
 // on: creating a file took the kernel 100-300 µs on this machine's ext4,
 // as long as decompressing 200 kB, and the large bench workspace's target
-// has 7,300 files. Directories are made here, before the files a later
+// has 7,300 files. (With two or four writers the creates contended in the
+// kernel.) Directories are made here, before the files a later
 // entry puts in them; hard links are made once every file is written.
 //
 // With seed (a local base directory), entries naming a content digest
@@ -282,7 +283,7 @@ func extract(r io.Reader, root *os.Root, seed string) (*extracted, error) {
 				}
 				out.seeded++
 			} else if h.Size <= pooledFileMax {
-				// Read here, written by the pool.
+				// Read here, written by the writer.
 				f.data = make([]byte, h.Size)
 				if _, err := io.ReadFull(tr, f.data); err != nil {
 					return nil, fmt.Errorf("read %s from the stream: %w", name, err)
@@ -338,13 +339,12 @@ func extract(r io.Reader, root *os.Root, seed string) (*extracted, error) {
 	return out, nil
 }
 
-// pooledFileMax is the largest file the pool writes (bigger ones are
+// pooledFileMax is the largest file the writer writes (bigger ones are
 // written by extract as they are read); with pooledQueue files waiting,
-// the pool holds at most about 34 MB.
+// it holds at most about 34 MB.
 const (
 	pooledFileMax = 1 << 20
 	pooledQueue   = 32
-	pooledWorkers = 1
 )
 
 // writebackMin is the smallest file whose writeback starts as soon as it
@@ -357,7 +357,7 @@ type file struct {
 	perm    fs.FileMode
 	mtime   time.Time
 	replace bool   // the checkout may hold it
-	data    []byte // its content, when the pool writes it
+	data    []byte // its content, when the writer writes it
 }
 
 // write creates the file with content from r (f.data when r is nil), its
@@ -453,7 +453,7 @@ func (d *dirRoot) close() {
 	}
 }
 
-// fileWriter is extract's pool of goroutines writing files.
+// fileWriter is extract's goroutine writing files.
 type fileWriter struct {
 	root  *os.Root
 	queue chan *file
@@ -465,26 +465,20 @@ type fileWriter struct {
 
 func newFileWriter(root *os.Root) *fileWriter {
 	w := &fileWriter{root: root, queue: make(chan *file, pooledQueue)}
-	for range pooledWorkers {
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			d := &dirRoot{root: w.root}
-			defer d.close()
-			for f := range w.queue {
-				if w.failed() != nil {
-					continue // drain: extract stops at its next entry
-				}
-				if err := f.write(d, nil, nil); err != nil {
-					w.mu.Lock()
-					if w.err == nil {
-						w.err = err
-					}
-					w.mu.Unlock()
-				}
+	w.wg.Go(func() {
+		d := &dirRoot{root: w.root}
+		defer d.close()
+		for f := range w.queue {
+			if w.failed() != nil {
+				continue // drain: extract stops at its next entry
 			}
-		}()
-	}
+			if err := f.write(d, nil, nil); err != nil {
+				w.mu.Lock()
+				w.err = err
+				w.mu.Unlock()
+			}
+		}
+	})
 	return w
 }
 
@@ -497,7 +491,7 @@ func (w *fileWriter) failed() error {
 	return w.err
 }
 
-// wait lets the pool write what it has, ends it and returns the first
+// wait lets the writer write what it has, ends it and returns the first
 // error; calls after the first only return the error.
 func (w *fileWriter) wait() error {
 	w.once.Do(func() {

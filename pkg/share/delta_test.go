@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ferrydev/ferry/internal/bustest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/share"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,7 +23,7 @@ import (
 // pruned, pulls the full object instead.
 func TestPullOfARefreshTransfersTheDelta(t *testing.T) {
 	f := newFleet(t)
-	bin, bus, root, repoA, a := f.bin, f.bus, f.root, f.repo, f.a
+	bin, root, repoA, a := f.bin, f.root, f.repo, f.a
 	type publishedBase struct {
 		ID        string `json:"id"`
 		Commit    string `json:"commit"`
@@ -93,15 +92,7 @@ func TestPullOfARefreshTransfersTheDelta(t *testing.T) {
 	}
 
 	// A corrupted delta: one byte of its stream changed.
-	conn := bustest.Dial(t, bus, "test")
-	obs, err := conn.JS.ObjectStore(t.Context(), share.DefaultBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := obs.GetInfo(t.Context(), d.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, obs, info := f.object(t, d.Object)
 	data := corruptObject(t, obs, info.ObjectMeta)
 	if out, stderr, err := c.ferry(c.repo, nil, "base", "--pull", "--rev", c2); err == nil || !bytes.Contains([]byte(stderr), []byte("digest mismatch")) {
 		t.Fatalf("pull of a corrupted delta: want a digest mismatch, got %v\n%s%s", err, stderr, out)

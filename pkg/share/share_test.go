@@ -19,6 +19,7 @@ import (
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/testenv"
+	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/bus/embedded"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/share"
@@ -337,7 +338,7 @@ func (h *host) noBase(t *testing.T, what string) {
 // the host that published it.
 func TestFailedPullsAndGC(t *testing.T) {
 	f := newFleet(t)
-	bin, bus, root, repoA, a := f.bin, f.bus, f.root, f.repo, f.a
+	bin, root, repoA, a := f.bin, f.root, f.repo, f.a
 	var built struct {
 		ID string `json:"id"`
 	}
@@ -368,15 +369,7 @@ func TestFailedPullsAndGC(t *testing.T) {
 	}
 
 	// Another toolchain: the object's metadata says so.
-	conn := bustest.Dial(t, bus, "test")
-	obs, err := conn.JS.ObjectStore(t.Context(), share.DefaultBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := obs.GetInfo(t.Context(), built.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, obs, info := f.object(t, built.ID)
 	original := info.ObjectMeta
 	var m share.Meta
 	if err := json.Unmarshal([]byte(original.Metadata["ferry-meta"]), &m); err != nil {
@@ -514,6 +507,22 @@ func setMeta(t *testing.T, obs jetstream.ObjectStore, meta jetstream.ObjectMeta,
 	if err := obs.UpdateMeta(t.Context(), meta.Name, meta); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// object dials the fleet's bus and returns the connection, the bucket and
+// the info of its object name.
+func (f *fleet) object(t *testing.T, name string) (*bus.Conn, jetstream.ObjectStore, *jetstream.ObjectInfo) {
+	t.Helper()
+	conn := bustest.Dial(t, f.bus, "test")
+	obs, err := conn.JS.ObjectStore(t.Context(), share.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := obs.GetInfo(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, obs, info
 }
 
 // corruptObject changes one byte of the base.json in the object meta
