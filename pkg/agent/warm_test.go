@@ -37,8 +37,8 @@ func TestDefaultWarmKeepsGoingPastBenchesAndTests(t *testing.T) {
 		t.Fatalf("ferry base --json: %v\n%s", err, out)
 	}
 	build := "cargo build --workspace --all-targets --keep-going"
-	if len(r.Warm) == 0 || r.Warm[0].Command != build || r.Warm[0].ExitCode == 0 {
-		t.Fatalf("warm = %+v, want the generated build, failed", r.Warm)
+	if len(r.Warm) < 2 || r.Warm[0].ExitCode != 0 || r.Warm[1].Command != build || r.Warm[1].ExitCode == 0 {
+		t.Fatalf("warm = %+v, want the plain build passed and the build of every target failed", r.Warm)
 	}
 	for _, want := range []string{
 		`bench "` + fixture.NightlyBench + `" of crate ` + fixture.ChainC + ` did not compile (` + build + `)`,
@@ -61,4 +61,50 @@ func TestDefaultWarmKeepsGoingPastBenchesAndTests(t *testing.T) {
 	if strings.Contains(stderr, "Compiling") {
 		t.Fatalf("the first build of an agent on a base that kept going compiled something:\n%s", stderr)
 	}
+}
+
+// The fixture's manifest crate has a feature only app's dev-dependency
+// turns on, so a build of every target and a plain build compile it (and
+// app) as other units. With no ferry.toml, the generated warm commands
+// cover what agents commonly run: in a fresh agent, each of these compiles
+// nothing (before the plain build and check joined the defaults, cargo
+// build compiled 2 crates here and cargo check 12).
+func TestDefaultWarmCoversWhatAgentsRun(t *testing.T) {
+	w := &world{repo: testenv.Repo(t, fixture.Options{}), bin: testenv.Binaries(t)}
+	root := t.TempDir()
+	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
+	w.mustFerry(t, "base")
+	clippy := exec.Command("cargo", "clippy", "--version").Run() == nil
+	for _, args := range [][]string{
+		{"build"}, {"test", "--no-run"}, {"check"}, {"clippy"}, {"build", "--workspace", "--all-targets"},
+	} {
+		if args[0] == "clippy" && !clippy {
+			t.Logf("cargo clippy is not installed: not checked")
+			continue
+		}
+		// An agent of its own for each: its first build of that command.
+		name := "first-" + strings.Join(args, "")
+		name = strings.NewReplacer("-", "", " ", "").Replace(name)
+		a := w.spawn(t, name)
+		_, stderr, code := w.cargo(a.Worktree, nil, args...)
+		if code != 0 {
+			t.Fatalf("cargo %s failed:\n%s", strings.Join(args, " "), stderr)
+		}
+		if got := builtIn(stderr); len(got) > 0 {
+			t.Errorf("a fresh agent's first cargo %s compiled %s:\n%s", strings.Join(args, " "), got, stderr)
+		}
+	}
+}
+
+// builtIn lists the crates Cargo's output says it compiled, checked or
+// documented.
+func builtIn(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && (f[0] == "Compiling" || f[0] == "Checking" || f[0] == "Documenting") {
+			out = append(out, f[1])
+		}
+	}
+	return out
 }

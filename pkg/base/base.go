@@ -94,7 +94,7 @@ type Toolchain struct {
 // WarmCommand is one warm command and how it went.
 type WarmCommand struct {
 	Command   string `json:"command"`
-	Generated bool   `json:"generated,omitempty"` // the generated clippy command: failure only warns
+	Generated bool   `json:"generated,omitempty"` // a generated check or clippy command: failure only warns
 	// KeepGoing: a failure that left only tests, benches and examples
 	// uncompiled (or, in a clippy command after a build, lints) keeps the
 	// base, with what failed in the record's incomplete ([base]

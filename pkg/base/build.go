@@ -131,7 +131,7 @@ func Resolve(o Options) (*Plan, error) {
 		Fallback: iso.Warning(),
 	}
 	for _, c := range cmds {
-		p.Warm = append(p.Warm, WarmCommand{Command: c, Generated: o.Settings.IsGeneratedClippy(c), KeepGoing: o.Settings.KeepGoing})
+		p.Warm = append(p.Warm, WarmCommand{Command: c, Generated: o.Settings.IsGeneratedLint(c), KeepGoing: o.Settings.KeepGoing})
 	}
 	p.ID = ID(commit, Fingerprint(p.Toolchain, p.Warm, p.Modes))
 	tree, err := o.Repo.LsTree(commit)

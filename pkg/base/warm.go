@@ -96,7 +96,11 @@ func warmOne(ctx context.Context, o Options, p *Plan, r *Record, w WarmCommand, 
 		// Cargo stops scheduling at the first failure without the flag:
 		// targets it had not started are missing too, and no line names them.
 		r.Incomplete = append(r.Incomplete, fmt.Sprintf("%s: without --keep-going cargo stopped at the first failure, so targets it had not started are not warm", w.Command))
-		msg += " (and cargo stopped at the first failure: add --keep-going to the command to build everything else)"
+		if testCommand(w.Command) {
+			msg += " (and cargo stopped at the first failure: cargo test has no --keep-going; a build of every target before it builds everything else that compiles)"
+		} else {
+			msg += " (and cargo stopped at the first failure: add --keep-going to the command to build everything else)"
+		}
 	}
 	r.Warnings = append(r.Warnings, msg)
 	fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
@@ -151,6 +155,12 @@ func (saved rustcInfo) restore() error {
 		}
 	}
 	return nil
+}
+
+// testCommand reports whether shell command cmd runs cargo test, which
+// takes no --keep-going.
+func testCommand(cmd string) bool {
+	return strings.Contains(" "+cmd+" ", " cargo test ")
 }
 
 // keepGoingWord is cargo's flag, as a word of a command.

@@ -57,7 +57,7 @@ func defaults() Settings {
 	return Settings{
 		StoreParent:    testHome + "/.cache/ferry",
 		WorktreeParent: testHome + "/.local/share/ferry/worktrees",
-		Warm:           []string{"cargo build --workspace --all-targets --keep-going", "cargo clippy --workspace --all-targets --keep-going"},
+		Warm:           DefaultWarm(true, true),
 		WarmIsDefault:  true,
 		Prune:          true,
 		Freshness:      "mtime",
@@ -354,7 +354,7 @@ reap-after = "36h"
 			file: "[base]\nkeep-going = false\n",
 			want: func(root string) Settings {
 				s := defaults()
-				s.Warm = []string{"cargo build --workspace --all-targets", "cargo clippy --workspace --all-targets"}
+				s.Warm = DefaultWarm(true, false)
 				s.KeepGoing = false
 				s.File = filepath.Join(root, FileName)
 				return s
@@ -545,7 +545,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "warm given a string",
 			file: "[store]\ndir = \"/s\"\n[base]\nwarm = \"cargo build\"\n",
 			msg:  []string{"@:4: base.warm must be an array of strings, not a string"},
-			hint: []string{`warm = ["cargo build --workspace --all-targets --keep-going"]`},
+			hint: []string{`warm = ["cargo build --workspace"]`},
 		},
 		{
 			name: "warm holding a number",
@@ -887,18 +887,32 @@ func TestLoadOSEnv(t *testing.T) {
 }
 
 func TestDefaultWarm(t *testing.T) {
+	build, all, check := "cargo build --workspace", "cargo build --workspace --all-targets", "cargo check --workspace"
+	test := "cargo test --workspace --no-run"
+	clippy, clippyAll := "cargo clippy --workspace", "cargo clippy --workspace --all-targets"
+	kg := func(cmds ...string) []string {
+		for i := range cmds {
+			if cmds[i] != test { // cargo test has no --keep-going
+				cmds[i] += " --keep-going"
+			}
+		}
+		return cmds
+	}
 	for _, tt := range []struct {
 		clippy, keepGoing bool
 		want              []string
 	}{
-		{false, false, []string{"cargo build --workspace --all-targets"}},
-		{false, true, []string{"cargo build --workspace --all-targets --keep-going"}},
-		{true, false, []string{"cargo build --workspace --all-targets", "cargo clippy --workspace --all-targets"}},
-		{true, true, []string{"cargo build --workspace --all-targets --keep-going", GeneratedClippy}},
+		{false, false, []string{build, all, test, check}},
+		{false, true, kg(build, all, test, check)},
+		{true, false, []string{build, all, test, check, clippy, clippyAll}},
+		{true, true, kg(build, all, test, check, clippy, clippyAll)},
 	} {
 		if got := DefaultWarm(tt.clippy, tt.keepGoing); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("DefaultWarm(%v, %v) = %q, want %q", tt.clippy, tt.keepGoing, got, tt.want)
 		}
+	}
+	if got := DefaultWarm(true, true); got[len(got)-1] != GeneratedClippy {
+		t.Errorf("the last default command is %q, want GeneratedClippy %q", got[len(got)-1], GeneratedClippy)
 	}
 	// Each call returns a list of its own.
 	a := DefaultWarm(true, true)
@@ -908,17 +922,23 @@ func TestDefaultWarm(t *testing.T) {
 	}
 }
 
-func TestIsGeneratedClippy(t *testing.T) {
+// The generated check and clippy commands only warn when they fail; the
+// generated builds, and every configured command, do not.
+func TestIsGeneratedLint(t *testing.T) {
 	generated := &Settings{Warm: DefaultWarm(true, true), WarmIsDefault: true}
 	configured := &Settings{Warm: []string{GeneratedClippy}}
-	switch {
-	case !generated.IsGeneratedClippy(GeneratedClippy):
-		t.Error("the default clippy command is not reported as generated")
-	case !generated.IsGeneratedClippy(DefaultWarm(true, false)[1]):
-		t.Error("the default clippy command without --keep-going is not reported as generated")
-	case generated.IsGeneratedClippy(DefaultWarm(true, true)[0]):
-		t.Error("the default build command is reported as the generated clippy")
-	case configured.IsGeneratedClippy(GeneratedClippy):
+	for i, c := range DefaultWarm(true, true) {
+		lint := i >= 3
+		if generated.IsGeneratedLint(c) != lint {
+			t.Errorf("IsGeneratedLint(%q) = %t, want %t", c, !lint, lint)
+		}
+	}
+	for _, c := range DefaultWarm(true, false)[3:] {
+		if !generated.IsGeneratedLint(c) {
+			t.Errorf("the default %q without --keep-going is not reported as generated", c)
+		}
+	}
+	if configured.IsGeneratedLint(GeneratedClippy) {
 		t.Error("a user-configured clippy command is reported as generated")
 	}
 }
