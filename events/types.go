@@ -50,6 +50,17 @@ type BaseReady struct {
 	// Object names the base's object in the bases bucket when the
 	// builder published it (ferry base --publish, [bus] share-bases).
 	Object string `json:"object,omitempty"`
+	// Warm is the base's warm set, and why each command is in it.
+	Warm []WarmCommand `json:"warm,omitempty"`
+}
+
+// WarmCommand is a warm command of a base and why the base runs it:
+// "default", "configured", or how often agents demanded it (Demanded
+// calls within the window).
+type WarmCommand struct {
+	Command  string `json:"command"`
+	Why      string `json:"why"`
+	Demanded int    `json:"demanded,omitempty"`
 }
 
 // BaseFailed: a base build failed and was discarded; the current base was

@@ -213,3 +213,19 @@ func HostTarget(s *store.Store, r *Record) (string, bool) {
 	}
 	return b.Reach(forkOf(s, r))
 }
+
+// Written returns the host directory holding what agent r's builds wrote
+// into its fork: the fork's directory for reflink and copy agents, the
+// upper layer for an overlay agent (which holds only that). It needs no
+// live namespace, so the shim reads it after cargo has exited.
+func Written(s *store.Store, r *Record) (string, error) {
+	b, err := backendOf(r)
+	if err != nil {
+		return "", err
+	}
+	spec := b.TargetSpec(fork.Paths{AgentDir: s.Agent(r.Name).Dir})
+	if spec.Overlay != nil {
+		return spec.Overlay.Upper, nil
+	}
+	return spec.Dir, nil
+}

@@ -70,6 +70,12 @@ func compileOf(t *testing.T, log, crate string) string {
 func TestRemapModeBaseAndAgent(t *testing.T) {
 	fixture.RequireTools(t)
 	w := newWorld(t, false)
+	// The agent builds what the base warmed, so their compile lines can
+	// be compared (the fixture's dev-dependency gives a build of every
+	// target other features).
+	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte("[base]\nwarm = [\"cargo build --workspace\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	scratch := t.TempDir()
 	log := filepath.Join(scratch, "rustc.log")
 	env := []string{"FERRY_SANDBOX=off", "FERRY_REMAP_PATHS=true", "RUSTC=" + rustcLogger(t, scratch, log)}

@@ -105,6 +105,13 @@ type WarmCommand struct {
 	// Failed names the targets cargo reported it could not compile, when
 	// the command failed.
 	Failed []string `json:"failed,omitempty"`
+	// Why says why the base warms the command: "default" (generated),
+	// "configured" (ferry.toml), or, for a command agents demanded
+	// (package demand), how often and what the evidence was; Demanded
+	// is then the calls counted. Demanded commands are not part of the
+	// fingerprint: they join the unit inputs instead (see learn).
+	Why      string `json:"why"`
+	Demanded int    `json:"demanded,omitempty"`
 }
 
 // Timings are wall-clock seconds of the build's phases.
@@ -155,6 +162,15 @@ type Record struct {
 	Warnings     []string   `json:"warnings"`
 	Incomplete   []string   `json:"incomplete"`
 	Created      time.Time  `json:"created"`
+	// Demand is what the base learned from the agents' calls ([base]
+	// warm = "auto" with demand on), nil when it did not learn.
+	Demand *Learned `json:"demand,omitempty"`
+	// WarmReference is what the base's own (generated or configured)
+	// warm commands cost cold, in seconds: the sum of their times for a
+	// cold build, carried from the seed by a refresh. A demanded
+	// command's estimated time is weighed against it ([base]
+	// demand-budget).
+	WarmReference float64 `json:"warm_reference,omitempty"`
 }
 
 // HostPaths reports whether the base was built without the namespace

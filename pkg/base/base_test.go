@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -163,8 +164,14 @@ func TestBaseAtCanonicalPathsAndReused(t *testing.T) {
 	if cur, _ := e.store.Current(); cur != r.ID {
 		t.Fatalf("current = %q, want %q", cur, r.ID)
 	}
-	if len(r.Warm) != 2 || !r.Warm[1].Generated {
-		t.Fatalf("warm = %+v, want the build and the generated clippy command", r.Warm)
+	if want := config.DefaultWarm(true, true); len(r.Warm) != len(want) {
+		t.Fatalf("warm = %+v, want the generated commands %q", r.Warm, want)
+	}
+	for i, w := range r.Warm {
+		// The builds decide; the check and clippy commands only warn.
+		if lint := i >= 3; w.Generated != lint || w.Why != "default" {
+			t.Errorf("warm command %d %q: generated %t, why %q; want generated %t, why default", i, w.Command, w.Generated, w.Why, lint)
+		}
 	}
 	if r.Stamped.Files == 0 || r.Stamped.Dirs == 0 {
 		t.Fatalf("nothing stamped: %+v", r.Stamped)
@@ -319,12 +326,19 @@ func TestClippyFailureOnlyWarnsWhenGenerated(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	r := res.Record
-	clippyIncomplete := false
-	for _, c := range r.Incomplete {
-		clippyIncomplete = clippyIncomplete || c == r.Warm[1].Command
+	var clippy []base.WarmCommand
+	for _, w := range r.Warm {
+		if strings.HasPrefix(w.Command, "cargo clippy") {
+			clippy = append(clippy, w)
+		}
 	}
-	if !clippyIncomplete || len(r.Warnings) != 1 || r.Warm[1].ExitCode != 101 {
-		t.Fatalf("want the clippy failure recorded as incomplete and warned: %+v", r)
+	if len(clippy) != 2 || len(r.Warnings) != 2 {
+		t.Fatalf("want both generated clippy commands, each failure warned: %+v", r)
+	}
+	for _, w := range clippy {
+		if w.ExitCode != 101 || !slices.Contains(r.Incomplete, w.Command) {
+			t.Errorf("want the failure of %q (exit %d) recorded as incomplete: %q", w.Command, w.ExitCode, r.Incomplete)
+		}
 	}
 }
 

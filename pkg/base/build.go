@@ -81,6 +81,9 @@ type Plan struct {
 	// user namespaces (the build runs at host paths), "" otherwise. Build
 	// prints it once.
 	Fallback string
+	// Learned is what the plan learned from demand (demand.go), nil when
+	// the settings do not learn; the commands it picked end Warm.
+	Learned *Learned
 }
 
 // Fingerprint is the fingerprint part of the plan's base id.
@@ -130,8 +133,12 @@ func Resolve(o Options) (*Plan, error) {
 		Modes:    Modes{Freshness: fresh, Isolation: iso.Isolation, Remap: remapMode},
 		Fallback: iso.Warning(),
 	}
+	why := "configured"
+	if o.Settings.WarmIsDefault {
+		why = "default"
+	}
 	for _, c := range cmds {
-		p.Warm = append(p.Warm, WarmCommand{Command: c, Generated: o.Settings.IsGeneratedLint(c), KeepGoing: o.Settings.KeepGoing})
+		p.Warm = append(p.Warm, WarmCommand{Command: c, Generated: o.Settings.IsGeneratedLint(c), KeepGoing: o.Settings.KeepGoing, Why: why})
 	}
 	p.ID = ID(commit, Fingerprint(p.Toolchain, p.Warm, p.Modes))
 	tree, err := o.Repo.LsTree(commit)
@@ -147,6 +154,7 @@ func Resolve(o Options) (*Plan, error) {
 	if p.UnitInputs, err = UnitInputs(tree, o.env(), src, cargoHome(o.env())); err != nil {
 		return nil, err
 	}
+	learn(o, p)
 	return p, nil
 }
 
@@ -295,6 +303,17 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 		Store: s.Dir, Dir: dir, Src: s.Base(p.ID).Src, Target: s.Base(p.ID).Target,
 		MntSrc: s.MntSrc(), MntTarget: s.MntTarget(),
 		Toolchain: p.Toolchain, Modes: p.Modes, UnitInputs: p.UnitInputs, Warnings: []string{}, Incomplete: []string{},
+		Demand: p.Learned,
+	}
+	if l := p.Learned; l != nil && l.Damaged > 0 {
+		msg := fmt.Sprintf("the demand log had %d line(s) that could not be read: rebuilt without them", l.Damaged)
+		r.Warnings = append(r.Warnings, msg)
+		fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
+	}
+	if l := p.Learned; l != nil && l.Error != "" {
+		msg := "the demand log could not be read, so nothing was learned from it: " + l.Error
+		r.Warnings = append(r.Warnings, msg)
+		fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
 	}
 	if p.Fallback != "" {
 		r.Warnings = append(r.Warnings, p.Fallback)
@@ -387,6 +406,10 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 		return nil, err
 	}
 	r.Timings.Warm = since(t)
+	r.WarmReference = r.ownWarmSeconds()
+	if r.Seed != "" && seed != nil && seed.reference() > 0 {
+		r.WarmReference = seed.reference()
+	}
 
 	t = time.Now()
 	dirty, err := o.Repo.Dirty(r.Src)

@@ -276,7 +276,11 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 		}
 		r.Warm, r.Incomplete = r.Warm[:0], r.Incomplete[:incomplete]
 		for i, w := range p.Warm {
-			fmt.Fprintf(out, "ferry-base: [%d/%d] %s\n", i+1, len(p.Warm), w.Command)
+			if w.Demanded > 0 {
+				fmt.Fprintf(out, "ferry-base: [%d/%d] %s (%s)\n", i+1, len(p.Warm), w.Command, w.Why)
+			} else {
+				fmt.Fprintf(out, "ferry-base: [%d/%d] %s\n", i+1, len(p.Warm), w.Command)
+			}
 			if err := warmOne(ctx, o, p, r, w, shimDir); err != nil {
 				return err
 			}

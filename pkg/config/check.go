@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,4 +145,92 @@ func parsePort(v string, extra int) (n int, msg, hint string) {
 	}
 	msg, hint = portProblem(n, extra)
 	return n, msg, hint
+}
+
+// WarmAuto is the [base] warm value that asks for the generated commands
+// and, with [base] demand on, the commands agents demand (package demand).
+const WarmAuto = "auto"
+
+// warmValue reads a decoded [base] warm value: the commands of a list, or
+// auto (nil commands). msg follows the key in an error ("base.warm" +
+// msg).
+func warmValue(v any) (cmds []string, msg, hint string) {
+	const listHint = `write warm = "auto" (the default: the generated commands and what agents demand), or a list of commands: warm = ["` + generatedBuild + `"]`
+	switch w := v.(type) {
+	case string:
+		if w == WarmAuto {
+			return nil, "", ""
+		}
+		return nil, fmt.Sprintf(" = %q: not a warm mode (the only one is \"auto\") or a list of commands", w), listHint
+	case []any:
+		if len(w) == 0 {
+			return nil, " is empty", `list at least one command, e.g. warm = ["` + generatedBuild + `"], or remove the key to use the default`
+		}
+		for i, c := range w {
+			s, ok := c.(string)
+			if !ok {
+				return nil, fmt.Sprintf(": command %d is not a string", i+1), listHint
+			}
+			if strings.TrimSpace(s) == "" {
+				return nil, fmt.Sprintf(": command %d is empty", i+1), "remove the empty command"
+			}
+			cmds = append(cmds, s)
+		}
+		return cmds, "", ""
+	}
+	return nil, fmt.Sprintf(` must be "auto" or an array of strings, not %s`, goKind(v)), listHint
+}
+
+// goKind words the TOML type go-toml decoded v from.
+func goKind(v any) string {
+	switch v.(type) {
+	case bool:
+		return "a boolean"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case map[string]any:
+		return "a table"
+	}
+	return "a date or time"
+}
+
+// DefaultDemandWindow, DefaultDemandMin and DefaultDemandBudget are the
+// [base] demand-* defaults: a command agents ran 3 times in 7 days is
+// warmed, if what it adds to the warm time fits in once the base's own.
+const (
+	DefaultDemandWindow = 7 * 24 * time.Hour
+	DefaultDemandMin    = 3
+	DefaultDemandBudget = 1.0
+)
+
+// ParseDemandWindow parses [base] demand-window: a Go duration ("36h") or
+// a whole number of days ("7d").
+func ParseDemandWindow(v string) (d time.Duration, msg, hint string) {
+	const h = `give a duration such as "7d" or "36h": how far back the agents' calls count when a base learns what to warm`
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil {
+			return 0, "not a duration", h
+		}
+		d = time.Duration(days) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, "not a duration", h
+		}
+	}
+	if d <= 0 {
+		return 0, "not a positive duration", h
+	}
+	return d, "", ""
+}
+
+// budgetProblem checks [base] demand-budget.
+func budgetProblem(b float64) (msg, hint string) {
+	if b >= 0 && !math.IsInf(b, 0) && !math.IsNaN(b) {
+		return "", ""
+	}
+	return "negative", "give the extra warm time demanded commands may add, as a fraction of the base's own warm time: 1.0 (the default) allows as much again, 0 none"
 }

@@ -20,7 +20,6 @@ package config
 import (
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -109,8 +108,19 @@ type Settings struct {
 	StoreParent    string   // absolute: FERRY_HOME, [store] dir, or the platform cache dir + /ferry
 	WorktreeParent string   // absolute: FERRY_WORKTREES, [agent] worktree-dir, $FERRY_HOME/worktrees, or the platform data dir + /ferry/worktrees
 	Warm           []string // the [base] warm commands; DefaultWarm(true, KeepGoing) when WarmIsDefault
-	WarmIsDefault  bool     // [base] warm is set neither at the top level nor in this platform's table
-	KeepGoing      bool     // [base] keep-going; default: WarmIsDefault (see the const KeepGoingFlag)
+	WarmIsDefault  bool     // [base] warm is "auto", or set neither at the top level nor in this platform's table
+	// Demand lets a base with the generated commands also warm what
+	// agents demand ([base] demand, default true; see Learns and package
+	// demand): a command run at least DemandMin times within
+	// DemandWindow ([base] demand-min, demand-window) whose units the
+	// generated commands do not hold, while the demanded commands'
+	// estimated time fits in DemandBudget times the base's own warm time
+	// ([base] demand-budget).
+	Demand       bool
+	DemandMin    int
+	DemandWindow time.Duration
+	DemandBudget float64
+	KeepGoing    bool // [base] keep-going; default: WarmIsDefault (see the const KeepGoingFlag)
 	// Prune lets a base be seeded from one with other unit inputs whose
 	// warm build was observed, pruning what the new build did not use
 	// ([base] prune, default true). Off, only a base with the same unit
@@ -205,6 +215,11 @@ func DefaultWarm(clippyWorks, keepGoing bool) []string {
 	return warm
 }
 
+// Learns reports whether a base learns what to warm from demand: with the
+// generated commands ([base] warm unset or "auto") and [base] demand on.
+// Configured commands always win.
+func (s *Settings) Learns() bool { return s.WarmIsDefault && s.Demand }
+
 // IsGeneratedLint reports whether cmd is one of the check and clippy
 // commands Ferry added to the default warm list (with or without
 // KeepGoingFlag), whose failure only warns: the generated builds before
@@ -248,6 +263,10 @@ func load(repoRoot string, env Env, goos string) (*Settings, error) {
 	t := doc.effective(platformName(goos))
 
 	s := &Settings{
+		Demand:       true,
+		DemandMin:    DefaultDemandMin,
+		DemandWindow: DefaultDemandWindow,
+		DemandBudget: DefaultDemandBudget,
 		Prune:        true,
 		Freshness:    FreshnessMtime,
 		BranchPrefix: defaultBranchPrefix,
@@ -286,7 +305,19 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 		}
 	}
 	if t.Base.Warm != nil {
-		s.Warm = slices.Clone(*t.Base.Warm)
+		s.Warm, _, _ = warmValue(*t.Base.Warm) // checked with the file; nil for auto
+	}
+	if t.Base.Demand != nil {
+		s.Demand = *t.Base.Demand
+	}
+	if t.Base.DemandMin != nil {
+		s.DemandMin = *t.Base.DemandMin
+	}
+	if t.Base.DemandWindow != nil {
+		s.DemandWindow, _, _ = ParseDemandWindow(*t.Base.DemandWindow) // checked with the file
+	}
+	if t.Base.DemandBudget != nil {
+		s.DemandBudget = *t.Base.DemandBudget
 	}
 	if t.Base.Prune != nil {
 		s.Prune = *t.Base.Prune

@@ -59,6 +59,10 @@ func defaults() Settings {
 		WorktreeParent: testHome + "/.local/share/ferry/worktrees",
 		Warm:           DefaultWarm(true, true),
 		WarmIsDefault:  true,
+		Demand:         true,
+		DemandMin:      3,
+		DemandWindow:   7 * 24 * time.Hour,
+		DemandBudget:   1,
 		Prune:          true,
 		Freshness:      "mtime",
 		KeepGoing:      true,
@@ -131,6 +135,10 @@ warm = ["cargo check --workspace", "cargo test --no-run"]
 prune = false
 keep-going = true
 freshness = "checksum"
+demand = false
+demand-min = 5
+demand-window = "2d"
+demand-budget = 0.5
 
 [agent]
 worktree-dir = "/srv/trees"
@@ -151,6 +159,9 @@ reap-after = "36h"
 					StoreParent:    "/srv/ferry",
 					WorktreeParent: "/srv/trees",
 					Warm:           []string{"cargo check --workspace", "cargo test --no-run"},
+					DemandMin:      5,
+					DemandWindow:   48 * time.Hour,
+					DemandBudget:   0.5,
 					KeepGoing:      true,
 					Freshness:      "checksum",
 					BranchPrefix:   "agents/",
@@ -371,6 +382,26 @@ reap-after = "36h"
 			},
 		},
 		{
+			name: "warm auto is the default, with demand settings",
+			file: "[base]\nwarm = \"auto\"\ndemand-min = 2\ndemand-window = \"36h\"\ndemand-budget = 2\n",
+			want: func(root string) Settings {
+				s := defaults()
+				s.DemandMin, s.DemandWindow, s.DemandBudget = 2, 36*time.Hour, 2
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
+			name: "demand off, a window in days",
+			file: "[base]\ndemand = false\ndemand-window = \"14d\"\ndemand-budget = 0.25\n",
+			want: func(root string) Settings {
+				s := defaults()
+				s.Demand, s.DemandWindow, s.DemandBudget = false, 14*24*time.Hour, 0.25
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
 			name: "a platform table sets keep-going",
 			file: "[base]\nwarm = [\"cargo build\"]\n[platform.linux.base]\nkeep-going = true\n[platform.macos.base]\nkeep-going = false\n",
 			want: func(root string) Settings {
@@ -544,13 +575,50 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "warm given a string",
 			file: "[store]\ndir = \"/s\"\n[base]\nwarm = \"cargo build\"\n",
-			msg:  []string{"@:4: base.warm must be an array of strings, not a string"},
-			hint: []string{`warm = ["cargo build --workspace"]`},
+			msg:  []string{`@:4: base.warm = "cargo build": not a warm mode (the only one is "auto") or a list of commands`},
+			hint: []string{`warm = "auto"`, `warm = ["cargo build --workspace"]`},
+		},
+		{
+			name: "an unknown warm mode",
+			file: "[base]\nwarm = \"learn\"\n",
+			msg:  []string{`@:2: base.warm = "learn": not a warm mode`},
+		},
+		{
+			name: "warm given a number",
+			file: "[base]\nwarm = 3\n",
+			msg:  []string{`@:2: base.warm must be "auto" or an array of strings, not an integer`},
 		},
 		{
 			name: "warm holding a number",
 			file: "[base]\nwarm = [\"cargo build\", 2]\n",
-			msg:  []string{"@:2: base.warm must be an array of strings, not an array holding an integer"},
+			msg:  []string{"@:2: base.warm: command 2 is not a string"},
+		},
+		{
+			name: "a negative demand budget",
+			file: "[base]\ndemand = true\ndemand-budget = -0.5\n",
+			msg:  []string{"@:3: base.demand-budget = -0.5: negative"},
+			hint: []string{"1.0 (the default)"},
+		},
+		{
+			name: "a negative demand window",
+			file: "[platform.linux.base]\ndemand-window = \"-3d\"\n",
+			msg:  []string{`@:2: platform.linux.base.demand-window = "-3d": not a positive duration`},
+			hint: []string{`"7d"`},
+		},
+		{
+			name: "a demand window that is no duration",
+			file: "[base]\ndemand-window = \"a week\"\n",
+			msg:  []string{`@:2: base.demand-window = "a week": not a duration`},
+		},
+		{
+			name: "a demand minimum under 1",
+			file: "[base]\ndemand-min = 0\n",
+			msg:  []string{"@:2: base.demand-min = 0: less than 1"},
+		},
+		{
+			name: "demand given a string",
+			file: "[base]\ndemand = \"yes\"\n",
+			msg:  []string{"@:2: base.demand must be a boolean, not a string"},
 		},
 		{
 			name: "string key given a boolean",

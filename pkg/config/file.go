@@ -38,10 +38,17 @@ type storeTable struct {
 }
 
 type baseTable struct {
-	Warm      *[]string `toml:"warm"`
-	KeepGoing *bool     `toml:"keep-going"`
-	Prune     *bool     `toml:"prune"`
-	Freshness *string   `toml:"freshness"`
+	// Warm is WarmAuto ("auto") or a list of commands; checkTables
+	// checks which (go-toml decodes a string or a []any into it).
+	Warm      *any    `toml:"warm"`
+	KeepGoing *bool   `toml:"keep-going"`
+	Prune     *bool   `toml:"prune"`
+	Freshness *string `toml:"freshness"`
+	// Learning from what agents build (package demand).
+	Demand       *bool    `toml:"demand"`
+	DemandMin    *int     `toml:"demand-min"`
+	DemandWindow *string  `toml:"demand-window"`
+	DemandBudget *float64 `toml:"demand-budget"`
 }
 
 type agentTable struct {
@@ -93,6 +100,10 @@ func (t *tables) override(o *tables) {
 	set(&t.Base.Prune, o.Base.Prune)
 	set(&t.Base.KeepGoing, o.Base.KeepGoing)
 	set(&t.Base.Freshness, o.Base.Freshness)
+	set(&t.Base.Demand, o.Base.Demand)
+	set(&t.Base.DemandMin, o.Base.DemandMin)
+	set(&t.Base.DemandWindow, o.Base.DemandWindow)
+	set(&t.Base.DemandBudget, o.Base.DemandBudget)
 	set(&t.Agent.WorktreeDir, o.Agent.WorktreeDir)
 	set(&t.Agent.BranchPrefix, o.Agent.BranchPrefix)
 	set(&t.Agent.Backend, o.Agent.Backend)
@@ -255,14 +266,25 @@ func (d *document) checkTables(t *tables, prefix string) error {
 	}
 	if w := t.Base.Warm; w != nil {
 		key := prefix + "base.warm"
-		if len(*w) == 0 {
-			return d.errorAt(key, `list at least one command, e.g. warm = ["`+generatedBuild+`"], or remove the key to use the default`,
-				key+" is empty")
+		if _, msg, hint := warmValue(*w); msg != "" {
+			return d.errorAt(key, hint, key+msg)
 		}
-		for i, c := range *w {
-			if strings.TrimSpace(c) == "" {
-				return d.errorAt(key, "remove the empty command", fmt.Sprintf("%s: command %d is empty", key, i+1))
-			}
+	}
+	if v := t.Base.DemandMin; v != nil && *v < 1 {
+		key := prefix + "base.demand-min"
+		return d.errorAt(key, "give how many calls within demand-window make a command demanded: a whole number from 1, e.g. demand-min = 3",
+			fmt.Sprintf("%s = %d: less than 1", key, *v))
+	}
+	if v := t.Base.DemandWindow; v != nil {
+		if _, msg, hint := ParseDemandWindow(*v); msg != "" {
+			key := prefix + "base.demand-window"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
+	if v := t.Base.DemandBudget; v != nil {
+		if msg, hint := budgetProblem(*v); msg != "" {
+			key := prefix + "base.demand-budget"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %g: %s", key, *v, msg))
 		}
 	}
 	if v := t.Base.Freshness; v != nil {
@@ -501,6 +523,10 @@ func describe(t reflect.Type) string {
 		return "an integer"
 	case reflect.Slice:
 		return "an array of strings"
+	case reflect.Float64:
+		return "a number"
+	case reflect.Interface:
+		return `"auto" or an array of strings`
 	}
 	return "a table"
 }

@@ -38,6 +38,7 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -59,7 +60,16 @@ const (
 	AgentPrivate   = "ferry_agent_private_bytes"
 	StoreBytes     = "ferry_store_bytes"
 	BasesReady     = "ferry_bases_ready"
+	// The agents' first builds within [base] demand-window (package
+	// demand): how warm a new agent's first build of a command is.
+	HitRatio        = "ferry_agent_first_build_hit_ratio"
+	FirstBuildUnits = "ferry_agent_first_build_units"
+	CommandHitRatio = "ferry_agent_command_hit_ratio"
 )
+
+// commandsExported bounds the commands CommandHitRatio has a series for:
+// the most called.
+const commandsExported = 20
 
 // Buckets of the duration histograms: a base build takes seconds on a small
 // workspace and tens of minutes cold on a large one (ripgrep's cold base:
@@ -165,7 +175,7 @@ func ServeStage(ctx context.Context, stage string, settings *config.Settings, s 
 	}
 	var extra []prometheus.Collector
 	if stage == "ferry-gc" {
-		extra = append(extra, StoreCollector(s, filepath.Join(settings.WorktreeParent, s.Key)))
+		extra = append(extra, StoreCollector(s, filepath.Join(settings.WorktreeParent, s.Key), settings.DemandWindow))
 	}
 	return Serve(ctx, settings.MetricsPort+offset, extra...)
 }
@@ -242,10 +252,11 @@ func Serve(ctx context.Context, port int, extra ...prometheus.Collector) (*Serve
 var StoreInterval = 10 * time.Second
 
 // StoreCollector reports what a repository's store holds when scraped:
-// agents by state and the private bytes of each, ready bases, and the disk
-// the store and the repository's worktrees use.
-func StoreCollector(s *store.Store, worktrees string) prometheus.Collector {
-	return &storeCollector{s: s, worktrees: worktrees}
+// agents by state and the private bytes of each, ready bases, the disk
+// the store and the repository's worktrees use, and the hit rate of the
+// agents' first builds within window (the demand log's).
+func StoreCollector(s *store.Store, worktrees string, window time.Duration) prometheus.Collector {
+	return &storeCollector{s: s, worktrees: worktrees, window: window}
 }
 
 var (
@@ -256,11 +267,18 @@ var (
 		"Disk allocated under the repository's store, by part: bases, agents (forks), other (bus outbox, locks, scratch), worktrees (agents' checkouts). Each inode counts once; a reflinked fork counts in full, so use "+AgentPrivate+" for what agents add.",
 		[]string{"part"}, nil)
 	readyDesc = prometheus.NewDesc(BasesReady, "Ready bases in the store.", nil, nil)
+	hitDesc   = prometheus.NewDesc(HitRatio,
+		"Of the units the agents' first build of each command built within [base] demand-window, the fraction fresh from the base (absent until one is recorded).", nil, nil)
+	unitsDesc = prometheus.NewDesc(FirstBuildUnits,
+		"Units the agents' first builds within [base] demand-window built, by result: fresh (from the base), compiled, and new (compiled, and not held by the base at all: a demand miss).", []string{"result"}, nil)
+	cmdHitDesc = prometheus.NewDesc(CommandHitRatio,
+		"First-build hit ratio within [base] demand-window per normalised cargo command (the most called ones).", []string{"command"}, nil)
 )
 
 type storeCollector struct {
 	s         *store.Store
 	worktrees string
+	window    time.Duration
 
 	mu      sync.Mutex
 	read    time.Time
@@ -272,6 +290,9 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- privDesc
 	ch <- storeDesc
 	ch <- readyDesc
+	ch <- hitDesc
+	ch <- unitsDesc
+	ch <- cmdHitDesc
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -315,6 +336,7 @@ func (c *storeCollector) gather() []prometheus.Metric {
 		}
 		out = append(out, prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, float64(ready)))
 	}
+	out = append(out, c.demand()...)
 	seen := map[[2]uint64]bool{}
 	parts := map[string]int64{}
 	if err := allocated(c.s.Dir, seen, map[string]string{c.s.BasesDir(): "bases", c.s.AgentsDir(): "agents"}, parts, "other"); err == nil {
@@ -380,4 +402,33 @@ func allocated(root string, seen map[[2]uint64]bool, split map[string]string, pa
 		parts[part] += int64(st.Blocks) * 512
 		return nil
 	})
+}
+
+// demand reads the demand log's first builds within the window.
+func (c *storeCollector) demand() []prometheus.Metric {
+	if c.window <= 0 {
+		return nil
+	}
+	l, err := demand.Read(c.s.DemandLog())
+	if err != nil {
+		return nil
+	}
+	sum := demand.Summarize(l.Entries, time.Now().Add(-c.window))
+	out := []prometheus.Metric{
+		prometheus.MustNewConstMetric(unitsDesc, prometheus.GaugeValue, float64(sum.Fresh), "fresh"),
+		prometheus.MustNewConstMetric(unitsDesc, prometheus.GaugeValue, float64(sum.Units-sum.Fresh), "compiled"),
+		prometheus.MustNewConstMetric(unitsDesc, prometheus.GaugeValue, float64(sum.New), "new"),
+	}
+	if sum.HitRate != nil {
+		out = append(out, prometheus.MustNewConstMetric(hitDesc, prometheus.GaugeValue, *sum.HitRate))
+	}
+	for i, cmd := range sum.Commands {
+		if i >= commandsExported {
+			break
+		}
+		if cmd.HitRate != nil {
+			out = append(out, prometheus.MustNewConstMetric(cmdHitDesc, prometheus.GaugeValue, *cmd.HitRate, cmd.Command))
+		}
+	}
+	return out
 }

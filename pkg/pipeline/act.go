@@ -102,9 +102,7 @@ func BuildAndShare(ctx context.Context, a Announcer, o base.Options, share Share
 		if obs := observerOf(a); obs != nil && !res.Reused {
 			obs.BaseBuilt(r.Seed != "", time.Since(start).Seconds())
 		}
-		ev := &events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
-			Current: true, Reused: res.Reused, Seconds: time.Since(start).Seconds(), Warnings: r.Warnings,
-			Incomplete: r.Incomplete, Seed: r.Seed}
+		ev := ReadyEvent(r, res.Reused, time.Since(start).Seconds(), "")
 		if r.Seed != "" {
 			if s, err := base.Read(o.Store, r.Seed); err == nil {
 				ev.SeedSeconds = s.Timings.Total
@@ -148,10 +146,20 @@ func Pull(ctx context.Context, a Announcer, conn *bus.Conn, o share.PullOptions)
 		obs.BasePulled(res.Meta.Compressed, res.Seconds)
 	}
 	r := res.Record
-	a.Announce(&events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
-		Current: true, Reused: res.Reused, Seconds: res.Seconds, Warnings: r.Warnings,
-		Incomplete: r.Incomplete, Seed: r.Seed, Object: res.Object})
+	a.Announce(ReadyEvent(r, res.Reused, res.Seconds, res.Object))
 	return res, nil
+}
+
+// ReadyEvent is the base.ready of base r, made current: reused or made
+// ready in seconds, published as object ("" when it was not).
+func ReadyEvent(r *base.Record, reused bool, seconds float64, object string) *events.BaseReady {
+	ev := &events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
+		Current: true, Reused: reused, Seconds: seconds, Warnings: r.Warnings,
+		Incomplete: r.Incomplete, Seed: r.Seed, Object: object}
+	for _, w := range r.Warm {
+		ev.Warm = append(ev.Warm, events.WarmCommand{Command: w.Command, Why: w.Why, Demanded: w.Demanded})
+	}
+	return ev
 }
 
 // Spawn creates an agent (agent.Spawn) and announces agent.spawned.

@@ -142,8 +142,7 @@ func installOne(ctx context.Context, o RunnerOptions, conn *bus.Conn, br *events
 					e.Observer.BasePulled(res.Meta.Compressed, res.Seconds)
 				}
 				r := res.Record
-				e.OnConn(ctx, conn).Announce(&events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
-					Current: true, Seconds: res.Seconds, Warnings: r.Warnings, Incomplete: r.Incomplete, Seed: r.Seed, Object: res.Object})
+				e.OnConn(ctx, conn).Announce(ReadyEvent(r, false, res.Seconds, res.Object))
 			}
 			return
 		}

@@ -162,9 +162,11 @@ func (m *Meta) current() error {
 
 // warmCommands lists the commands of ws.
 func warmCommands(ws []base.WarmCommand) []string {
-	out := make([]string, len(ws))
-	for i, w := range ws {
-		out[i] = w.Command
+	out := make([]string, 0, len(ws))
+	for _, w := range ws {
+		if w.Demanded == 0 { // learned on the host that built it, not part of the fingerprint
+			out = append(out, w.Command)
+		}
 	}
 	return out
 }

@@ -43,7 +43,18 @@ func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top
 		callerEnv = cargoenv.Without(c.Env, remap.EnvWrapper, remap.EnvChannel)
 		wrap = remap.Env(a.Remap.Wrapper, a.Remap.Channel)
 	}
-	env := append(cargoenv.WithFreshness(cargoEnv(callerEnv, a.Name, store.NestedTarget(fork, ws), c.Dir), a.FreshnessEnv), wrap...)
+	target := store.NestedTarget(fork, ws)
+	env := append(cargoenv.WithFreshness(cargoEnv(callerEnv, a.Name, target, c.Dir), a.FreshnessEnv), wrap...)
 	env = c.underCI(env, c.Dir, func(p string) string { return p }, func() string { return c.baseCargo(s, a) })
+	if obs := c.watch(s, a, top, ws); obs != nil {
+		obs.target = target
+		args := obs.plan.args
+		env = c.marked(env, "", cargo, c.Dir, args)
+		x, err := agent.Command(s, a, c.Dir, append([]string{cargo}, args...), env)
+		if err != nil {
+			return 0, err
+		}
+		return obs.run(x)
+	}
 	return 0, c.execBusy(s, a, cargo, c.Dir, c.Args, env)
 }

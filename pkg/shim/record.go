@@ -217,7 +217,12 @@ func (c *Call) recordWarm(cargo, unitsDir, warmTarget, target string, env []stri
 			}
 		}
 	}()
-	recErr := relay(stdout, os.Stdout, rec, p.json)
+	recErr := relay(stdout, os.Stdout, p.json, func(body []byte, reason string, keep bool, paths []string) error {
+		if !keep {
+			return nil
+		}
+		return rec.Message(body, units.Stat(paths))
+	})
 	werr := cmd.Wait()
 	exit := units.Exit{}
 	var ee *exec.ExitError
@@ -250,12 +255,13 @@ var addedReasons = map[string]bool{
 	"compiler-message": true,
 }
 
-// relay copies cargo's stdout to out, recording its messages in rec; it
-// drops the messages the call did not ask for (json false). It returns the
-// first error writing the record. A failing out (a closed pipe) is not an
-// error: cargo's stdout is closed in turn, so cargo sees what it would
-// have seen writing there itself.
-func relay(in io.ReadCloser, out io.Writer, rec *units.Recorder, json bool) error {
+// relay copies cargo's stdout to out, handing each of Cargo's messages to
+// message (with its reason, whether a units record keeps it, and the
+// paths it names); it drops the messages the call did not ask for (json
+// false). It returns the first error message returned. A failing out (a
+// closed pipe) is not an error: cargo's stdout is closed in turn, so cargo
+// sees what it would have seen writing there itself.
+func relay(in io.ReadCloser, out io.Writer, json bool, message func(body []byte, reason string, keep bool, paths []string) error) error {
 	br := bufio.NewReaderSize(in, 64<<10)
 	var recErr error
 	outOK := true
@@ -273,8 +279,8 @@ func relay(in io.ReadCloser, out io.Writer, rec *units.Recorder, json bool) erro
 		if len(l) > 0 {
 			body := bytes.TrimSuffix(l, []byte{'\n'})
 			reason, keep, paths, ok := units.ParseMessage(body)
-			if keep && recErr == nil {
-				recErr = rec.Message(body, units.Stat(paths))
+			if ok && recErr == nil {
+				recErr = message(body, reason, keep, paths)
 			}
 			if json || !ok || !addedReasons[reason] {
 				write(l)

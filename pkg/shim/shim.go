@@ -262,16 +262,22 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	target := store.NestedTarget(mntTarget, ws)
 	env := cargoenv.WithFreshness(cargoEnv(c.Env, a.Name, target, canonical), a.FreshnessEnv)
 	env = c.underCI(env, canonical, func(p string) string { return hostPath(p, mntSrc, top) }, func() string { return c.baseCargo(s, a) })
-	args := c.canonicalArgs(top, mntSrc)
 
 	if agent.InSandbox(s, a) {
 		// Already in this agent's sandbox (ferry run, ferry shell): cargo
 		// inherits an overlay's mount.lock through exec, and busy.lock.
+		// The store is sealed here: the call is not recorded (observe.go).
 		if err := unix.Chdir(canonical); err != nil {
 			return 0, err
 		}
-		return 0, c.execBusy(s, a, cargo, canonical, args, env)
+		return 0, c.execBusy(s, a, cargo, canonical, canonicalArgs(c.Args, top, mntSrc), env)
 	}
+	obs := c.watch(s, a, top, ws)
+	callArgs := c.Args
+	if obs != nil {
+		callArgs, obs.target = obs.plan.args, target
+	}
+	args := canonicalArgs(callArgs, top, mntSrc)
 	// cargo runs in a child whose pid is not known yet: only the depth
 	// marks this call (checkRecursion catches a loop there on its way back
 	// in, where the shim execs).
@@ -279,6 +285,9 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	x, err := agent.Command(s, a, canonical, append([]string{cargo}, args...), env)
 	if err != nil {
 		return 0, err
+	}
+	if obs != nil {
+		return obs.run(x)
 	}
 	if x.Mode == fork.EnterBind && inplace.Linked {
 		// A namespace of the call's own: this process enters it and becomes
@@ -358,9 +367,10 @@ func manifestPathArg(args []string) string {
 }
 
 // canonicalArgs maps absolute paths inside the worktree in --manifest-path
-// to the canonical checkout, where cargo will run.
-func (c *Call) canonicalArgs(top, mntSrc string) []string {
-	out := append([]string(nil), c.Args...)
+// of cargo's arguments args to the canonical checkout, where cargo will
+// run.
+func canonicalArgs(args []string, top, mntSrc string) []string {
+	out := append([]string(nil), args...)
 	mapPath := func(p string) string {
 		if filepath.IsAbs(p) {
 			if rel, err := filepath.Rel(top, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {

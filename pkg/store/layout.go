@@ -21,6 +21,7 @@ import (
 //	    store.json lock current watch.lock
 //	    mnt/src mnt/target            canonical mountpoints (empty on the host)
 //	    outbox/<event id>.json        events waiting for the bus
+//	    demand.log                    the agents' cargo calls, one JSON line each (package demand)
 //	    tmp/                          scratch
 //	    bases/<commit>-<fp>/          immutable once base.json exists
 //	      base.json src/ target/
@@ -34,6 +35,8 @@ import (
 //	      mount.lock ns.json          overlay: in-use lock and live namespace
 //	      host-target                 overlay: a link into the live namespace's view, for the host
 //	      view/                       overlay: where the live namespace also shows the fork (empty elsewhere)
+//	      seen/                       a file per command the agent has run (package demand)
+//	      last-build.json             the units its last build that compiled units compiled (ferry why)
 
 // Names are the file and directory names of the layout, as the README's
 // store tree shows them.
@@ -41,7 +44,7 @@ var Names = []string{
 	"bin", "cargo", "ferry-rustc", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
-	"mount.lock", "ns.json", "host-target", "view",
+	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json",
 }
 
 // ShimDir is where the shim is installed as cargo: <parent>/bin.
@@ -124,6 +127,9 @@ func (s *Store) AgentsDir() string     { return filepath.Join(s.Dir, "agents") }
 func (s *Store) TmpDir() string        { return filepath.Join(s.Dir, "tmp") }
 func (s *Store) OutboxDir() string     { return OutboxDir(s.Parent, s.Key) }
 
+// DemandLog is the log of the agents' cargo calls (package demand).
+func (s *Store) DemandLog() string { return filepath.Join(s.Dir, "demand.log") }
+
 // BaseDir is the directory of base id.
 func (s *Store) BaseDir(id string) string { return filepath.Join(s.BasesDir(), id) }
 
@@ -182,6 +188,12 @@ type Agent struct {
 	// namespace alone mounts the fork on too: reached through another
 	// namespace's /proc/<pid>/root, it is empty, never another fork.
 	View string
+	// Seen holds a file per command the agent has run, so the shim tells
+	// an agent's first call of a command (package demand).
+	Seen string
+	// LastBuild is last-build.json: the units the agent's last build that
+	// compiled units compiled, for ferry why (package demand).
+	LastBuild string
 }
 
 // Agent returns the paths of agent name.
@@ -201,6 +213,8 @@ func AgentFiles(dir string) Agent {
 		NS:         filepath.Join(dir, "ns.json"),
 		HostTarget: filepath.Join(dir, "host-target"),
 		View:       filepath.Join(dir, "view"),
+		Seen:       filepath.Join(dir, "seen"),
+		LastBuild:  filepath.Join(dir, "last-build.json"),
 	}
 }
 

@@ -169,6 +169,20 @@ func (c *buildCmd) run(io cli.IO) error {
 		fmt.Fprintf(io.Stdout, "  time    %s total: worktree %s, stamp %s, warm %s\n",
 			cli.Seconds(r.Timings.Total), cli.Seconds(r.Timings.Worktree), cli.Seconds(r.Timings.Stamp), cli.Seconds(r.Timings.Warm))
 	}
+	for i, w := range r.Warm {
+		label := "warm   "
+		if i > 0 {
+			label = "       "
+		}
+		fmt.Fprintf(io.Stdout, "  %s %s (%s, %s)\n", label, w.Command, w.Why, cli.Seconds(w.Seconds))
+	}
+	if d := r.Demand; d != nil {
+		fmt.Fprintf(io.Stdout, "  demand  %d agent call(s) in %s; %d command(s) demanded and warmed (demand-min %d, budget %.2g × %s)\n",
+			d.Calls, d.Window, len(d.Picked), d.Min, d.Budget, cli.Seconds(d.Reference))
+		for _, s := range d.Skipped {
+			fmt.Fprintf(io.Stdout, "          not warmed: %s: %s\n", s.Command, s.Why)
+		}
+	}
 	for _, w := range r.Warnings {
 		fmt.Fprintf(io.Stdout, "  warning %s\n", w)
 	}

@@ -35,6 +35,8 @@ var own = map[string]string{
 	"shell":   "open a shell in an agent's sandbox",
 	"env":     "print the environment that builds as an agent",
 	"list":    "list agents",
+	"stats":   "show how warm agents' first builds were, per command (hit rates)",
+	"why":     "say why an agent's last build compiled what it did",
 	"rm":      "remove an agent",
 	"doctor":  "diagnose this host and what spawn would do here",
 	"setup":   "print what the host needs and the script that does it: ferry setup apparmor",
@@ -46,7 +48,7 @@ var own = map[string]string{
 
 // jsonCommands are the commands that take --json; the wrappers (run,
 // shell) and the supervisor (up) print their children's output instead.
-var jsonCommands = []string{"base", "spawn", "gc", "watch", "env", "list", "rm", "doctor", "setup", "events", "version", "hook (install, uninstall)"}
+var jsonCommands = []string{"base", "spawn", "gc", "watch", "env", "list", "stats", "why", "rm", "doctor", "setup", "events", "version", "hook (install, uninstall)"}
 
 // Main runs ferry with args and returns its exit code.
 func Main(args []string, io cli.IO) int {
@@ -72,6 +74,10 @@ func Main(args []string, io cli.IO) int {
 		return envAgent(args[1:], io)
 	case "list":
 		return listAgents(args[1:], io)
+	case "stats":
+		return statsAgents(args[1:], io)
+	case "why":
+		return whyAgent(args[1:], io)
 	case "rm":
 		return rmAgent(args[1:], io)
 	case "up":

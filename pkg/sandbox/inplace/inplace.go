@@ -50,24 +50,11 @@ import (
 // ExtraFiles stay open for the command, at their own numbers. Exec returns
 // only on failure to exec.
 func Exec(c *sandbox.Cmd) error {
-	if !Linked {
-		return errors.New("inplace: this binary was built without cgo: start a sandbox child")
-	}
-	p, ok := c.Created()
-	if !ok || len(p.Overlays) > 0 || p.Hold != nil || p.KillOnParentDeath || len(p.Argv) == 0 {
-		return errors.New("inplace: only a plan of bind mounts with a command enters in place")
-	}
-	args, err := arguments(p)
+	e, err := prepare(c, false)
 	if err != nil {
 		return err
 	}
-	for _, f := range c.ExtraFiles {
-		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
-			return err
-		}
-	}
-	err = syscall.Exec("/proc/self/exe", args, p.Env)
-	return &os.PathError{Op: "exec", Path: "/proc/self/exe", Err: err}
+	return e.exec()
 }
 
 // ExecJoin replaces this process with c's command in the live namespace c
@@ -80,12 +67,90 @@ func Exec(c *sandbox.Cmd) error {
 // a child would), and the namespace's descriptors are closed before it
 // runs. ExecJoin returns only on failure to exec.
 func ExecJoin(c *sandbox.Cmd) error {
+	e, err := prepare(c, true)
+	if err != nil {
+		return err
+	}
+	return e.exec()
+}
+
+// Start starts c's command as a child of this process, entering its
+// sandbox the way Exec (join false) or ExecJoin (join true) would in this
+// process, with stdout as its standard output and this process's standard
+// input and error. The child keeps c's ExtraFiles at their own numbers, so
+// it holds busy.lock (and an overlay's mount.lock) however this process
+// ends. The caller waits for the returned process; its exit status is the
+// command's, or the constructor's failure report's (printed by the child
+// on its stderr, as the shim's own error).
+func Start(c *sandbox.Cmd, join bool, stdout *os.File) (*os.Process, error) {
+	e, err := prepare(c, join)
+	if err != nil {
+		return nil, err
+	}
+	top := 2
+	for _, fd := range e.keep {
+		top = max(top, int(fd))
+	}
+	files := make([]uintptr, top+1)
+	for i := range files {
+		files[i] = ^uintptr(0) // closed in the child
+	}
+	files[0], files[1], files[2] = os.Stdin.Fd(), stdout.Fd(), os.Stderr.Fd()
+	for _, fd := range e.keep {
+		if fd > 2 {
+			files[fd] = fd
+		}
+	}
+	pid, err := syscall.ForkExec("/proc/self/exe", e.args, &syscall.ProcAttr{Env: e.env, Files: files})
+	if err != nil {
+		return nil, &os.PathError{Op: "fork/exec", Path: "/proc/self/exe", Err: err}
+	}
+	return os.FindProcess(pid)
+}
+
+// entry is how this binary is run again for the constructor: its command
+// line and environment, and the descriptors the command keeps.
+type entry struct {
+	args []string
+	env  []string
+	keep []uintptr
+}
+
+func (e *entry) exec() error {
+	for _, fd := range e.keep {
+		if _, err := unix.FcntlInt(fd, unix.F_SETFD, 0); err != nil {
+			return err
+		}
+	}
+	err := syscall.Exec("/proc/self/exe", e.args, e.env)
+	return &os.PathError{Op: "exec", Path: "/proc/self/exe", Err: err}
+}
+
+// prepare checks c and builds the constructor's command line: for a
+// created command (a namespace of its own), or, with join, for one that
+// joins a live namespace.
+func prepare(c *sandbox.Cmd, join bool) (*entry, error) {
 	if !Linked {
-		return errors.New("inplace: this binary was built without cgo: start a sandbox child")
+		return nil, errors.New("inplace: this binary was built without cgo: start a sandbox child")
+	}
+	var keep []uintptr
+	for _, f := range c.ExtraFiles {
+		keep = append(keep, f.Fd())
+	}
+	if !join {
+		p, ok := c.Created()
+		if !ok || len(p.Overlays) > 0 || p.Hold != nil || p.KillOnParentDeath || len(p.Argv) == 0 {
+			return nil, errors.New("inplace: only a plan of bind mounts with a command enters in place")
+		}
+		args, err := arguments(p)
+		if err != nil {
+			return nil, err
+		}
+		return &entry{args: args, env: p.Env, keep: keep}, nil
 	}
 	p, ok := c.Joining()
 	if !ok || p.Join == nil || p.Hold != nil || len(p.Argv) == 0 {
-		return errors.New("inplace: only a plan that joins a live namespace with a command joins in place")
+		return nil, errors.New("inplace: only a plan that joins a live namespace with a command joins in place")
 	}
 	paths := []string{p.Dir, p.Argv[0]}
 	for _, b := range p.Binds {
@@ -101,7 +166,7 @@ func ExecJoin(c *sandbox.Cmd) error {
 		paths = append(paths, p.Store)
 	}
 	if err := clean(paths); err != nil {
-		return err
+		return nil, err
 	}
 	args := []string{os.Args[0], joinMarker, strconv.Itoa(int(p.Join.User.Fd())), strconv.Itoa(int(p.Join.Mount.Fd())),
 		p.Dir, p.Store, strconv.Itoa(len(p.Binds))}
@@ -113,13 +178,8 @@ func ExecJoin(c *sandbox.Cmd) error {
 		args = append(args, o.Target, o.View, o.Upper, o.Work)
 	}
 	args = append(append(args, "--", p.Argv[0]), p.Argv...)
-	for _, f := range append([]*os.File{p.Join.User, p.Join.Mount}, c.ExtraFiles...) {
-		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
-			return err
-		}
-	}
-	err := syscall.Exec("/proc/self/exe", args, p.Env)
-	return &os.PathError{Op: "exec", Path: "/proc/self/exe", Err: err}
+	keep = append([]uintptr{p.Join.User.Fd(), p.Join.Mount.Fd()}, keep...)
+	return &entry{args: args, env: p.Env, keep: keep}, nil
 }
 
 // clean refuses a path the constructor must not be given: it takes paths

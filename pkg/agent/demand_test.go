@@ -1,0 +1,208 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/testenv"
+	"github.com/ferrydev/ferry/pkg/demand"
+)
+
+// statsOut is the part of ferry stats --json these tests read.
+type statsOut struct {
+	Calls    int            `json:"calls"`
+	Damaged  int            `json:"damaged"`
+	Commands []commandStats `json:"commands"`
+}
+
+type commandStats struct {
+	Command     string   `json:"command"`
+	Calls       int      `json:"calls"`
+	FirstBuilds int      `json:"first_builds"`
+	HitRate     *float64 `json:"hit_rate"`
+	ByBase      []struct {
+		Base    string   `json:"base"`
+		HitRate *float64 `json:"hit_rate"`
+	} `json:"by_base"`
+}
+
+// command returns the statistics of command key, or nil.
+func (s statsOut) command(key string) *commandStats {
+	for i := range s.Commands {
+		if s.Commands[i].Command == key {
+			return &s.Commands[i]
+		}
+	}
+	return nil
+}
+
+func (w *world) stats(t *testing.T) statsOut {
+	t.Helper()
+	var s statsOut
+	if err := json.Unmarshal([]byte(w.mustFerry(t, "stats", "--json")), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Demand, end to end with the real shim: three agents each build a
+// release of a crate the generated warm commands do not hold, and miss;
+// the next base warms that command, and says why; a fresh agent of it
+// compiles nothing for it; ferry stats shows the rate rising from the
+// miss to 100%, base by base.
+func TestDemandWarmsWhatAgentsRun(t *testing.T) {
+	w := &world{repo: testenv.Repo(t, fixture.Options{}), bin: testenv.Binaries(t)}
+	root := t.TempDir()
+	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
+	first := w.mustFerry(t, "base") // no ferry.toml: warm = "auto"
+	if !strings.Contains(first, "demand  0 agent call(s)") {
+		t.Errorf("ferry base does not say what it learned:\n%s", first)
+	}
+	release := []string{"build", "--release", "-p", fixture.ChainC}
+	const key = "cargo build --release --package=" + fixture.ChainC
+	for _, n := range []string{"rel1", "rel2", "rel3"} {
+		a := w.spawn(t, n)
+		_, stderr, code := w.cargo(a.Worktree, nil, release...)
+		if code != 0 || len(builtIn(stderr)) == 0 {
+			t.Fatalf("%s: cargo %s: exit %d, compiled %q; want a miss\n%s", n, strings.Join(release, " "), code, builtIn(stderr), stderr)
+		}
+	}
+	s := w.stats(t)
+	if c := s.command(key); c == nil || c.FirstBuilds != 3 || c.HitRate == nil || *c.HitRate != 0 {
+		t.Fatalf("ferry stats: %+v, want %q with 3 first builds at 0%%", s, key)
+	}
+
+	// The next base (a new commit) warms it, and says why.
+	if err := w.repo.Append("README.md", "more\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.repo.Commit("readme"); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Warm []struct {
+			Command  string `json:"command"`
+			Why      string `json:"why"`
+			Demanded int    `json:"demanded"`
+		} `json:"warm"`
+		Demand struct {
+			Calls  int `json:"calls"`
+			Picked []struct {
+				Command string `json:"command"`
+			} `json:"picked"`
+		} `json:"demand"`
+	}
+	if err := json.Unmarshal([]byte(w.mustFerry(t, "base", "--json")), &r); err != nil {
+		t.Fatal(err)
+	}
+	last := r.Warm[len(r.Warm)-1]
+	if last.Command != key+" --keep-going" || last.Demanded != 3 || !strings.Contains(last.Why, "demanded 3 times in 7 days") {
+		t.Fatalf("the base's warm set ends %+v, want %q demanded 3 times", last, key)
+	}
+	for _, w := range r.Warm[:len(r.Warm)-1] {
+		if w.Why != "default" {
+			t.Errorf("warm command %q: why %q, want default", w.Command, w.Why)
+		}
+	}
+	if len(r.Demand.Picked) != 1 || r.Demand.Calls != 3 {
+		t.Errorf("base.json's demand: %+v", r.Demand)
+	}
+
+	// A fresh agent of it: nothing to compile for that command.
+	a := w.spawn(t, "rel4")
+	_, stderr, code := w.cargo(a.Worktree, nil, release...)
+	if code != 0 || len(builtIn(stderr)) > 0 {
+		t.Fatalf("a fresh agent of the base that warmed %q: exit %d, compiled %q\n%s", key, code, builtIn(stderr), stderr)
+	}
+	c := w.stats(t).command(key)
+	if c == nil || len(c.ByBase) != 2 {
+		t.Fatalf("ferry stats: %+v, want %q on two bases", c, key)
+	}
+	if b := c.ByBase; *b[0].HitRate != 0 || *b[1].HitRate != 1 {
+		t.Errorf("by base: %v then %v, want 0 then 1", *b[0].HitRate, *b[1].HitRate)
+	}
+	human := w.mustFerry(t, "stats")
+	if !strings.Contains(human, key) || !strings.Contains(human, "0% ") || !strings.Contains(human, "→ 100% ") {
+		t.Errorf("ferry stats does not show the rate rising:\n%s", human)
+	}
+}
+
+// ferry why tells an agent's own edit from a feature set the base does not
+// hold. The shared world's base warms only a build of every target, which
+// turns on the fixture's dev-dependency feature: a plain build compiles
+// the manifest crate with other features (a demand miss), and after an
+// edit of chain-c, chain-c again (the agent's own).
+func TestWhy(t *testing.T) {
+	w := shared(t)
+	a := w.spawn(t, "why")
+	out := w.mustFerry(t, "why", "why")
+	if !strings.Contains(out, "has compiled nothing since it was spawned") {
+		t.Errorf("ferry why before any build:\n%s", out)
+	}
+	if _, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
+		t.Fatal(stderr)
+	}
+	type reasons struct {
+		Reasons []demand.Reason `json:"reasons"`
+	}
+	why := func() map[string]demand.Reason {
+		var r reasons
+		out, stderr, err := w.ferry(a.Worktree, nil, "why", "--json") // the agent of the working directory
+		if err != nil {
+			t.Fatalf("ferry why: %v\n%s", err, stderr)
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]demand.Reason{}
+		for _, x := range r.Reasons {
+			m[x.Unit.Name+" "+x.Unit.Kind] = x
+		}
+		return m
+	}
+	m := why()
+	man, ok := m[fixture.ManifestCrate+" lib"]
+	if !ok || man.Kind != demand.ReasonFeatures || !man.Unit.New || !strings.Contains(man.Detail, "features differ: the base built it with ["+fixture.DevFeature+"], this build with none") {
+		t.Errorf("why the manifest crate: %+v", man)
+	}
+	if app := m[fixture.AppCrate+" bin"]; !app.Unit.New || app.Kind != demand.ReasonDependency || !strings.Contains(app.Detail, "manifest") {
+		t.Errorf("why app: %+v", app)
+	}
+	human := w.mustFerry(t, "why", "why")
+	if !strings.Contains(human, "not in the base: features differ") || !strings.Contains(human, "demand misses") {
+		t.Errorf("ferry why:\n%s", human)
+	}
+
+	if err := os.WriteFile(filepath.Join(a.Worktree, fixture.LibPath(fixture.ChainC)), append(mustRead(t, filepath.Join(a.Worktree, fixture.LibPath(fixture.ChainC))), "// edited\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
+		t.Fatal(stderr)
+	}
+	m = why()
+	c := m[fixture.ChainC+" lib"]
+	if c.Kind != demand.ReasonEdit || c.Unit.New || !slices.Contains(c.Files, fixture.LibPath(fixture.ChainC)) {
+		t.Errorf("why chain-c after an edit: %+v", c)
+	}
+	if b := m[fixture.ChainB+" lib"]; b.Kind != demand.ReasonDependency || !strings.Contains(b.Detail, fixture.ChainC) {
+		t.Errorf("why chain-b after an edit of chain-c: %+v", b)
+	}
+	human = w.mustFerry(t, "why", "why")
+	if !strings.Contains(human, "an edit in this worktree") || !strings.Contains(human, "own edits") {
+		t.Errorf("ferry why after an edit:\n%s", human)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
