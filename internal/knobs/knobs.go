@@ -39,6 +39,10 @@ const (
 	// refuses (every one before Rust 1.98), whose builds are correct in
 	// remap mode but recompile an edited crate from scratch.
 	RemapNoProbe = "FERRY_TEST_REMAP_NOPROBE"
+	// NoDemand, set to 1 in a cargo call's environment, makes the shim
+	// run an agent's call without recording it in the demand log: the
+	// bench's measure of what recording costs a call.
+	NoDemand = "FERRY_TEST_NO_DEMAND"
 )
 
 // DefaultTestUser is the account .ci/run creates for the unprivileged

@@ -97,16 +97,20 @@ func getenv(env []string, key string) string {
 }
 
 // buildAndTest is what every agent's Build runs, in dir below tree.
-func buildAndTest(ctx context.Context, tree, rel string, env []string, cargo string) (string, error) {
+func buildAndTest(ctx context.Context, tree, rel string, env []string, cargo string, v Variant) (string, error) {
 	dir := filepath.Join(tree, filepath.FromSlash(rel))
+	if v != (Variant{}) {
+		_, err := command(ctx, dir, env, cargo, append([]string{"build", "-p", fixture.AppCrate}, v.Args()...)...)
+		return "", err
+	}
 	if _, err := command(ctx, dir, env, cargo, "build", "--workspace", "--all-targets"); err != nil {
 		return "", err
 	}
 	return command(ctx, dir, env, cargo, "test", "-p", fixture.AppCrate)
 }
 
-func runApp(ctx context.Context, target, dir string) (string, error) {
-	out, err := command(ctx, dir, nil, filepath.Join(target, "debug", fixture.BinName))
+func runApp(ctx context.Context, target, dir string, v Variant) (string, error) {
+	out, err := command(ctx, dir, nil, filepath.Join(target, v.Profile(), fixture.BinName))
 	return strings.TrimRight(out, "\n"), err
 }
 
@@ -276,16 +280,16 @@ type ferryAgent struct {
 
 func (a *ferryAgent) Name() string { return a.name }
 func (a *ferryAgent) Tree() string { return a.worktree }
-func (a *ferryAgent) Build(ctx context.Context, dir string) (string, error) {
-	return buildAndTest(ctx, a.worktree, dir, a.env, a.shim)
+func (a *ferryAgent) Build(ctx context.Context, dir string, v Variant) (string, error) {
+	return buildAndTest(ctx, a.worktree, dir, a.env, a.shim, v)
 }
-func (a *ferryAgent) Run(ctx context.Context) (string, error) {
-	out, err := command(ctx, a.worktree, a.env, a.ferry, "run", a.name, "--", filepath.Join(a.target, "debug", fixture.BinName))
+func (a *ferryAgent) Run(ctx context.Context, v Variant) (string, error) {
+	out, err := command(ctx, a.worktree, a.env, a.ferry, "run", a.name, "--", filepath.Join(a.target, v.Profile(), fixture.BinName))
 	return strings.TrimRight(out, "\n"), err
 }
 func (a *ferryAgent) BuildRoot() string { return a.root }
-func (a *ferryAgent) RunManifestDir(ctx context.Context) (string, error) {
-	out, err := command(ctx, a.worktree, a.env, a.ferry, "run", a.name, "--", filepath.Join(a.target, "debug", fixture.BinName), fixture.ManifestDirFlag)
+func (a *ferryAgent) RunManifestDir(ctx context.Context, v Variant) (string, error) {
+	out, err := command(ctx, a.worktree, a.env, a.ferry, "run", a.name, "--", filepath.Join(a.target, v.Profile(), fixture.BinName), fixture.ManifestDirFlag)
 	return strings.TrimRight(out, "\n"), err
 }
 
@@ -312,11 +316,11 @@ func NewSharedTargetAgent(repo *fixture.Repo, name, dir, target, cargo string, e
 
 func (a *sharedTargetAgent) Name() string { return a.name }
 func (a *sharedTargetAgent) Tree() string { return a.worktree }
-func (a *sharedTargetAgent) Build(ctx context.Context, dir string) (string, error) {
-	return buildAndTest(ctx, a.worktree, dir, a.env, a.cargo)
+func (a *sharedTargetAgent) Build(ctx context.Context, dir string, v Variant) (string, error) {
+	return buildAndTest(ctx, a.worktree, dir, a.env, a.cargo, v)
 }
-func (a *sharedTargetAgent) Run(ctx context.Context) (string, error) {
-	return runApp(ctx, a.target, a.worktree)
+func (a *sharedTargetAgent) Run(ctx context.Context, v Variant) (string, error) {
+	return runApp(ctx, a.target, a.worktree, v)
 }
 
 // BuildTemplate builds a cold target dir for the fixture in tree (a plain

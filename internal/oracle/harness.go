@@ -19,15 +19,69 @@ type Agent interface {
 	Name() string
 	// Tree is the agent's working tree on the host; the harness edits it.
 	Tree() string
-	// Build builds Tree as the agent would (cargo build --workspace
-	// --all-targets, then cargo test -p app), with dir (slash-separated,
-	// relative to Tree, "" for Tree itself) as working directory, and
-	// returns the standard output of the test run. An error means a build or
-	// a test failed.
-	Build(ctx context.Context, dir string) (testOutput string, err error)
-	// Run runs the app binary the last Build produced and returns its
-	// standard output.
-	Run(ctx context.Context) (string, error)
+	// Build builds Tree as the agent would, with dir (slash-separated,
+	// relative to Tree, "" for Tree itself) as working directory: for the
+	// default variant cargo build --workspace --all-targets, then cargo
+	// test -p app, and it returns the standard output of the test run;
+	// for another, cargo build -p app with the variant's options (its
+	// test output is ""). An error means a build or a test failed.
+	Build(ctx context.Context, dir string, v Variant) (testOutput string, err error)
+	// Run runs the app binary the last Build of variant v produced and
+	// returns its standard output.
+	Run(ctx context.Context, v Variant) (string, error)
+}
+
+// Variant is how a check builds: as the base warmed it (the zero value),
+// or now and then the way agents build what the base may hold only
+// because agents demanded it: a release build, or a feature the plain
+// build leaves off. The app prints the same marker either way, so the
+// reference's cold build of the default decides what is right.
+type Variant struct {
+	Release  bool
+	Features string // for --features, "" for none
+}
+
+// Args are the variant's cargo options.
+func (v Variant) Args() []string {
+	var a []string
+	if v.Release {
+		a = append(a, "--release")
+	}
+	if v.Features != "" {
+		a = append(a, "--features", v.Features)
+	}
+	return a
+}
+
+// Profile is the profile dir the variant's binary is in.
+func (v Variant) Profile() string {
+	if v.Release {
+		return "release"
+	}
+	return "debug"
+}
+
+func (v Variant) String() string {
+	if v == (Variant{}) {
+		return "default"
+	}
+	return "cargo build -p " + fixture.AppCrate + " " + strings.Join(v.Args(), " ")
+}
+
+// FeatureVariant is the feature a check's feature variant turns on: the
+// fixture's test-only feature, which a plain build leaves off.
+var FeatureVariant = Variant{Features: fixture.ManifestCrate + "/" + fixture.DevFeature}
+
+// drawVariant picks the variant of a check: mostly the default, one in
+// six a release build, one in six the feature.
+func drawVariant(rng *rand.Rand) Variant {
+	switch rng.IntN(6) {
+	case 0:
+		return Variant{Release: true}
+	case 1:
+		return FeatureVariant
+	}
+	return Variant{}
 }
 
 // Rooted is an Agent whose build sees its tree at a known path, which the
@@ -39,9 +93,9 @@ type Rooted interface {
 	// BuildRoot is where the agent's cargo sees Tree: the canonical
 	// checkout in the sandbox, the worktree itself without it.
 	BuildRoot() string
-	// RunManifestDir runs the app binary the last Build produced with
-	// ManifestDirFlag and returns its standard output.
-	RunManifestDir(ctx context.Context) (string, error)
+	// RunManifestDir runs the app binary the last Build of variant v
+	// produced with ManifestDirFlag and returns its standard output.
+	RunManifestDir(ctx context.Context, v Variant) (string, error)
 }
 
 // Options shape a run of the harness.
@@ -62,6 +116,9 @@ type Options struct {
 	Repro string
 	// Logf, when set, receives one line per checked build.
 	Logf func(format string, args ...any)
+	// Variants makes a check now and then also build and run another
+	// Variant (drawVariant), compared with the same reference.
+	Variants bool
 }
 
 // Harness runs agents through rounds of edits and checked builds.
@@ -164,6 +221,7 @@ type agentState struct {
 	agent   Agent
 	ref     *Reference
 	rng     *rand.Rand
+	vrng    *rand.Rand // draws the variants, apart from the edits
 	ed      *editor
 	history []string
 	// roundEdits are the edits since the last check, for the log.
@@ -195,7 +253,8 @@ func (h *Harness) Run(ctx context.Context) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		states[i] = &agentState{idx: i, agent: a, ref: h.References[i], rng: rng, ed: ed}
+		states[i] = &agentState{idx: i, agent: a, ref: h.References[i], rng: rng, ed: ed,
+			vrng: rand.New(rand.NewPCG(o.Seed, uint64(i)+0x7661726961))}
 	}
 
 	var tn *turns
@@ -305,12 +364,24 @@ func (h *Harness) check(ctx context.Context, rep *Report, st *agentState, r int,
 	if dir != "" {
 		step += " in " + dir
 	}
+	var v Variant
+	if o.Variants {
+		v = drawVariant(st.vrng)
+	}
 	t0 := time.Now()
-	testOut, buildErr := a.Build(ctx, dir)
+	testOut, buildErr := a.Build(ctx, dir, Variant{})
 	var got string
 	var runErr error
 	if buildErr == nil {
-		got, runErr = a.Run(ctx)
+		got, runErr = a.Run(ctx, Variant{})
+	}
+	var vOut string
+	var vErr error
+	if v != (Variant{}) && buildErr == nil {
+		step += "; then " + v.String()
+		if _, vErr = a.Build(ctx, dir, v); vErr == nil {
+			vOut, vErr = a.Run(ctx, v)
+		}
 	}
 	t1 := time.Now()
 	ref, refErr := st.ref.Build(ctx, a.Tree())
@@ -356,16 +427,32 @@ func (h *Harness) check(ctx context.Context, rep *Report, st *agentState, r int,
 			rep.mismatch(m)
 			found++
 		}
+		variants := []Variant{{}}
+		switch {
+		case vErr != nil:
+			m.What, m.Expected, m.Got = v.String(), "a successful build and run (the default's succeeded)", vErr.Error()
+			rep.mismatch(m)
+			found++
+		case v != (Variant{}):
+			variants = append(variants, v)
+			if vOut != ref.App {
+				m.What, m.Expected, m.Got = "app output of "+v.String(), ref.App, vOut
+				rep.mismatch(m)
+				found++
+			}
+		}
 		if ra, ok := a.(Rooted); ok {
 			want := ra.BuildRoot() + strings.TrimPrefix(ref.ManifestDir, st.ref.Src())
-			if md, err := ra.RunManifestDir(ctx); err != nil {
-				m.What, m.Expected, m.Got = "app run "+fixture.ManifestDirFlag, want, err.Error()
-				rep.mismatch(m)
-				found++
-			} else if md != want {
-				m.What, m.Expected, m.Got = "app "+fixture.ManifestDirFlag+" output", want, md
-				rep.mismatch(m)
-				found++
+			for _, v := range variants {
+				if md, err := ra.RunManifestDir(ctx, v); err != nil {
+					m.What, m.Expected, m.Got = "app run "+fixture.ManifestDirFlag+" ("+v.String()+")", want, err.Error()
+					rep.mismatch(m)
+					found++
+				} else if md != want {
+					m.What, m.Expected, m.Got = "app "+fixture.ManifestDirFlag+" output ("+v.String()+")", want, md
+					rep.mismatch(m)
+					found++
+				}
 			}
 		}
 	}

@@ -240,7 +240,12 @@ func ferryOracle(t *testing.T, mode string, rounds int, with ...func(*Ferry)) {
 		w(f)
 	}
 	tBase := time.Now()
-	if err := f.Base(ctx, "cargo build --workspace --all-targets"); err != nil {
+	// The base also warms what the variant checks build (Variant), as a
+	// base warms what agents demanded: their units are forked, and
+	// checked, too.
+	release := "cargo build -p " + fixture.AppCrate + " --release"
+	feature := "cargo build -p " + fixture.AppCrate + " --features " + FeatureVariant.Features
+	if err := f.Base(ctx, "cargo build --workspace --all-targets", release, feature); err != nil {
 		var ce *CommandError
 		if errors.As(err, &ce) && ce.ExitCode() == 4 {
 			t.Skipf("skipping: the host blocks user namespaces, so Ferry refuses to build (exit 4): %v", err)
@@ -288,7 +293,7 @@ func ferryOracle(t *testing.T, mode string, rounds int, with ...func(*Ferry)) {
 	setupTime := time.Since(start)
 
 	h := &Harness{Agents: agents, References: refs, Bases: bases, Options: Options{
-		Seed: cfg.seed, Rounds: cfg.rounds, Repro: repro, Logf: t.Logf,
+		Seed: cfg.seed, Rounds: cfg.rounds, Repro: repro, Logf: t.Logf, Variants: true,
 	}}
 	rep, err := h.Run(ctx)
 	if err != nil {

@@ -77,7 +77,14 @@ func TestDemandWarmsWhatAgentsRun(t *testing.T) {
 		t.Fatalf("ferry stats: %+v, want %q with 3 first builds at 0%%", s, key)
 	}
 
-	// The next base (a new commit) warms it, and says why.
+	// The next base (a new commit) warms it, and says why; a line of the
+	// log damaged meanwhile is reported and dropped, nothing more.
+	f, err := os.OpenFile(filepath.Join(w.storeDir(t), "demand.log"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("not json\n")
+	f.Close()
 	if err := w.repo.Append("README.md", "more\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +98,13 @@ func TestDemandWarmsWhatAgentsRun(t *testing.T) {
 			Demanded int    `json:"demanded"`
 		} `json:"warm"`
 		Demand struct {
-			Calls  int `json:"calls"`
-			Picked []struct {
+			Calls   int `json:"calls"`
+			Damaged int `json:"damaged"`
+			Picked  []struct {
 				Command string `json:"command"`
 			} `json:"picked"`
 		} `json:"demand"`
+		Warnings []string `json:"warnings"`
 	}
 	if err := json.Unmarshal([]byte(w.mustFerry(t, "base", "--json")), &r); err != nil {
 		t.Fatal(err)
@@ -109,8 +118,11 @@ func TestDemandWarmsWhatAgentsRun(t *testing.T) {
 			t.Errorf("warm command %q: why %q, want default", w.Command, w.Why)
 		}
 	}
-	if len(r.Demand.Picked) != 1 || r.Demand.Calls != 3 {
+	if len(r.Demand.Picked) != 1 || r.Demand.Calls != 3 || r.Demand.Damaged != 1 {
 		t.Errorf("base.json's demand: %+v", r.Demand)
+	}
+	if !slices.ContainsFunc(r.Warnings, func(s string) bool { return strings.Contains(s, "demand log had 1 line(s) that could not be read") }) {
+		t.Errorf("the base does not warn of the damaged log: %q", r.Warnings)
 	}
 
 	// A fresh agent of it: nothing to compile for that command.
@@ -205,4 +217,85 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// The shim records an agent's build-type calls and nothing else, leaves
+// their output as cargo gives it, and survives a damaged log: the build
+// goes on, and the next reader reports the damage and rebuilds the log.
+func TestShimRecordsDemand(t *testing.T) {
+	w := shared(t)
+	a := w.spawn(t, "demand")
+	logPath := filepath.Join(w.storeDir(t), "demand.log")
+	entries := func() []demand.Entry {
+		t.Helper()
+		l, err := demand.Read(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []demand.Entry
+		for _, e := range l.Entries {
+			if e.Agent == a.Name {
+				mine = append(mine, e)
+			}
+		}
+		return mine
+	}
+	// A warm build, observed: every unit fresh, as Cargo's messages say.
+	stdout, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace", "--all-targets")
+	if code != 0 || stdout != "" {
+		t.Fatalf("cargo build: exit %d, stdout %q (the shim's JSON must not reach it)\n%s", code, stdout, stderr)
+	}
+	es := entries()
+	if len(es) != 1 {
+		t.Fatalf("%d entries after one build, want 1: %+v", len(es), es)
+	}
+	e := es[0]
+	if e.Command != "cargo build --workspace --all-targets" || !e.First || !e.Observed || e.Compiled != 0 || e.Fresh == 0 || !e.InBase || e.Exit != 0 {
+		t.Errorf("entry %+v: want the first, observed, all-fresh call of what the base warmed", e)
+	}
+	// Asked for JSON: it gets Cargo's messages, and the call is counted.
+	stdout, _, code = w.cargo(a.Worktree, nil, "build", "--workspace", "--all-targets", "--message-format=json")
+	if code != 0 || strings.Count(stdout, `"reason":"compiler-artifact"`) != e.Fresh {
+		t.Errorf("cargo build --message-format=json printed %d artifacts, want %d", strings.Count(stdout, `"reason":"compiler-artifact"`), e.Fresh)
+	}
+	// Short messages: left alone, recorded without counts. Calls that
+	// build nothing: not recorded.
+	w.cargo(a.Worktree, nil, "check", "--message-format=short")
+	w.cargo(a.Worktree, nil, "-V")
+	w.cargo(a.Worktree, nil, "metadata", "--format-version", "1", "--no-deps")
+	es = entries()
+	if len(es) != 3 {
+		t.Fatalf("%d entries, want 3 (two builds, one check): %+v", len(es), es)
+	}
+	if e := es[1]; e.First || !e.Observed || e.Fresh != es[0].Fresh {
+		t.Errorf("the second build: %+v", e)
+	}
+	if e := es[2]; e.Command != "cargo check" || e.Observed || e.Fresh != 0 {
+		t.Errorf("the check asking for short messages: %+v", e)
+	}
+
+	// A damaged log: the next build still runs and is recorded.
+	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("{\"time\": garbage\n\x00\x00\x00")
+	f.Close()
+	if _, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
+		t.Fatalf("a build with a damaged demand log: exit %d\n%s", code, stderr)
+	}
+	out, stderr, err := w.ferry(w.repo.Dir, nil, "stats", "--json")
+	if err != nil || !strings.Contains(stderr, "2 line(s) that could not be read: rebuilt without them") {
+		t.Fatalf("ferry stats on a damaged log: %v\n%s", err, stderr)
+	}
+	var s statsOut
+	if err := json.Unmarshal([]byte(out), &s); err != nil || s.Damaged != 2 {
+		t.Errorf("ferry stats --json: damaged %d (%v), want 2", s.Damaged, err)
+	}
+	if es := entries(); len(es) != 4 {
+		t.Errorf("%d entries after the repair, want 4", len(es))
+	}
+	if _, stderr, _ := w.ferry(w.repo.Dir, nil, "stats"); strings.Contains(stderr, "could not be read") {
+		t.Errorf("the damage is reported again after the repair:\n%s", stderr)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/units"
 )
 
 // key names a command in an agent's directory of seen commands.
@@ -42,8 +43,8 @@ type Unit struct {
 	New bool `json:"new"`
 }
 
-// Name is how `ferry why` names the unit: manifest (lib), app (bin "app"
-// test).
+// String is how `ferry why` names the unit: manifest (lib), app (bin,
+// test harness).
 func (u Unit) String() string {
 	what := u.Kind
 	if u.Kind != "lib" && u.Kind != "proc-macro" && u.Kind != "custom-build" && u.Target != u.Name {
@@ -105,23 +106,21 @@ func (a Artifact) Unit(target string) Unit {
 	return u
 }
 
-// packageOf reads the name and version from a package id: Cargo's spec
-// form (path+file:///…/crates/app#0.1.0, registry+…#serde@1.0.1) or the
-// older "name version (source)".
+// packageOf reads the name and version from a package id (the spec form,
+// or the older "name version (source)").
 func packageOf(id string) (name, version string) {
+	name = units.PackageName(id)
 	if i := strings.LastIndexByte(id, '#'); i >= 0 {
 		frag := id[i+1:]
-		if n, v, ok := strings.Cut(frag, "@"); ok {
-			return n, v
+		if _, v, ok := strings.Cut(frag, "@"); ok {
+			return name, v
 		}
-		// path+file:///…/crates/app#0.1.0: the name is the directory's.
-		return filepath.Base(strings.TrimSuffix(id[:i], "/")), frag
+		return name, frag
 	}
-	f := strings.Fields(id)
-	if len(f) >= 2 {
-		return f[0], f[1]
+	if f := strings.Fields(id); len(f) >= 2 {
+		return name, f[1]
 	}
-	return id, ""
+	return name, ""
 }
 
 // hashed matches a file name Cargo gives a unit's outputs: a stem ending

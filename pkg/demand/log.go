@@ -91,7 +91,7 @@ func Append(path string, e Entry) error {
 	line = append(line, '\n')
 	var size int64
 	for attempt := 0; ; attempt++ {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			return err
 		}
@@ -103,7 +103,13 @@ func Append(path string, e Entry) error {
 			f.Close() // compacted meanwhile: write to the file the path names now
 			continue
 		}
-		_, werr := f.Write(line)
+		out := line
+		if torn(f) {
+			// A line cut short (a crash mid-write, damage): start a line
+			// of our own, so the damage stays on its line.
+			out = append([]byte{'\n'}, line...)
+		}
+		_, werr := f.Write(out)
 		if fi, err := f.Stat(); err == nil {
 			size = fi.Size()
 		}
@@ -117,6 +123,17 @@ func Append(path string, e Entry) error {
 		return compact(path, false)
 	}
 	return nil
+}
+
+// torn reports whether f does not end in a newline.
+func torn(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return false
+	}
+	var b [1]byte
+	_, err = f.ReadAt(b[:], fi.Size()-1)
+	return err == nil && b[0] != '\n'
 }
 
 // current reports whether f is still the file path names.

@@ -136,18 +136,18 @@ func TestReadRepairsDamage(t *testing.T) {
 	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString("\x00\x00garbage\n{\"time\":\"2026-12-01T10:00:00Z\"}\n{\"time\":\"2026-12-01T1")
 	f.Close()
-	if err := Append(path, entry(9)); err != nil { // appended after the torn line
+	if err := Append(path, entry(9)); err != nil { // after the torn line, on a line of its own
 		t.Fatal(err)
 	}
 	l, err := Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Damaged != 3 || len(l.Entries) != 3 || l.Repair != nil {
-		t.Fatalf("%d entries, %d damaged (repair: %v); want 3 and 3", len(l.Entries), l.Damaged, l.Repair)
+	if l.Damaged != 3 || len(l.Entries) != 4 || l.Repair != nil {
+		t.Fatalf("%d entries, %d damaged (repair: %v); want 4 and 3", len(l.Entries), l.Damaged, l.Repair)
 	}
 	l, err = Read(path)
-	if err != nil || l.Damaged != 0 || len(l.Entries) != 3 {
+	if err != nil || l.Damaged != 0 || len(l.Entries) != 4 {
 		t.Fatalf("after the repair: %d entries, %d damaged, %v", len(l.Entries), l.Damaged, err)
 	}
 	b, _ := os.ReadFile(path)

@@ -11,8 +11,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/sandbox/inplace"
@@ -59,6 +61,9 @@ type observation struct {
 // it under. A call demand counts but the shim leaves alone is recorded
 // here, without counts.
 func (c *Call) watch(s *store.Store, a *agent.Record, top, ws string) *observation {
+	if cargoenv.Get(c.Env, knobs.NoDemand) == "1" {
+		return nil
+	}
 	cmd, ok := demand.Normalize(c.Args, packageDir(top, c.Dir, manifestPathArg(c.Args)))
 	if !ok {
 		return nil

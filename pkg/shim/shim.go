@@ -13,10 +13,13 @@
 // through it (see recursion.go). Inside a base's warm commands it gives
 // each workspace of the base's checkout its target dir the same way, and
 // records each build-type call for the base's observation of the units its
-// warm build used (see record.go).
+// warm build used (see record.go). An agent's build-type calls it records
+// in the store's demand log, with the units Cargo reported fresh and
+// compiled (see observe.go): what bases learn to warm, and the hit rate.
 //
 // It runs on every cargo call, so it reads state files and nothing else: no
-// bus, no network, no lock but the shared busy.lock. Before it reads an
+// bus, no network, no lock but the shared busy.lock (and the demand log's
+// own, once cargo has exited). Before it reads an
 // agent's records it checks that the store's own directories are still the
 // caller's alone (store.CheckOwnDirs), and refuses (exit 6) otherwise.
 package shim

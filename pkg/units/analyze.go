@@ -340,7 +340,7 @@ func (a *analysis) matchRun(r *Record, m *Message) {
 // whose outputs include the recorded inode, or failing that the recorded
 // length and mtime.
 func (a *analysis) matchArtifact(r *Record, m *Message) {
-	pkg := packageName(m.m.PackageID)
+	pkg := PackageName(m.m.PackageID)
 	what := fmt.Sprintf("%s target %q of %s", strings.Join(m.m.Target.Kind, ","), m.m.Target.Name, m.m.PackageID)
 	stats := map[string]FileStat{}
 	for _, f := range m.Files {
@@ -598,7 +598,10 @@ func fingerprintName(m *message, isDoc bool) string {
 // package ID spec, <source>#<name>@<version>, or <source>#<version> when
 // the name is the source URL's last path segment; before Cargo 1.77,
 // "<name> <version> (<source>)".
-func packageName(id string) string {
+// PackageName reads the package name from a Cargo package id: the spec
+// form (path+file:///…/crates/app#0.1.0, registry+…#serde@1.0.1, a git
+// source with a query) or the older "name version (source)".
+func PackageName(id string) string {
 	if i := strings.LastIndexByte(id, '#'); i >= 0 {
 		if name, _, ok := strings.Cut(id[i+1:], "@"); ok {
 			return name

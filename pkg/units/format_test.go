@@ -139,8 +139,8 @@ func TestNames(t *testing.T) {
 		"git+https://github.com/x/zz?rev=abc#0.2.0":                           "zz",
 		"serde 1.0.0 (registry+https://github.com/rust-lang/crates.io-index)": "serde",
 	} {
-		if got := packageName(id); got != want {
-			t.Errorf("packageName(%q) = %q, want %q", id, got, want)
+		if got := PackageName(id); got != want {
+			t.Errorf("PackageName(%q) = %q, want %q", id, got, want)
 		}
 	}
 	for _, c := range []struct {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/fork"
 )
@@ -142,6 +143,28 @@ func runHot(bin string, n, large int, xfs string) error {
 		a.trivial = a.trivial[1:]
 	}
 
+	// What recording a build in the demand log costs: a no-op build in
+	// the first agent, recorded and not (knobs.NoDemand), interleaved.
+	var recorded, unrecorded []time.Duration
+	noDemand := append(shimEnv[:len(shimEnv):len(shimEnv)], knobs.NoDemand+"=1")
+	for i := range max(10*n, 30) + 1 {
+		r, err := sh(agents[0].worktree, shimEnv, hotBuild)
+		if err != nil {
+			return err
+		}
+		u, err := sh(agents[0].worktree, noDemand, hotBuild)
+		if err != nil {
+			return err
+		}
+		if i > 0 { // the first pair warms caches
+			recorded, unrecorded = append(recorded, r), append(unrecorded, u)
+		}
+	}
+	var recordCost []time.Duration
+	for i := range recorded {
+		recordCost = append(recordCost, recorded[i]-unrecorded[i])
+	}
+
 	// First builds: a fresh agent of each backend per round, beside a no-op
 	// build in the plain checkout.
 	rounds := max(3*n, 9)
@@ -214,6 +237,9 @@ func runHot(bin string, n, large int, xfs string) error {
 	for _, a := range agents {
 		fmt.Printf("  %-52s %9.1f   (of it, the fork made durable: %.1f ms)\n", "ferry spawn of that "+a.backend+" agent", ms(median(a.spawn)), ms(median(a.sync)))
 	}
+	lo, mid, hi := spread(recordCost)
+	fmt.Printf("  %-52s %9.1f %+9.1f ms  [%+.1f..%+.1f]  (against the same build unrecorded, %.1f ms; %d pairs)\n",
+		"no-op cargo build recorded in the demand log, "+agents[0].backend, ms(median(recorded)), ms(mid), ms(lo), ms(hi), ms(median(unrecorded)), len(recordCost))
 	if note != "" {
 		fmt.Printf("  (%s)\n", note)
 	}

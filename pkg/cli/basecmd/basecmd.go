@@ -177,8 +177,12 @@ func (c *buildCmd) run(io cli.IO) error {
 		fmt.Fprintf(io.Stdout, "  %s %s (%s, %s)\n", label, w.Command, w.Why, cli.Seconds(w.Seconds))
 	}
 	if d := r.Demand; d != nil {
+		ref := "the base's own warm time"
+		if d.Reference > 0 {
+			ref = cli.Seconds(d.Reference)
+		}
 		fmt.Fprintf(io.Stdout, "  demand  %d agent call(s) in %s; %d command(s) demanded and warmed (demand-min %d, budget %.2g × %s)\n",
-			d.Calls, d.Window, len(d.Picked), d.Min, d.Budget, cli.Seconds(d.Reference))
+			d.Calls, d.Window, len(d.Picked), d.Min, d.Budget, ref)
 		for _, s := range d.Skipped {
 			fmt.Fprintf(io.Stdout, "          not warmed: %s: %s\n", s.Command, s.Why)
 		}
