@@ -118,7 +118,10 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Variants makes a check now and then also build and run another
 	// Variant (drawVariant), compared with the same reference.
-	Variants bool
+	// VariantScript, when it returns ok, fixes the variant of an agent's
+	// round's checks instead.
+	Variants      bool
+	VariantScript func(agent, round int) (v Variant, ok bool)
 }
 
 // Harness runs agents through rounds of edits and checked builds.
@@ -367,6 +370,11 @@ func (h *Harness) check(ctx context.Context, rep *Report, st *agentState, r int,
 	var v Variant
 	if o.Variants {
 		v = drawVariant(st.vrng)
+	}
+	if o.VariantScript != nil {
+		if sv, ok := o.VariantScript(st.idx, r); ok {
+			v = sv
+		}
 	}
 	t0 := time.Now()
 	testOut, buildErr := a.Build(ctx, dir, Variant{})

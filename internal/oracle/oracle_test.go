@@ -396,7 +396,9 @@ func ferryOracle(t *testing.T, mode string, rounds int, with ...func(*Ferry)) {
 // sharing one CARGO_TARGET_DIR and requires it to report mismatches: the
 // oracle can fail. The first round is scripted and in lockstep: agent-0
 // edits a member and builds; agent-1, unedited and with every file older than
-// that build, builds and gets agent-0's code.
+// that build, builds and gets agent-0's code. So is the second's variant,
+// a release build: agent-0's edit reaches agent-1's release binary too,
+// which the variant check must catch.
 func TestSharedTargetDirIsCaught(t *testing.T) {
 	start := time.Now()
 	setupPkg(t)
@@ -428,13 +430,13 @@ func TestSharedTargetDirIsCaught(t *testing.T) {
 	h := &Harness{Agents: agents, References: refs, Options: Options{
 		Seed: cfg.seed, Rounds: cfg.rounds, Repro: repro, Logf: t.Logf, Lockstep: true,
 		Script: func(agent, round int) ([]Kind, bool) {
-			if round != 0 {
-				return nil, false
-			}
 			if agent == 0 {
 				return []Kind{KindSource}, true
 			}
-			return nil, true // no edit: agent-1's tree is the base's, older than agent-0's build
+			return nil, true // no edit: agent-1's tree is the base's, older than agent-0's builds
+		},
+		VariantScript: func(agent, round int) (Variant, bool) {
+			return Variant{Release: round == 1}, true
 		},
 	}}
 	rep, err := h.Run(ctx)
@@ -450,12 +452,16 @@ func TestSharedTargetDirIsCaught(t *testing.T) {
 		t.Fatalf("the oracle found no mismatch with a shared CARGO_TARGET_DIR: it cannot fail (seed %d; %s)", cfg.seed, repro)
 	}
 	t.Logf("first mismatch, as the oracle reports it:\n%s", rep.Mismatches[0])
-	found := false
+	found, release := false, false
 	for _, m := range rep.Mismatches {
 		found = found || (m.Agent == "agent-1" && m.Round == 0 && m.What == "app output")
+		release = release || (m.Agent == "agent-1" && m.Round == 1 && m.What == "app output of "+Variant{Release: true}.String())
 	}
 	if !found {
 		t.Errorf("no app output mismatch for agent-1 in round 0, the deterministic case (seed %d)", cfg.seed)
+	}
+	if !release {
+		t.Errorf("no mismatch of agent-1's release build in round 1: the variant check cannot fail (seed %d)", cfg.seed)
 	}
 }
 

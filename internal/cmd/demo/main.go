@@ -231,13 +231,23 @@ func run(bin, dir string, keep bool) error {
 	}
 	fmt.Print(indent(string(out)))
 
+	step("8. ferry stats: how warm the agents' first builds were; ferry why bob: what his build compiled, and why")
+	if out, _, err = d.ferry("stats"); err != nil {
+		return err
+	}
+	fmt.Print(indent(string(out)))
+	if out, _, err = d.ferry("why", "bob"); err != nil {
+		return err
+	}
+	fmt.Print(indent(string(out)))
+
 	for _, name := range names {
 		if _, _, err := d.ferry("rm", "--force", name); err != nil {
 			return err
 		}
 	}
 
-	step("8. ferry events: what the pipeline said")
+	step("9. ferry events: what the pipeline said")
 	time.Sleep(time.Second) // let gc react to the last removals
 	out, _, err = d.ferry("events")
 	if err != nil {
@@ -245,14 +255,14 @@ func run(bin, dir string, keep bool) error {
 	}
 	fmt.Print(indent(string(out)))
 
-	step("9. stop: SIGTERM to ferry up stops the watcher, the builder and gc")
+	step("10. stop: SIGTERM to ferry up stops the watcher, the builder and gc")
 	t = time.Now()
 	if err := stopUp(); err != nil {
 		return fmt.Errorf("ferry up: %v", err)
 	}
 	fmt.Printf("   stopped in %.2fs\n", time.Since(t).Seconds())
 
-	step("10. bad input gets a clear error, a hint and a documented exit code")
+	step("11. bad input gets a clear error, a hint and a documented exit code")
 	_, _, err = d.ferry("base", "--rev", "no-such-branch")
 	fmt.Print(indent(fmt.Sprint(err)))
 	fmt.Println("\ndone.")
