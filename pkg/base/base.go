@@ -101,7 +101,10 @@ type WarmCommand struct {
 	// keep-going; see the package doc).
 	KeepGoing bool    `json:"keep_going,omitempty"`
 	Seconds   float64 `json:"seconds"`
-	ExitCode  int     `json:"exit_code"`
+	// CPU is the CPU time it used, in seconds (user and system, its
+	// processes all counted).
+	CPU      float64 `json:"cpu_seconds"`
+	ExitCode int     `json:"exit_code"`
 	// Failed names the targets cargo reported it could not compile, when
 	// the command failed.
 	Failed []string `json:"failed,omitempty"`
@@ -166,11 +169,11 @@ type Record struct {
 	// warm = "auto" with demand on), nil when it did not learn.
 	Demand *Learned `json:"demand,omitempty"`
 	// WarmReference is what the base's own (generated or configured)
-	// warm commands cost cold, in seconds: the sum of their times for a
+	// warm commands cost cold, in CPU seconds: the sum of theirs for a
 	// cold build, carried from the seed by a refresh. A demanded
-	// command's estimated time is weighed against it ([base]
+	// command's estimated cost is weighed against it ([base]
 	// demand-budget).
-	WarmReference float64 `json:"warm_reference,omitempty"`
+	WarmReference float64 `json:"warm_reference_cpu,omitempty"`
 }
 
 // HostPaths reports whether the base was built without the namespace

@@ -672,7 +672,11 @@ func FailedCommand(err error) string {
 // output going to output, and returns its exit status and, when it failed,
 // the signs of a full filesystem it left. The error is for failures to run
 // it at all.
-func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string, output io.Writer) (int, spaceSigns, error) {
+//
+// cpu is the CPU time the command and everything it waited for used (user
+// and system): what demand's budget weighs, since unlike the wall time it
+// does not grow with what else the host runs.
+func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string, output io.Writer) (code int, signs spaceSigns, cpu float64, err error) {
 	wrapper := ""
 	if r.Modes.Remap {
 		wrapper = o.Store.RemapWrapper()
@@ -680,7 +684,7 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 	env := warmEnv(o.env(), r, shimDir, wrapper)
 	c, err := warmCommand(o, r, command, env)
 	if err != nil {
-		return 0, spaceSigns{}, err
+		return 0, spaceSigns{}, 0, err
 	}
 	// stdout is the caller's answer channel: the build's output goes to stderr.
 	tail := &outputTail{w: output}
@@ -689,7 +693,7 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 	stopWatch := watchFree(r.Target)
 	if err := c.Start(); err != nil {
 		stopWatch()
-		return 0, spaceSigns{}, err
+		return 0, spaceSigns{}, 0, err
 	}
 	done := make(chan struct{})
 	go func() {
@@ -707,8 +711,11 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 	err = c.Wait()
 	close(done)
 	least, watched := stopWatch()
+	if ps := c.ProcessState; ps != nil {
+		cpu = (ps.UserTime() + ps.SystemTime()).Seconds()
+	}
 	if ctx.Err() != nil {
-		return 0, spaceSigns{}, interrupted(ctx.Err())
+		return 0, spaceSigns{}, cpu, interrupted(ctx.Err())
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -716,9 +723,9 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 		if code < 0 {
 			code = 128 + 9
 		}
-		return code, spaceSigns{said: tail.lastLine(noSpaceTexts), bus: tail.lastLine(busTexts), least: least, watched: watched}, nil
+		return code, spaceSigns{said: tail.lastLine(noSpaceTexts), bus: tail.lastLine(busTexts), least: least, watched: watched}, cpu, nil
 	}
-	return 0, spaceSigns{}, err
+	return 0, spaceSigns{}, cpu, err
 }
 
 // warmCommand prepares a warm command: in the sandbox, the checkout and

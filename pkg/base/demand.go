@@ -14,7 +14,9 @@ import (
 // warms the commands agents ran at least demand-min times within
 // demand-window whose units the generated commands do not hold (package
 // demand decides from the agents' first builds), while their estimated
-// time fits in demand-budget times the base's own warm time. Configured
+// cost fits in demand-budget times the base's own warm cost, both in CPU
+// time (which, unlike the wall time, does not grow with what else the
+// host runs: a build host's load would otherwise decide). Configured
 // commands always win: a ferry.toml that lists them learns nothing.
 //
 // A demanded command is not part of the base's fingerprint, so bases with
@@ -29,8 +31,8 @@ type Learned struct {
 	Window    string        `json:"window"`
 	Min       int           `json:"min"`
 	Budget    float64       `json:"budget"`
-	Reference float64       `json:"reference_seconds"` // the base's own warm time the budget is a fraction of
-	Calls     int           `json:"calls"`             // the agents' calls within the window
+	Reference float64       `json:"reference_cpu"` // the base's own warm CPU time the budget is a fraction of
+	Calls     int           `json:"calls"`         // the agents' calls within the window
 	Picked    []demand.Pick `json:"picked"`
 	Skipped   []demand.Pick `json:"skipped,omitempty"`
 	// Damaged is how many lines of the demand log could not be read (the
@@ -83,10 +85,10 @@ func learn(o Options, p *Plan) {
 	p.UnitInputs = hex.EncodeToString(h.Sum(nil))
 }
 
-// reference finds the base's own warm time that demand's budget is a
+// reference finds the base's own warm CPU time that demand's budget is a
 // fraction of, from the newest ready base of p's fingerprint (the one a
-// refresh would build on), and what warming each command it demanded
-// took there. 0 when there is none.
+// refresh would build on), and the CPU time warming each command it
+// demanded took there. 0 when there is none.
 func reference(o Options, p *Plan) (float64, map[string]float64) {
 	list, err := List(o.Store)
 	if err != nil {
@@ -101,7 +103,7 @@ func reference(o Options, p *Plan) (float64, map[string]float64) {
 		for _, w := range r.Warm {
 			if w.Demanded > 0 {
 				if k, ok := demand.KeyOf(w.Command); ok {
-					last[k] = w.Seconds
+					last[k] = w.CPU
 				}
 			}
 		}
@@ -119,13 +121,13 @@ func (r *Record) reference() float64 {
 	return r.ownWarmSeconds()
 }
 
-// ownWarmSeconds sums the times of r's warm commands that were not
+// ownWarmSeconds sums the CPU times of r's warm commands that were not
 // demanded.
 func (r *Record) ownWarmSeconds() float64 {
 	total := 0.0
 	for _, w := range r.Warm {
 		if w.Demanded == 0 {
-			total += w.Seconds
+			total += w.CPU
 		}
 	}
 	return total

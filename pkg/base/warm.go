@@ -45,8 +45,8 @@ func warmOne(ctx context.Context, o Options, p *Plan, r *Record, w WarmCommand, 
 		rustcCache = saveRustcInfo(r.Target)
 	}
 	start := time.Now()
-	code, signs, err := runWarm(ctx, o, r, w.Command, shimDir, log)
-	w.Seconds, w.ExitCode = since(start), code
+	code, signs, cpu, err := runWarm(ctx, o, r, w.Command, shimDir, log)
+	w.Seconds, w.CPU, w.ExitCode = since(start), cpu, code
 	if rerr := rustcCache.restore(); rerr != nil && err == nil {
 		err = rerr
 	}

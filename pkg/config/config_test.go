@@ -1045,3 +1045,33 @@ func TestEditDistance(t *testing.T) {
 		}
 	}
 }
+
+// A base learns from demand only with the generated commands and demand
+// on: configured commands win.
+func TestLearns(t *testing.T) {
+	for _, tt := range []struct {
+		file  string
+		learn bool
+	}{
+		{"", true},
+		{"[base]\nwarm = \"auto\"\n", true},
+		{"[base]\ndemand = false\n", false},
+		{"[base]\nwarm = [\"cargo build\"]\n", false},
+		{"[base]\nwarm = [\"cargo build\"]\ndemand = true\n", false},
+		{"[base]\ndemand = false\n[platform.linux.base]\ndemand = true\n", runtime.GOOS == "linux"},
+	} {
+		dir := t.TempDir()
+		if tt.file != "" {
+			if err := os.WriteFile(filepath.Join(dir, FileName), []byte(tt.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := Load(dir, newEnv(nil))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.file, err)
+		}
+		if s.Learns() != tt.learn {
+			t.Errorf("%q: Learns() = %t, want %t", tt.file, s.Learns(), tt.learn)
+		}
+	}
+}

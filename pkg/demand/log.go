@@ -75,7 +75,10 @@ type Entry struct {
 	// New are the compiled units the base does not hold at all.
 	New     int     `json:"new"`
 	Seconds float64 `json:"seconds"`
-	Exit    int     `json:"exit"`
+	// CPU is the CPU time cargo and everything it ran used, in seconds:
+	// what Select weighs against its budget.
+	CPU  float64 `json:"cpu_seconds"`
+	Exit int     `json:"exit"`
 }
 
 // Units is how many units the call built: fresh and compiled.

@@ -16,8 +16,8 @@ type Policy struct {
 	// Budget bounds the extra warm time: the demanded commands' estimated
 	// cost may add up to Budget times Reference.
 	Budget float64
-	// Reference is the warm time of the base's own commands, in seconds:
-	// what they cost cold (see package base).
+	// Reference is the warm cost of the base's own commands, in CPU
+	// seconds: what they cost cold (see package base).
 	Reference float64
 }
 
@@ -27,8 +27,8 @@ type Pick struct {
 	Warm    string  `json:"warm"`
 	Calls   int     `json:"calls"`
 	Agents  int     `json:"agents"`
-	Missed  int     `json:"missed"`   // first builds on a base without it that compiled new units
-	Seconds float64 `json:"estimate"` // what warming it is estimated to cost
+	Missed  int     `json:"missed"`       // first builds on a base without it that compiled new units
+	Seconds float64 `json:"estimate_cpu"` // what warming it is estimated to cost, in CPU seconds
 	Why     string  `json:"why"`
 }
 
@@ -69,8 +69,8 @@ func KeyOf(warm string) (string, bool) {
 //     its output was left alone): demanded, as long as agents run it.
 //
 // Candidates are taken by calls, most first, while their estimated cost
-// (the median time of their missed first builds, else of their calls, or
-// lastWarm's record of what warming them took) fits in p.Budget times
+// (the median CPU time of their missed first builds, else of their calls,
+// or lastWarm's record of what warming them took) fits in p.Budget times
 // p.Reference; the rest are skipped, each with the reason.
 func Select(entries []Entry, warmed map[string]bool, p Policy, lastWarm map[string]float64) Selection {
 	type group struct {
@@ -138,7 +138,7 @@ func Select(entries []Entry, warmed map[string]bool, p Policy, lastWarm map[stri
 	spent := 0.0
 	for _, c := range cands {
 		if p.Reference > 0 && spent+c.Seconds > budget {
-			c.Why = fmt.Sprintf("%s; not warmed: its estimated %.1fs would take the extra warm time past the budget (%.1fs: demand-budget %.2g × %.1fs)",
+			c.Why = fmt.Sprintf("%s; not warmed: its estimated %.1f CPU seconds would take the extra warm cost past the budget (%.1f: demand-budget %.2g × the base's own %.1f)",
 				c.Why, c.Seconds, budget, p.Budget, p.Reference)
 			sel.Skipped = append(sel.Skipped, c)
 			continue
@@ -150,13 +150,18 @@ func Select(entries []Entry, warmed map[string]bool, p Policy, lastWarm map[stri
 	return sel
 }
 
+// medianSeconds is the median CPU time of es (the wall time of an entry
+// that has none).
 func medianSeconds(es []Entry) float64 {
 	if len(es) == 0 {
 		return 0
 	}
 	s := make([]float64, len(es))
 	for i, e := range es {
-		s[i] = e.Seconds
+		s[i] = e.CPU
+		if s[i] == 0 {
+			s[i] = e.Seconds
+		}
 	}
 	slices.Sort(s)
 	return s[len(s)/2]

@@ -54,6 +54,7 @@ type observation struct {
 	compiled []demand.Unit
 	files    [][]string // the outputs of each compiled unit, relative to target
 	count    int        // compiled units, with those past MaxUnits
+	cpu      float64    // CPU seconds cargo used
 }
 
 // watch decides what the shim does with agent a's call, run in the
@@ -169,6 +170,7 @@ func (o *observation) run(x *fork.Session) (int, error) {
 	signal.Notify(sigs, syscall.SIGPIPE)
 	defer signal.Stop(sigs)
 
+	cpu0 := childCPU()
 	var wait func() (int, error)
 	if (x.Mode == fork.EnterBind || x.Mode == fork.EnterJoin) && inplace.Linked {
 		proc, err := inplace.Start(x.Cmd, x.Mode == fork.EnterJoin, pw)
@@ -208,8 +210,20 @@ func (o *observation) run(x *fork.Session) (int, error) {
 	if err != nil {
 		return code, err
 	}
+	o.cpu = childCPU() - cpu0
 	o.record(code, true)
 	return code, nil
+}
+
+// childCPU is the CPU time (user and system) of this process's children
+// it has waited for, theirs included: cargo's and every rustc's, once
+// cargo is reaped.
+func childCPU() float64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_CHILDREN, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // waitChild waits for a child the shim started in place, passing SIGTERM,
@@ -245,7 +259,10 @@ func (o *observation) record(code int, observed bool) {
 	e := demand.Entry{
 		Time: o.start.UTC(), Agent: o.a.Name, Base: o.a.Base, Command: o.cmd.String(), Cmd: o.cmd,
 		First: demand.Seen(files.Seen, o.cmd.String()), Observed: observed,
-		Seconds: time.Since(o.start).Seconds(), Exit: code,
+		Exit: code,
+	}
+	if observed {
+		e.Seconds, e.CPU = time.Since(o.start).Seconds(), o.cpu
 	}
 	b, berr := base.Read(o.s, o.a.Base)
 	if berr == nil {

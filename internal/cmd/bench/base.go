@@ -189,7 +189,7 @@ func runBase(bin string, n int) error {
 	fmt.Printf("  %-48s %10s\n", "measure", "median")
 	row := func(name string, d time.Duration) { fmt.Printf("  %-48s %9.2fs\n", name, d.Seconds()) }
 	row("plain: git worktree add", med(func(s sample) time.Duration { return s.plainWorktree }))
-	row("plain: warm commands (cargo build + clippy)", med(func(s sample) time.Duration { return s.plainWarm }))
+	row("plain: the generated warm commands", med(func(s sample) time.Duration { return s.plainWarm }))
 	row("plain: total", pt)
 	row("ferry base: worktree add + lock", med(func(s sample) time.Duration { return s.ferryWorktree }))
 	row("ferry base: stamp", med(func(s sample) time.Duration { return s.ferryStamp }))

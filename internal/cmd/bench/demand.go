@@ -84,6 +84,7 @@ type demandHome struct {
 	cold    time.Duration
 	refresh time.Duration
 	warm    map[string]float64 // seconds per warm command, of the cold base
+	cpu     float64            // CPU seconds of its warm commands, cold
 	firsts  []firstBuild
 }
 
@@ -119,6 +120,7 @@ func demandSet(bin, dir string, set workspaceSet, calls []string, n int) error {
 		Warm []struct {
 			Command string  `json:"command"`
 			Seconds float64 `json:"seconds"`
+			CPU     float64 `json:"cpu_seconds"`
 			Why     string  `json:"why"`
 		} `json:"warm"`
 		Demand *struct {
@@ -157,6 +159,7 @@ func demandSet(bin, dir string, set workspaceSet, calls []string, n int) error {
 		h.warm = map[string]float64{}
 		for _, w := range b.Warm {
 			h.warm[w.Command] = w.Seconds
+			h.cpu += w.CPU
 		}
 	}
 	if err := repo.Append(fixture.LibPath(fixture.ChainC), "\n// edited\n"); err != nil {
@@ -283,7 +286,7 @@ func demandSet(bin, dir string, set workspaceSet, calls []string, n int) error {
 		for _, s := range h.warm {
 			total += s
 		}
-		fmt.Printf("  %-44s %11.1fs %11.1fs   (warm commands %.1fs cold)\n", h.label, h.cold.Seconds(), h.refresh.Seconds(), total)
+		fmt.Printf("  %-44s %11.1fs %11.1fs   (warm commands %.1fs cold, %.1f CPU seconds)\n", h.label, h.cold.Seconds(), h.refresh.Seconds(), total, h.cpu)
 	}
 	fmt.Printf("  today's over before: cold %.2fx, refresh %.2fx\n", now.cold.Seconds()/old.cold.Seconds(), now.refresh.Seconds()/old.refresh.Seconds())
 	fmt.Printf("  (the refresh is a one-line edit of a leaf crate, seeded from the cold base; wall time of ferry base)\n\n")

@@ -20,7 +20,7 @@ import (
 // trivial call (cargo -V) through the shim in an agent of each backend
 // against the real cargo, and the first cargo build in a fresh agent of
 // each backend against a no-op build in a warm plain checkout. The base is
-// built with Ferry's default warm commands (a build, then clippy), as users
+// built with Ferry's generated warm commands (warm = "auto"), as users
 // get it. Every sample is a whole process, timed from the bench.
 
 // hotBuild is the call an agent makes first after its spawn.
@@ -211,7 +211,7 @@ func runHot(bin string, n, large int, xfs string) error {
 		}
 	}
 	pt, pn := median(plainTrivial), median(plainNoop)
-	fmt.Printf("\n== Hot path: cargo calls through the shim against plain cargo, %s workspace, base warmed by build + clippy\n", name)
+	fmt.Printf("\n== Hot path: cargo calls through the shim against plain cargo, %s workspace, base warmed by the generated commands\n", name)
 	fmt.Printf("  (wall ms, medians; %s: %d rounds interleaved, the overhead taken within each round; builds: %d fresh agents\n", "cargo -V", m, rounds)
 	fmt.Printf("   per backend, each beside a plain no-op build, the ratio taken within each pair; [min..max] of the paired figures)\n")
 	fmt.Printf("  %-52s %9s %12s\n", "measure", "ms", "vs plain")

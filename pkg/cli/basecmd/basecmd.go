@@ -177,9 +177,9 @@ func (c *buildCmd) run(io cli.IO) error {
 		fmt.Fprintf(io.Stdout, "  %s %s (%s, %s)\n", label, w.Command, w.Why, cli.Seconds(w.Seconds))
 	}
 	if d := r.Demand; d != nil {
-		ref := "the base's own warm time"
+		ref := "the base's own warm CPU time"
 		if d.Reference > 0 {
-			ref = cli.Seconds(d.Reference)
+			ref = fmt.Sprintf("%.1f CPU seconds", d.Reference)
 		}
 		fmt.Fprintf(io.Stdout, "  demand  %d agent call(s) in %s; %d command(s) demanded and warmed (demand-min %d, budget %.2g × %s)\n",
 			d.Calls, d.Window, len(d.Picked), d.Min, d.Budget, ref)
