@@ -164,7 +164,7 @@ func TestBaseAtCanonicalPathsAndReused(t *testing.T) {
 	if cur, _ := e.store.Current(); cur != r.ID {
 		t.Fatalf("current = %q, want %q", cur, r.ID)
 	}
-	if want := config.DefaultWarm(true, true); len(r.Warm) != len(want) {
+	if want := config.DefaultWarm(true, true, false); len(r.Warm) != len(want) {
 		t.Fatalf("warm = %+v, want the generated commands %q", r.Warm, want)
 	}
 	for i, w := range r.Warm {
@@ -446,5 +446,34 @@ func checkRustcInfoServesBuilds(t *testing.T, target string) {
 	}
 	if !strings.Contains(string(out), "reusing existing rustc info cache") || strings.Contains(string(out), "different compiler") {
 		t.Fatalf("the base's rustc-info cache is not a plain build's:\n%s", out)
+	}
+}
+
+// A repository that ignores its lockfile (Cargo.lock in .gitignore, as
+// library workspaces do): the lockfile Cargo writes into the base's
+// checkout is Cargo resolving the workspace, not a build script writing
+// into the sources, and is not warned about.
+func TestIgnoredLockfileIsNoWarning(t *testing.T) {
+	e := setup(t, "cargo build -p "+fixture.ChainC)
+	if _, err := e.repo.Git("rm", "-q", "--cached", fixture.Lockfile); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.repo.Append(".gitignore", "/"+fixture.Lockfile+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.repo.Commit("ignore the lockfile"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.build(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(res.Record.Src, fixture.Lockfile)); err != nil {
+		t.Fatalf("cargo wrote no lockfile into the base's checkout: %v", err)
+	}
+	for _, w := range res.Record.Warnings {
+		if strings.Contains(w, fixture.Lockfile) {
+			t.Errorf("warning about the ignored lockfile: %s", w)
+		}
 	}
 }

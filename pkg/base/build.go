@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pelletier/go-toml/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/internal/knobs"
@@ -122,7 +123,8 @@ func Resolve(o Options) (*Plan, error) {
 	}
 	cmds := o.Settings.Warm
 	if o.Settings.WarmIsDefault {
-		cmds = config.DefaultWarm(tc.Clippy, o.Settings.KeepGoing && tc.AtLeast(config.KeepGoingSince[0], config.KeepGoingSince[1]))
+		cmds = config.DefaultWarm(tc.Clippy, o.Settings.KeepGoing && tc.AtLeast(config.KeepGoingSince[0], config.KeepGoingSince[1]),
+			plainSelectsLess(o, commit))
 	}
 	p := &Plan{
 		Commit: commit,
@@ -156,6 +158,27 @@ func Resolve(o Options) (*Plan, error) {
 	}
 	learn(o, p)
 	return p, nil
+}
+
+// plainSelectsLess reports whether a cargo call at the root of commit's
+// checkout without --workspace selects less than the whole workspace: its
+// root manifest is a package's, or names default members. A manifest that
+// cannot be read says no: cargo will say what is wrong with it.
+func plainSelectsLess(o Options, commit string) bool {
+	out, err := o.Repo.Run(o.Repo.Top, "cat-file", "-p", commit+":Cargo.toml")
+	if err != nil {
+		return false
+	}
+	var m struct {
+		Package   map[string]any `toml:"package"`
+		Workspace struct {
+			DefaultMembers []string `toml:"default-members"`
+		} `toml:"workspace"`
+	}
+	if toml.Unmarshal([]byte(out), &m) != nil {
+		return false
+	}
+	return m.Package != nil || len(m.Workspace.DefaultMembers) > 0
 }
 
 // detectToolchain runs the toolchain in a scratch directory holding the
@@ -417,9 +440,9 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 		return nil, err
 	}
 	for _, d := range dirty {
-		if d.X == '?' && filepath.Base(d.Path) == "Cargo.lock" {
-			// An untracked lockfile is Cargo resolving the workspace; agents
-			// get a copy of it (see ferry spawn).
+		if (d.X == '?' || d.X == '!') && filepath.Base(d.Path) == "Cargo.lock" {
+			// An untracked lockfile, ignored or not, is Cargo resolving
+			// the workspace; agents get a copy of it (see ferry spawn).
 			continue
 		}
 		if r.Modes.Remap && d.X == '!' && d.Path == store.RemapLink {

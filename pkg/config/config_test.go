@@ -57,7 +57,7 @@ func defaults() Settings {
 	return Settings{
 		StoreParent:    testHome + "/.cache/ferry",
 		WorktreeParent: testHome + "/.local/share/ferry/worktrees",
-		Warm:           DefaultWarm(true, true),
+		Warm:           DefaultWarm(true, true, false),
 		WarmIsDefault:  true,
 		Demand:         true,
 		DemandMin:      3,
@@ -365,7 +365,7 @@ reap-after = "36h"
 			file: "[base]\nkeep-going = false\n",
 			want: func(root string) Settings {
 				s := defaults()
-				s.Warm = DefaultWarm(true, false)
+				s.Warm = DefaultWarm(true, false, false)
 				s.KeepGoing = false
 				s.File = filepath.Join(root, FileName)
 				return s
@@ -490,7 +490,7 @@ func TestWarmSetOnlyForOtherPlatformIsDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.WarmIsDefault || !reflect.DeepEqual(s.Warm, DefaultWarm(true, true)) {
+	if !s.WarmIsDefault || !reflect.DeepEqual(s.Warm, DefaultWarm(true, true, false)) {
 		t.Errorf("warm = %q, default %v; want the default list", s.Warm, s.WarmIsDefault)
 	}
 	s, err = load(root, newEnv(nil), "darwin")
@@ -975,17 +975,23 @@ func TestDefaultWarm(t *testing.T) {
 		{true, false, []string{build, all, test, check, clippy, clippyAll}},
 		{true, true, kg(build, all, test, check, clippy, clippyAll)},
 	} {
-		if got := DefaultWarm(tt.clippy, tt.keepGoing); !reflect.DeepEqual(got, tt.want) {
+		if got := DefaultWarm(tt.clippy, tt.keepGoing, false); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("DefaultWarm(%v, %v) = %q, want %q", tt.clippy, tt.keepGoing, got, tt.want)
 		}
 	}
-	if got := DefaultWarm(true, true); got[len(got)-1] != GeneratedClippy {
+	// Where a plain call selects less than the workspace, each command
+	// with a plain form is followed by it.
+	want := []string{build, "cargo build", all, test, "cargo test --no-run", check, "cargo check", clippy, "cargo clippy", clippyAll}
+	if got := DefaultWarm(true, false, true); !reflect.DeepEqual(got, want) {
+		t.Errorf("DefaultWarm(true, false, true) = %q, want %q", got, want)
+	}
+	if got := DefaultWarm(true, true, false); got[len(got)-1] != GeneratedClippy {
 		t.Errorf("the last default command is %q, want GeneratedClippy %q", got[len(got)-1], GeneratedClippy)
 	}
 	// Each call returns a list of its own.
-	a := DefaultWarm(true, true)
+	a := DefaultWarm(true, true, false)
 	a[0] = "changed"
-	if DefaultWarm(true, true)[0] == "changed" {
+	if DefaultWarm(true, true, false)[0] == "changed" {
 		t.Error("DefaultWarm returned shared storage")
 	}
 }
@@ -993,18 +999,26 @@ func TestDefaultWarm(t *testing.T) {
 // The generated check and clippy commands only warn when they fail; the
 // generated builds, and every configured command, do not.
 func TestIsGeneratedLint(t *testing.T) {
-	generated := &Settings{Warm: DefaultWarm(true, true), WarmIsDefault: true}
+	generated := &Settings{Warm: DefaultWarm(true, true, false), WarmIsDefault: true}
 	configured := &Settings{Warm: []string{GeneratedClippy}}
-	for i, c := range DefaultWarm(true, true) {
+	for i, c := range DefaultWarm(true, true, false) {
 		lint := i >= 3
 		if generated.IsGeneratedLint(c) != lint {
 			t.Errorf("IsGeneratedLint(%q) = %t, want %t", c, !lint, lint)
 		}
 	}
-	for _, c := range DefaultWarm(true, false)[3:] {
+	for _, c := range DefaultWarm(true, false, false)[3:] {
 		if !generated.IsGeneratedLint(c) {
 			t.Errorf("the default %q without --keep-going is not reported as generated", c)
 		}
+	}
+	for _, c := range []string{"cargo check --keep-going", "cargo clippy"} {
+		if !generated.IsGeneratedLint(c) {
+			t.Errorf("the plain form %q is not reported as generated", c)
+		}
+	}
+	if generated.IsGeneratedLint("cargo build --keep-going") {
+		t.Error("the plain build is reported as a lint")
 	}
 	if configured.IsGeneratedLint(GeneratedClippy) {
 		t.Error("a user-configured clippy command is reported as generated")

@@ -155,7 +155,12 @@ func (t Trees) newUnit(u Unit) (kind, detail string) {
 		diffs []string
 		kinds []string
 	}
+	// A unit whose recorded fields all agree is another unit all the same
+	// (Cargo hashes what it does not record: clippy's driver as the
+	// compiler of a clippy build, the source's path): the closest unit is
+	// the one that differs least by what the fingerprint does record.
 	var best *cand
+	same := false
 	for _, e := range ents {
 		n := e.Name()
 		if !strings.HasPrefix(n, u.Name+"-") || len(n) != len(u.Name)+17 {
@@ -166,17 +171,21 @@ func (t Trees) newUnit(u Unit) (kind, detail string) {
 			continue
 		}
 		c := compare(theirs, mine)
+		if len(c.kinds) == 0 {
+			same = true
+			continue
+		}
 		if best == nil || len(c.kinds) < len(best.kinds) {
 			best = &cand{diffs: c.details, kinds: c.kinds}
 		}
 	}
-	if best == nil {
-		return ReasonAbsent, fmt.Sprintf("the base never built %s of %s in %s", strings.TrimPrefix(file, "lib-"), u.Package, profile)
+	switch {
+	case best != nil:
+		return best.kinds[0], strings.Join(best.diffs, "; ")
+	case same:
+		return ReasonUnknown, "the base holds units of the same package and target whose recorded settings all agree with it, built another way: by clippy's driver (a clippy build), or from sources at another path"
 	}
-	if len(best.kinds) == 0 {
-		return ReasonUnknown, "the base holds a unit of the same package and target with the same fingerprint fields under another hash (a path or source that differs)"
-	}
-	return best.kinds[0], strings.Join(best.diffs, "; ")
+	return ReasonAbsent, fmt.Sprintf("the base never built %s of %s in %s", strings.TrimPrefix(file, "lib-"), u.Package, profile)
 }
 
 // comparison is what differs between two fingerprints, most telling first.

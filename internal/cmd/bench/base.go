@@ -111,7 +111,7 @@ func runBase(bin string, n int) error {
 		return err
 	}
 	// The commands ferry base generates, so both sides build the same.
-	warm := config.DefaultWarm(exec.Command("cargo", "clippy", "--version").Run() == nil, true)
+	warm := config.DefaultWarm(exec.Command("cargo", "clippy", "--version").Run() == nil, true, false)
 	fmt.Fprintf(os.Stderr, "bench: fixture workspace, %d repetitions, warm: %s\n", n, strings.Join(warm, " && "))
 
 	var samples []sample
