@@ -99,6 +99,17 @@ func fieldValue(key string, v any) string {
 		}
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	case []any:
+		if key == "warm" {
+			// A base's warm set: how many commands, and how many of them
+			// agents demanded (the list itself is in the JSON).
+			demanded := 0
+			for _, e := range v {
+				if m, ok := e.(map[string]any); ok && m["demanded"] != nil {
+					demanded++
+				}
+			}
+			return fmt.Sprintf("%d_commands(%d_demanded)", len(v), demanded)
+		}
 		parts := make([]string, len(v))
 		for i, e := range v {
 			parts[i] = fieldValue(key, e)

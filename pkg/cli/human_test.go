@@ -12,10 +12,11 @@ import (
 func TestEventLine(t *testing.T) {
 	long := "/home/someone/.local/share/ferry/worktrees/a-repository-with-a-long-name-0123456789ab/agent-with-a-long-name"
 	commit := strings.Repeat("ab", 20)
-	ready := &events.BaseReady{BaseID: commit + "-0123456789abcdef", Commit: commit, Fingerprint: "0123456789abcdef", Current: true, Seconds: 18.229214334}
+	ready := &events.BaseReady{BaseID: commit + "-0123456789abcdef", Commit: commit, Fingerprint: "0123456789abcdef", Current: true, Seconds: 18.229214334,
+		Warm: []events.WarmCommand{{Command: "cargo build --workspace", Why: "default"}, {Command: "cargo build --release", Why: "demanded 3 times", Demanded: 3}}}
 	ready.Time = time.Date(2026, 11, 30, 8, 1, 2, 0, time.Local)
 	line := EventLine(ready)
-	for _, want := range []string{"08:01:02.000", "base.ready", "seconds=18.2s", "commit=abababababab…", "base_id=abababababab…", "current=true"} {
+	for _, want := range []string{"08:01:02.000", "base.ready", "seconds=18.2s", "commit=abababababab…", "base_id=abababababab…", "current=true", "warm=2_commands(1_demanded)"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("line lacks %q:\n%s", want, line)
 		}
