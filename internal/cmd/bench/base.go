@@ -45,7 +45,7 @@ func main() {
 		err = runHot(*bin, *n, *large, *xfs)
 	}
 	if err == nil && (*only == "" || *only == "demand") {
-		err = runDemand(*bin, *n, *large, *xfs)
+		err = runDemand(*bin, *n, *large)
 	}
 	if err == nil && (*only == "" || *only == "overlay") {
 		err = runOverlay(*bin, *n, *xfs, *sizes)

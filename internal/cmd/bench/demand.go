@@ -12,7 +12,6 @@ import (
 
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/config"
-	"github.com/ferrydev/ferry/pkg/fork"
 )
 
 // The demand section: does a fresh agent's first build of what agents
@@ -45,18 +44,16 @@ type firstBuild struct {
 	plainNop time.Duration // the same call, no-op, in the warm plain checkout
 }
 
-func runDemand(bin string, n, large int, xfs string) error {
+// runDemand runs the section in the temporary directory's filesystem,
+// whatever fork backend it gives: what is measured is what the first
+// calls compile, and the large workspace's two stores with their agents
+// outgrow the XFS loop filesystem the tests mount.
+func runDemand(bin string, n, large int) error {
 	if err := fixture.CheckTools(""); err != nil {
 		return err
 	}
 	bin, _ = filepath.Abs(bin)
-	parent := ""
-	if xfs != "" {
-		if ok, _ := fork.CanReflink(xfs); ok {
-			parent = xfs
-		}
-	}
-	root, err := os.MkdirTemp(parent, "ferry-bench-demand-")
+	root, err := os.MkdirTemp("", "ferry-bench-demand-")
 	if err != nil {
 		return err
 	}
