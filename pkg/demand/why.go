@@ -69,7 +69,7 @@ type Trees struct {
 // Explain says why each of b's units was compiled, in b's order.
 func Explain(b *LastBuild, t Trees) []Reason {
 	out := make([]Reason, 0, len(b.Units))
-	for i, u := range b.Units {
+	for _, u := range b.Units {
 		r := Reason{Unit: u}
 		switch {
 		case u.Dir == "":
@@ -77,7 +77,7 @@ func Explain(b *LastBuild, t Trees) []Reason {
 		case u.New:
 			r.Kind, r.Detail = t.newUnit(u)
 		default:
-			r.Kind, r.Detail, r.Files = t.rebuilt(u, b.Units[:i])
+			r.Kind, r.Detail, r.Files = t.rebuilt(u, b.Units)
 		}
 		out = append(out, r)
 	}
@@ -252,10 +252,11 @@ func profileWords(u Unit) string {
 }
 
 // rebuilt explains a unit the base holds that Cargo compiled again: a
-// source file that differs, an environment variable, or a dependency
-// compiled before it in the same build (before: the units compiled
-// before it).
-func (t Trees) rebuilt(u Unit, before []Unit) (kind, detail string, files []string) {
+// source file that differs, an environment variable, or a dependency the
+// same build compiled again (built: the build's compiled units; Cargo
+// reports a unit when it is done, and with pipelining a dependent can be
+// done before what it depends on).
+func (t Trees) rebuilt(u Unit, built []Unit) (kind, detail string, files []string) {
 	mine, depInfo := t.depInfo(t.Fork, u)
 	var changed []string
 	for _, p := range mine.inputs {
@@ -289,14 +290,18 @@ func (t Trees) rebuilt(u Unit, before []Unit) (kind, detail string, files []stri
 	if fp, _, err := readFingerprint(filepath.Join(t.Fork, filepath.FromSlash(u.Dir))); err == nil {
 		deps := fp.deps()
 		var rebuilt []string
-		for _, b := range before {
-			if _, ok := deps[strings.ReplaceAll(b.Target, "-", "_")]; ok && b.Kind != "custom-build" {
+		for _, b := range built {
+			if b.Dir == u.Dir || b.Kind == "custom-build" {
+				continue
+			}
+			if _, ok := deps[strings.ReplaceAll(b.Target, "-", "_")]; ok {
 				rebuilt = append(rebuilt, b.Name)
 			}
 		}
 		if len(rebuilt) > 0 {
+			slices.Sort(rebuilt)
 			rebuilt = slices.Compact(rebuilt)
-			return ReasonDependency, "its dependency " + strings.Join(rebuilt, ", ") + " was compiled again first", nil
+			return ReasonDependency, "its dependency " + strings.Join(rebuilt, ", ") + " was compiled again in this build", nil
 		}
 	}
 	return ReasonUnknown, "Cargo found it stale (an input newer than its last build, or a build script that ran again), though no input it read differs from the base's now", nil

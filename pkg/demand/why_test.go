@@ -69,7 +69,8 @@ func TestExplainNewUnits(t *testing.T) {
 
 // A unit the base holds that Cargo compiled again: a source file the
 // agent changed, else an environment variable rustc recorded, else a
-// dependency compiled before it.
+// dependency compiled again in the same build, whatever the order Cargo
+// reported them in (with pipelining a dependent can be done first).
 func TestExplainRebuiltUnits(t *testing.T) {
 	root := t.TempDir()
 	tr := Trees{Fork: filepath.Join(root, "fork"), Base: filepath.Join(root, "base"),
@@ -91,18 +92,18 @@ func TestExplainRebuiltUnits(t *testing.T) {
 	write(t, tr.Fork, "debug/.fingerprint/b-2222222222222222/lib-b.json", fp(`[]`, 5, `[1,"c",false,12]`))
 
 	b := &LastBuild{Units: []Unit{
+		{Name: "b", Kind: "lib", Target: "b", Dir: "debug/.fingerprint/b-2222222222222222"},
 		{Name: "c", Kind: "lib", Target: "c", Dir: "debug/.fingerprint/c-1111111111111111"},
 		{Name: "e", Kind: "lib", Target: "e", Dir: "debug/.fingerprint/e-3333333333333333"},
-		{Name: "b", Kind: "lib", Target: "b", Dir: "debug/.fingerprint/b-2222222222222222"},
 	}}
 	got := Explain(b, tr)
-	if r := got[0]; r.Kind != ReasonEdit || len(r.Files) != 1 || r.Files[0] != "crates/c/src/lib.rs" {
+	if r := got[1]; r.Kind != ReasonEdit || len(r.Files) != 1 || r.Files[0] != "crates/c/src/lib.rs" {
 		t.Errorf("c: %+v", r)
 	}
-	if r := got[1]; r.Kind != ReasonEnv || !strings.Contains(r.Detail, `GREETING it reads differs: the base built it with "hi", this build with "hello"`) {
+	if r := got[2]; r.Kind != ReasonEnv || !strings.Contains(r.Detail, `GREETING it reads differs: the base built it with "hi", this build with "hello"`) {
 		t.Errorf("e: %+v", r)
 	}
-	if r := got[2]; r.Kind != ReasonDependency || !strings.Contains(r.Detail, "its dependency c was compiled again first") {
+	if r := got[0]; r.Kind != ReasonDependency || !strings.Contains(r.Detail, "its dependency c was compiled again in this build") {
 		t.Errorf("b: %+v", r)
 	}
 }

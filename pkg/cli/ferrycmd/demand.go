@@ -124,7 +124,7 @@ const whyShown = 8
 
 func whyAgent(args []string, io cli.IO) int {
 	var c whyCmd
-	return cli.Run("ferry why", "Say why an agent's last build that compiled units compiled them: for each unit, whether the base holds it at all, and what differs — a source file the agent edited, an environment variable, a feature set, a profile, flags, or a dependency compiled before it. It tells a miss the base could have avoided (demand) from the agent's own edit.",
+	return cli.Run("ferry why", "Say why an agent's last build that compiled units compiled them: for each unit, whether the base holds it at all, and what differs — a source file the agent edited, an environment variable, a feature set, a profile, flags, or a dependency the build compiled again. It tells a miss the base could have avoided (demand) from the agent's own edit.",
 		[]string{"ferry why fix-parser", "ferry why --json"}, &c, args, io, &c.JSON, func() error {
 			fc, err := cli.Load(".")
 			if err != nil {
