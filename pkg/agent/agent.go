@@ -79,6 +79,9 @@ type Record struct {
 	// What spawn made, so a rollback removes only that.
 	MadeWorktree bool `json:"made_worktree"`
 	MadeBranch   bool `json:"made_branch"`
+	// Adopted is set for an agent made of a worktree that existed
+	// (Adopt): the worktree and its branch are not Ferry's to remove.
+	Adopted bool `json:"adopted,omitempty"`
 	// PlacedLockfile is the digest ("sha256:<hex>") of the Cargo.lock spawn
 	// copied from the base into a worktree whose commit tracks none; empty
 	// when it placed none (or for a record older than this field). rm does
@@ -291,4 +294,48 @@ func Get(s *store.Store, name string) (*Record, error) {
 		return nil, notReady(r)
 	}
 	return r, nil
+}
+
+// maxCleanBase leaves room for the suffix CleanName adds to make a name
+// unique.
+const maxCleanBase = 60
+
+var notNameChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]+`) })
+
+// CleanName makes name fit CheckName: every run of characters outside
+// letters, digits, '.', '_' and '-' becomes one '-', and what cannot start
+// or end a name is trimmed; a name that leaves nothing is fallback
+// (returned as it is when it is "" too). n > 1 appends "-n".
+func CleanName(name, fallback string, n int) string {
+	base := notNameChars().ReplaceAllString(name, "-")
+	for strings.Contains(base, "..") {
+		base = strings.ReplaceAll(base, "..", ".")
+	}
+	base = trimEnd(strings.TrimLeft(base, "._-"))
+	if base == "" {
+		base = fallback
+	}
+	if base == "" {
+		return ""
+	}
+	if len(base) > maxCleanBase {
+		base = trimEnd(base[:maxCleanBase])
+	}
+	if n > 1 {
+		base = fmt.Sprintf("%s-%d", base, n)
+	}
+	return base
+}
+
+// trimEnd removes what a name cannot end with: '.', and ".lock" (git's
+// lock files), and also '-' and '_', which only look like leftovers.
+func trimEnd(s string) string {
+	for {
+		t := strings.TrimRight(s, "._-")
+		t = strings.TrimSuffix(t, ".lock")
+		if t == s {
+			return s
+		}
+		s = t
+	}
 }

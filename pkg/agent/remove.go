@@ -26,6 +26,19 @@ type Removal struct {
 	BranchKept    string `json:"branch_kept,omitempty"`
 	BranchCommits int    `json:"branch_commits,omitempty"` // commits the kept branch carries beyond the start
 	OrphanRef     string `json:"orphan_ref,omitempty"`     // where --force kept commits no ref reached
+	// WorktreeKept is set for an adopted agent removed without its
+	// worktree: only what adoption added went.
+	WorktreeKept bool `json:"worktree_kept,omitempty"`
+}
+
+// RemoveOptions are how Remove removes an agent.
+type RemoveOptions struct {
+	// Force removes even with uncommitted changes, keeping commits no ref
+	// reaches under refs/ferry/orphaned/.
+	Force bool
+	// Worktree removes an adopted agent's worktree too; the worktree of an
+	// agent Ferry spawned always goes.
+	Worktree bool
 }
 
 // Remove deletes agent name: its worktree, its fork and, when it still
@@ -34,7 +47,12 @@ type Removal struct {
 // worktree is nested inside (even with force), and, without force, when the
 // worktree has uncommitted changes or commits no branch, tag or remote
 // reaches. With force such commits are kept under refs/ferry/orphaned/.
-func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, error) {
+//
+// An adopted agent's worktree and branch are not Ferry's: without
+// o.Worktree only what adoption added goes (the fork, the target link, a
+// placed Cargo.lock left unchanged), which loses no work; with it the
+// worktree goes as a spawned agent's does, and the branch stays.
+func Remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions) (*Removal, error) {
 	if err := s.CheckWritable(); err != nil {
 		return nil, err
 	}
@@ -43,11 +61,12 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 		return nil, err
 	}
 	defer storeLock.Release()
-	return remove(repo, s, name, force, nil)
+	return remove(repo, s, name, o, nil)
 }
 
 // Reap removes ready agent name the way Remove does without force (the
-// worktree, the fork, the branch while unchanged), once keep finds no
+// worktree, the fork, the branch while unchanged; of an adopted agent only
+// what adoption added), once keep finds no
 // reason to keep it. keep is asked last, with the agent's lock held, new
 // sessions held out and the worktree's status read (w is nil when the
 // worktree's directory is gone), so what it checks cannot change before the
@@ -55,11 +74,12 @@ func Remove(repo *git.Repo, s *store.Store, name string, force bool) (*Removal, 
 // refusal of Remove applies too. The caller holds the store lock (gc, for
 // its whole pass).
 func Reap(repo *git.Repo, s *store.Store, name string, keep func(r *Record, w *Work) error) (*Removal, error) {
-	return remove(repo, s, name, false, keep)
+	return remove(repo, s, name, RemoveOptions{}, keep)
 }
 
 // remove is Remove and Reap under the store lock; keep is nil for Remove.
-func remove(repo *git.Repo, s *store.Store, name string, force bool, keep func(*Record, *Work) error) (*Removal, error) {
+func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep func(*Record, *Work) error) (*Removal, error) {
+	force := o.Force
 	r, err := Read(s, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, failure.New(failure.Usage, "list agents with `ferry list`", "no agent named %q", name)
@@ -121,6 +141,24 @@ func remove(repo *git.Repo, s *store.Store, name string, force bool, keep func(*
 	}
 
 	rm := &Removal{Name: name, Worktree: r.Worktree, Branch: r.Branch, Base: r.Base}
+	if r.Adopted && !o.Worktree {
+		if keep != nil {
+			var w *Work
+			if present(r.Worktree) {
+				if w, err = WorktreeWork(repo, r); err != nil {
+					return nil, err
+				}
+			}
+			if err := keep(r, w); err != nil {
+				return nil, err
+			}
+		}
+		if err := undoAdoption(r); err != nil {
+			return nil, err
+		}
+		rm.WorktreeKept = true
+		return rm, dropRecord(s, name, release, agentLock)
+	}
 	wtExists := false
 	if fi, err := os.Stat(r.Worktree); err == nil && fi.IsDir() {
 		wtExists = true
@@ -130,7 +168,7 @@ func remove(repo *git.Repo, s *store.Store, name string, force bool, keep func(*
 	if err != nil {
 		return nil, err
 	}
-	deleteBranch := branchHead == r.StartCommit && !elsewhere
+	deleteBranch := branchHead == r.StartCommit && !elsewhere && !r.Adopted
 
 	if wtExists {
 		w, err := WorktreeWork(repo, r)
@@ -195,18 +233,27 @@ func remove(repo *git.Repo, s *store.Store, name string, force bool, keep func(*
 			rm.BranchCommits, _ = strconv.Atoi(strings.TrimSpace(out))
 		}
 	}
-	// The record goes first, under the locks: a process entering the agent
-	// from now on finds no agent, never a fork half removed. A crash before
-	// the tree is gone leaves a directory without a record, which gc removes.
+	return rm, dropRecord(s, name, release, agentLock)
+}
+
+// dropRecord removes agent name's record and then, with the locks
+// released, its directory. The record goes first, under the locks: a
+// process entering the agent from now on finds no agent, never a fork half
+// removed. A crash before the tree is gone leaves a directory without a
+// record, which gc removes.
+func dropRecord(s *store.Store, name string, release func(), agentLock *lock.Lock) error {
 	if err := os.Remove(s.Agent(name).Record); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+		return err
 	}
 	release()
 	agentLock.Release()
-	if err := fork.RemoveTree(s.Agent(name).Dir); err != nil {
-		return nil, err
-	}
-	return rm, nil
+	return fork.RemoveTree(s.Agent(name).Dir)
+}
+
+// present reports whether path is a directory.
+func present(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 func revParse(repo *git.Repo, ref string) string {

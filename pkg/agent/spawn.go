@@ -365,13 +365,21 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 		}
 	}
 	r.Timings.Worktree = since(t)
+	return furnish(o.Repo, s, r, b, backend)
+}
 
-	t = time.Now()
-	index, err := o.Repo.LsFiles(r.Worktree)
+// furnish makes r's worktree, checked out at r.StartCommit, an agent of
+// base b: it stamps what verifies, forks the base's target (relocated
+// where the agent builds at other paths), links the worktree's target to
+// the fork and settles the worktree's state for the shim. Spawn and
+// Adopt share it; the caller holds the agent lock.
+func furnish(repo *git.Repo, s *store.Store, r *Record, b *base.Record, backend fork.Backend) error {
+	t := time.Now()
+	index, err := repo.LsFiles(r.Worktree)
 	if err != nil {
 		return err
 	}
-	tree, err := o.Repo.LsTree(b.Commit)
+	tree, err := repo.LsTree(b.Commit)
 	if err != nil {
 		return err
 	}
@@ -390,7 +398,7 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 	r.Stamp = StampStats{Files: st.Files, Dirs: st.Dirs, Skipped: len(plan.Skipped()), Freshened: fresh}
 	// The index's stat data predates stamping; refresh it so git status is
 	// quick and clean.
-	if _, err := o.Repo.Run(r.Worktree, "update-index", "-q", "--refresh"); err != nil {
+	if _, err := repo.Run(r.Worktree, "update-index", "-q", "--refresh"); err != nil {
 		var ce *git.CommandError
 		if !errors.As(err, &ce) || ce.ExitCode() != 1 {
 			return err
@@ -450,9 +458,10 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 		r.Timings.Sync = since(t)
 	}
 	failpoint.Hit("spawn/after-fork")
-	if err := makeTargetLink(o.Repo, s, r, backend); err != nil {
+	if err := makeTargetLink(repo, s, r, backend); err != nil {
 		return err
 	}
+	failpoint.Hit("furnish/after-link")
 	// The agent's builds start from here: the shim freshens what changes
 	// after this without its mtime following (freshness.FreshenMoved).
 	// Settled last, so nothing spawn did counts as the agent's: making the
@@ -575,6 +584,11 @@ func rollback(repo *git.Repo, s *store.Store, r *Record) error {
 			if _, err := repo.Run("", "branch", "-D", "--", r.Branch); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	if r.Adopted {
+		if err := undoAdoption(r); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) == 0 {

@@ -58,6 +58,11 @@
 // The worktree must be there to be judged: a missing one (deleted, or on a
 // disk unmounted for now) keeps the agent, for `ferry rm` to decide.
 //
+// An adopted agent (agent.Adopt: a worktree its tool made) is judged
+// otherwise: its worktree and branch are the tool's, so gc never removes
+// them, and releases the agent's fork once the tool has removed the
+// worktree (gone, and no longer listed by git).
+//
 // Why a quiet time: an agent tool's session cannot be told from an
 // abandoned one by the worktree alone. Claude Code, configured with a
 // WorktreeCreate hook, asks the hook for a worktree for `claude --worktree`,

@@ -34,6 +34,7 @@ const (
 	KeptNested    = "nested"    // another agent's worktree lies inside its worktree
 	KeptRefused   = "refused"   // the removal refused (it changed since it was looked at)
 	KeptUnchecked = "unchecked" // a check failed: in doubt, keep
+	KeptAdopted   = "adopted"   // an adopted agent whose tool still has its worktree
 )
 
 // Verdict is what gc decided about one hook-created agent, and why.
@@ -118,7 +119,12 @@ func (p *reaper) consider(r *agent.Record, all []*agent.Record, dry bool) (Verdi
 			reasons = append(reasons, unchecked("its worktree's status", err))
 		}
 	}
-	reasons, last := p.judge(r, w, reasons)
+	var last *time.Time
+	if r.Adopted {
+		reasons = append(reasons, adoptedReasons(p.repo, r)...)
+	} else {
+		reasons, last = p.judge(r, w, reasons)
+	}
 	v.LastActive = last
 	if len(reasons) > 0 {
 		v.Kept = reasons
@@ -132,6 +138,12 @@ func (p *reaper) consider(r *agent.Record, all []*agent.Record, dry bool) (Verdi
 	// may have started since.
 	beforeReap(r.Name)
 	rm, err := agent.Reap(p.repo, p.s, r.Name, func(r *agent.Record, w *agent.Work) error {
+		if r.Adopted {
+			if reasons := adoptedReasons(p.repo, r); len(reasons) > 0 {
+				return &keptError{reasons}
+			}
+			return nil
+		}
 		reasons, last := p.judge(r, w, nil)
 		v.LastActive = last
 		if len(reasons) > 0 {
@@ -151,6 +163,32 @@ func (p *reaper) consider(r *agent.Record, all []*agent.Record, dry bool) (Verdi
 		return v, fmt.Errorf("reap agent %s: %w", r.Name, err)
 	}
 	return v, nil
+}
+
+// adoptedReasons are what keeps adopted agent r: its worktree is its
+// tool's, so gc releases the fork (never the worktree) only once the tool
+// has removed the worktree: gone, and no longer listed by git. A worktree
+// missing but still registered (git lists it as prunable) may be on a disk
+// unmounted for now.
+func adoptedReasons(repo *git.Repo, r *agent.Record) []Reason {
+	if present(r.Worktree) {
+		return []Reason{{KeptAdopted, fmt.Sprintf("its worktree is %s's: the fork goes when the worktree is removed, or with `ferry rm %s`", orAdopt(r.Tool), r.Name)}}
+	}
+	_, ok, err := repo.FindWorktree(r.Worktree)
+	switch {
+	case err != nil:
+		return []Reason{unchecked("git's worktree list", err)}
+	case ok:
+		return []Reason{{KeptWorktree, fmt.Sprintf("its worktree %s is missing but still registered (remove the agent with `ferry rm %s`)", r.Worktree, r.Name)}}
+	}
+	return nil
+}
+
+func orAdopt(tool string) string {
+	if tool == "" {
+		return "its tool"
+	}
+	return tool
 }
 
 // judge appends to reasons every rule that keeps r whose check needs no

@@ -526,7 +526,7 @@ func TestReapKeepsAgentsWithNestedWorktrees(t *testing.T) {
 		}
 	}
 	e.intact(t, outer)
-	if _, err := agent.Remove(e.repo, e.s, inner.Name, false); err != nil {
+	if _, err := agent.Remove(e.repo, e.s, inner.Name, agent.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.expectReaped(t, outer)
@@ -566,4 +566,54 @@ func TestReapChecksAgainUnderTheLocks(t *testing.T) {
 // Reaping works for an ordinary user too.
 func TestReapAsUnprivilegedUser(t *testing.T) {
 	unpriv.Rerun(t, "^(TestReapsAbandonedHookAgents|TestNeverReapsFerrySpawnAgents|TestReapKeeps.*|TestReapWaitsForQuiet|TestReapChecksAgainUnderTheLocks)$")
+}
+
+// An adopted agent's worktree is its tool's: gc keeps the agent however
+// quiet it is while the worktree is there (or still registered), and once
+// the tool has removed the worktree it releases the fork, touching no
+// branch.
+func TestReapReleasesAdoptedAgentsOnceTheirWorktreeGoes(t *testing.T) {
+	e, _ := newHookEnv(t)
+	path := filepath.Join(e.root, "tool-wt")
+	if _, err := e.repo.Run("", "worktree", "add", "--quiet", "-b", "tool/wt", path, e.c2); err != nil {
+		t.Fatal(err)
+	}
+	ad, err := agent.Adopt(agent.AdoptOptions{
+		Repo: e.repo, Store: e.s, Path: path, Backend: fork.NameCopy, Tool: "codex", Session: "session-tool-wt",
+		Settings: &config.Settings{BranchPrefix: "ferry/", WorktreeParent: filepath.Join(e.root, "worktrees"), Backend: fork.NameCopy},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ad.Record
+	for _, dry := range []bool{true, false} {
+		v := verdictOf(t, e.reap(t, dry), r.Name)
+		if v.Reaped || len(v.Kept) != 1 || v.Kept[0].Rule != gc.KeptAdopted || !strings.Contains(v.Kept[0].Detail, "codex") {
+			t.Fatalf("dry %v: adopted agent with its worktree: %+v", dry, v)
+		}
+	}
+	// Missing but registered: an unmounted disk, perhaps.
+	if err := os.Rename(path, path+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if v := verdictOf(t, e.reap(t, false), r.Name); v.Reaped || v.Kept[0].Rule != gc.KeptWorktree {
+		t.Fatalf("adopted agent with its worktree away: %+v", v)
+	}
+	if err := os.Rename(path+".away", path); err != nil {
+		t.Fatal(err)
+	}
+	// The tool removes its worktree (the target link is untracked: --force).
+	if _, err := e.repo.Run("", "worktree", "remove", "--force", path); err != nil {
+		t.Fatal(err)
+	}
+	v := verdictOf(t, e.reap(t, false), r.Name)
+	if !v.Reaped || v.Removal == nil || !v.Removal.WorktreeKept || v.Removal.BranchDeleted {
+		t.Fatalf("adopted agent after its worktree went: %+v %+v", v, v.Removal)
+	}
+	if exists(t, e.s.Agent(r.Name).Dir) {
+		t.Fatal("the adopted agent's fork is still there")
+	}
+	if !e.branchExists("tool/wt") {
+		t.Fatal("gc deleted the tool's branch")
+	}
 }

@@ -129,7 +129,7 @@ func Remove(e Env, p *Payload) (*agent.Removal, error) {
 		return nil, kept(r, failure.New(failure.Refused, "",
 			"agent %q was made by `ferry spawn`, not by a %s hook", r.Name, Tool))
 	}
-	rm, err := pipeline.Remove(e.Announcer, e.Env, r.Name, false)
+	rm, err := pipeline.Remove(e.Announcer, e.Env, r.Name, agent.RemoveOptions{})
 	if err != nil {
 		if failure.KindOf(err) == failure.Refused {
 			return nil, kept(r, err)

@@ -24,11 +24,8 @@ package hook
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"path/filepath"
-	"regexp"
-	"strings"
 
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/failure"
@@ -195,58 +192,16 @@ func (p *Payload) Dirs(more ...string) []string {
 	return out
 }
 
-// maxBase leaves room for the suffix AgentName adds to make a name unique.
-const maxBase = 60
-
-var notNameChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-// AgentName makes name fit agent.CheckName: every run of characters
-// outside letters, digits, '.', '_' and '-' becomes one '-', and what
-// cannot start or end a name is trimmed; n > 1 appends "-n". A name that
-// leaves nothing is "claude-" and the first 8 characters of session (or
-// "claude").
+// AgentName makes name fit agent.CheckName (agent.CleanName); a name
+// that leaves nothing is "claude-" and the first 8 characters of session
+// (or "claude"). n > 1 appends "-n".
 func AgentName(name, session string, n int) string {
-	base := clean(name)
-	if base == "" {
-		if s := clean(session); s != "" {
-			if len(s) > 8 {
-				s = trimEnd(s[:8])
-			}
-			base = "claude-" + s
-		} else {
-			base = "claude"
+	fallback := "claude"
+	if s := agent.CleanName(session, "", 1); s != "" {
+		if len(s) > 8 {
+			s = agent.CleanName(s[:8], "", 1)
 		}
+		fallback = "claude-" + s
 	}
-	if len(base) > maxBase {
-		base = trimEnd(base[:maxBase])
-	}
-	if n > 1 {
-		base = fmt.Sprintf("%s-%d", base, n)
-	}
-	if agent.CheckName(base) != nil {
-		return fmt.Sprintf("claude-%d", n) // not reached: clean leaves a valid name
-	}
-	return base
-}
-
-func clean(s string) string {
-	s = notNameChars.ReplaceAllString(s, "-")
-	for strings.Contains(s, "..") {
-		s = strings.ReplaceAll(s, "..", ".")
-	}
-	s = strings.TrimLeft(s, "._-")
-	return trimEnd(s)
-}
-
-// trimEnd removes what a name cannot end with: '.', and ".lock" (git's
-// lock files), and also '-' and '_', which only look like leftovers.
-func trimEnd(s string) string {
-	for {
-		t := strings.TrimRight(s, "._-")
-		t = strings.TrimSuffix(t, ".lock")
-		if t == s {
-			return s
-		}
-		s = t
-	}
+	return agent.CleanName(name, fallback, n)
 }

@@ -173,14 +173,29 @@ func Spawn(a Announcer, o agent.SpawnOptions) (*agent.Record, error) {
 	return r, nil
 }
 
+// Adopt makes an existing worktree an agent (agent.Adopt) and announces
+// agent.spawned; adopting an agent's worktree again announces nothing.
+func Adopt(a Announcer, o agent.AdoptOptions) (*agent.Adoption, error) {
+	ad, err := agent.Adopt(o)
+	if err != nil {
+		return nil, err
+	}
+	if !ad.Already {
+		r := ad.Record
+		a.Announce(&events.AgentSpawned{Name: r.Name, Branch: r.Branch, Worktree: r.Worktree,
+			BaseID: r.Base, Backend: r.Backend, StartCommit: r.StartCommit})
+	}
+	return ad, nil
+}
+
 // Remove removes an agent (agent.Remove) and announces agent.removed.
-func Remove(a Announcer, e Env, name string, force bool) (*agent.Removal, error) {
-	rm, err := agent.Remove(e.Repo, e.Store, name, force)
+func Remove(a Announcer, e Env, name string, o agent.RemoveOptions) (*agent.Removal, error) {
+	rm, err := agent.Remove(e.Repo, e.Store, name, o)
 	if err != nil {
 		return nil, err
 	}
 	a.Announce(&events.AgentRemoved{Name: rm.Name, Branch: rm.Branch, Worktree: rm.Worktree,
-		BaseID: rm.Base, Forced: force, OrphanRef: rm.OrphanRef})
+		BaseID: rm.Base, Forced: o.Force, OrphanRef: rm.OrphanRef})
 	return rm, nil
 }
 

@@ -208,26 +208,31 @@ func listAgents(args []string, io cli.IO) int {
 }
 
 type rmCmd struct {
-	Name  string `arg:"" help:"Agent name."`
-	Force bool   `help:"Remove even with uncommitted changes, keeping commits no ref reaches under refs/ferry/orphaned/."`
-	JSON  bool   `name:"json" help:"Print what was removed as JSON."`
+	Name     string `arg:"" help:"Agent name."`
+	Force    bool   `help:"Remove even with uncommitted changes, keeping commits no ref reaches under refs/ferry/orphaned/."`
+	Worktree bool   `help:"For an adopted agent, remove its worktree too (its branch stays); without it only what adoption added goes."`
+	JSON     bool   `name:"json" help:"Print what was removed as JSON."`
 }
 
 func rmAgent(args []string, io cli.IO) int {
 	var c rmCmd
 	return cli.Run("ferry rm", "Remove an agent: its worktree, its fork and (when unchanged) its branch.",
-		[]string{"ferry rm fix-parser", "ferry rm fix-parser --force"}, &c, args, io, &c.JSON, func() error {
+		[]string{"ferry rm fix-parser", "ferry rm fix-parser --force", "ferry rm codex-7f3a --worktree"}, &c, args, io, &c.JSON, func() error {
 			fc, err := cli.Load(".")
 			if err != nil {
 				return err
 			}
 			e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
-			rm, err := pipeline.Remove(e.OneShot("ferry-rm"), e, c.Name, c.Force)
+			rm, err := pipeline.Remove(e.OneShot("ferry-rm"), e, c.Name, agent.RemoveOptions{Force: c.Force, Worktree: c.Worktree})
 			if err != nil {
 				return err
 			}
 			if c.JSON {
 				return cli.WriteJSON(io.Stdout, rm)
+			}
+			if rm.WorktreeKept {
+				fmt.Fprintf(io.Stdout, "removed agent %s; its worktree %s stays as it is, building cold (pass --worktree to remove it too)\n", rm.Name, rm.Worktree)
+				return nil
 			}
 			fmt.Fprintf(io.Stdout, "removed agent %s (%s)\n", rm.Name, rm.Worktree)
 			if rm.BranchKept != "" {

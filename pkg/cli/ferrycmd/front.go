@@ -38,6 +38,7 @@ var own = map[string]string{
 	"stats":   "show how warm agents' first builds were, per command (hit rates)",
 	"why":     "say why an agent's last build compiled what it did",
 	"rm":      "remove an agent",
+	"adopt":   "make an existing worktree (made by any tool) an agent, in place",
 	"doctor":  "diagnose this host and what spawn would do here",
 	"setup":   "print what the host needs and the script that does it: ferry setup apparmor",
 	"up":      "keep bases warm: start watcher (hosting the bus), builder and gc",
@@ -48,7 +49,7 @@ var own = map[string]string{
 
 // jsonCommands are the commands that take --json; the wrappers (run,
 // shell) and the supervisor (up) print their children's output instead.
-var jsonCommands = []string{"base", "spawn", "gc", "watch", "env", "list", "stats", "why", "rm", "doctor", "setup", "events", "version", "hook (install, uninstall)"}
+var jsonCommands = []string{"base", "spawn", "gc", "watch", "env", "list", "stats", "why", "rm", "adopt", "doctor", "setup", "events", "version", "hook (install, uninstall)"}
 
 // Main runs ferry with args and returns its exit code.
 func Main(args []string, io cli.IO) int {
@@ -80,6 +81,8 @@ func Main(args []string, io cli.IO) int {
 		return whyAgent(args[1:], io)
 	case "rm":
 		return rmAgent(args[1:], io)
+	case "adopt":
+		return adoptAgent(args[1:], io)
 	case "up":
 		return up(args[1:], io)
 	case "events":

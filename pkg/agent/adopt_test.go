@@ -1,0 +1,260 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/internal/fixture"
+)
+
+type adoptionJSON struct {
+	agentJSON
+	Tool    string `json:"tool"`
+	Adopted bool   `json:"adopted"`
+	Already bool   `json:"already"`
+}
+
+// addWorktree makes a worktree the way agent tools do, with plain git.
+func (w *world) addWorktree(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if out, err := w.repo.Git(append([]string{"worktree", "add", "--quiet", path}, args...)...); err != nil {
+		t.Fatalf("git worktree add: %v\n%s", err, out)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return real
+}
+
+func (w *world) adopt(t *testing.T, args ...string) adoptionJSON {
+	t.Helper()
+	out := w.mustFerry(t, append([]string{"adopt", "--json"}, args...)...)
+	var a adoptionJSON
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
+		t.Fatalf("adopt output %q: %v", out, err)
+	}
+	return a
+}
+
+// checkMarker runs the agent's binary in its sandbox and compares what it
+// prints with what the worktree's sources say it prints.
+func (w *world) checkMarker(t *testing.T, worktree string) {
+	t.Helper()
+	bin := filepath.Join(w.storeDir(t), "mnt", "target", "debug", fixture.BinName)
+	out, stderr, err := w.ferry(worktree, nil, "run", "--", bin)
+	if err != nil {
+		t.Fatalf("ferry run %s: %v\n%s", bin, err, stderr)
+	}
+	want, err := fixture.ExpectedMarker(worktree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out) != strings.TrimSpace(want) {
+		t.Fatalf("the adopted agent's binary prints\n%s\nwant\n%s", out, want)
+	}
+}
+
+// A worktree made with plain `git worktree add` and adopted builds nothing
+// on its first build, runs its own code, and adopting it again changes
+// nothing; ferry rm then removes only what adoption added, and --worktree
+// the worktree too.
+func TestAdoptCleanWorktree(t *testing.T) {
+	w := shared(t)
+	path := w.addWorktree(t, "tool-clean", "-b", "tool/clean")
+	a := w.adopt(t, path, "--tool", "codex")
+	if a.State != "ready" || !a.Adopted || a.Already || a.Tool != "codex" || a.Branch != "tool/clean" || a.Worktree != path {
+		t.Fatalf("adoption: %+v", a)
+	}
+	_, stderr, code := w.cargo(path, nil, "build", "--workspace", "--all-targets")
+	if code != 0 || strings.Contains(stderr, "Compiling") {
+		t.Fatalf("first build of an adopted worktree (exit %d) compiled something:\n%s", code, stderr)
+	}
+	w.checkMarker(t, path)
+
+	again := w.adopt(t, path)
+	if !again.Already || again.Name != a.Name {
+		t.Fatalf("adopting again: %+v", again)
+	}
+	// From inside the worktree, without a path.
+	out, stderr, err := w.ferry(filepath.Join(path, "crates"), nil, "adopt", "--json")
+	if err != nil || !strings.Contains(out, `"already": true`) {
+		t.Fatalf("ferry adopt inside the worktree: %v\n%s%s", err, out, stderr)
+	}
+
+	// rm keeps the tool's worktree and branch, with the worktree's files.
+	if err := os.WriteFile(filepath.Join(path, "notes.txt"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = w.mustFerry(t, "rm", a.Name, "--json")
+	if !strings.Contains(out, `"worktree_kept": true`) {
+		t.Fatalf("rm of an adopted agent: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(path, "notes.txt")); err != nil {
+		t.Fatalf("rm touched the adopted worktree: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(path, "target")); err == nil {
+		t.Fatal("rm left the target link in the adopted worktree")
+	}
+	if !w.branchExists("tool/clean") || !w.worktreeRegistered(path) {
+		t.Fatal("rm removed the tool's branch or worktree")
+	}
+	if _, err := os.Stat(filepath.Join(w.storeDir(t), "agents", a.Name)); err == nil {
+		t.Fatal("rm left the agent's directory")
+	}
+
+	// Adopted again, rm --worktree refuses the untracked file without
+	// --force, and with it removes the worktree and keeps the branch.
+	b := w.adopt(t, path)
+	_, stderr, err = w.ferry(w.repo.Dir, nil, "rm", b.Name, "--worktree")
+	expectRefusal(t, stderr, err, "uncommitted changes")
+	w.mustFerry(t, "rm", b.Name, "--worktree", "--force")
+	if _, err := os.Stat(path); err == nil || w.worktreeRegistered(path) {
+		t.Fatal("rm --worktree left the worktree")
+	}
+	if !w.branchExists("tool/clean") {
+		t.Fatal("rm --worktree deleted the tool's branch")
+	}
+}
+
+// The worktree's own edits are never stamped: an edit made before the
+// base was built (its mtime older than every unit of the base) and a
+// staged one rebuild, on a detached HEAD, and the binary is the
+// worktree's code.
+func TestAdoptKeepsLocalEditsNewer(t *testing.T) {
+	w := shared(t)
+	path := w.addWorktree(t, "tool-edited", "--detach")
+	lib := filepath.Join(path, fixture.LibPath(fixture.ChainC))
+	if err := os.WriteFile(lib, append(must(os.ReadFile(lib)), []byte("\n// edited before adoption\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := os.Chtimes(lib, old, old); err != nil {
+		t.Fatal(err)
+	}
+	a := w.adopt(t, path)
+	if a.Branch != "" || !a.Adopted {
+		t.Fatalf("adoption of a detached worktree: %+v", a)
+	}
+	_, stderr, code := w.cargo(path, nil, "build", "--workspace", "--all-targets")
+	if code != 0 || !strings.Contains(stderr, "Compiling chain-c") || strings.Contains(stderr, "Compiling diamond") {
+		t.Fatalf("first build after adopting an edit of chain-c: want chain-c and its dependents, nothing else:\n%s", stderr)
+	}
+	if out, err := exec.Command("git", "-C", path, "status", "--porcelain").Output(); err != nil || !strings.Contains(string(out), fixture.LibPath(fixture.ChainC)) {
+		t.Fatalf("the edit is gone from the worktree: %v %q", err, out)
+	}
+	w.checkMarker(t, path)
+	w.mustFerry(t, "rm", a.Name)
+	if _, err := os.Stat(lib); err != nil {
+		t.Fatal("rm removed the edited worktree")
+	}
+}
+
+// Bad input changes nothing: the main checkout, a directory that is no
+// worktree, a directory inside a worktree, another repository's worktree,
+// and a worktree whose target holds build output Ferry did not make.
+func TestAdoptRefusals(t *testing.T) {
+	w := shared(t)
+	agents := func() int {
+		ents, _ := os.ReadDir(filepath.Join(w.storeDir(t), "agents"))
+		return len(ents)
+	}
+	before := agents()
+
+	_, stderr, err := w.ferry(w.repo.Dir, nil, "adopt", w.repo.Dir)
+	expectUsage(t, stderr, err, "main checkout")
+
+	plain := t.TempDir()
+	_, stderr, err = w.ferry(w.repo.Dir, nil, "adopt", plain)
+	expectUsage(t, stderr, err, "is not a worktree of the repository")
+
+	path := w.addWorktree(t, "tool-refused", "--detach")
+	_, stderr, err = w.ferry(w.repo.Dir, nil, "adopt", filepath.Join(path, "crates"))
+	expectUsage(t, stderr, err, "not its top")
+
+	other := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", other}, {"-C", other, "commit", "-q", "--allow-empty", "-m", "x"}, {"-C", other, "worktree", "add", "-q", "--detach", other + "-wt"}} {
+		if out, err := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	defer os.RemoveAll(other + "-wt")
+	_, stderr, err = w.ferry(w.repo.Dir, nil, "adopt", other+"-wt")
+	expectUsage(t, stderr, err, "is not a worktree of the repository")
+
+	stale := filepath.Join(path, "target", "debug", "stale")
+	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err = w.ferry(w.repo.Dir, nil, "adopt", path)
+	expectRefusal(t, stderr, err, "that Ferry did not make")
+	if !strings.Contains(stderr, "mv "+filepath.Join(path, "target")) {
+		t.Fatalf("the refusal names no way out:\n%s", stderr)
+	}
+	if _, err := os.Stat(stale); err != nil {
+		t.Fatal("the refused adoption touched target/")
+	}
+	if n := agents(); n != before {
+		t.Fatalf("refusals left %d agents, want %d", n, before)
+	}
+	// Moved aside, it adopts.
+	if err := os.Rename(filepath.Join(path, "target"), filepath.Join(path, "target.keep")); err != nil {
+		t.Fatal(err)
+	}
+	a := w.adopt(t, path)
+	w.mustFerry(t, "rm", a.Name)
+}
+
+// An adoption killed at any step leaves no ready agent, and the next
+// adoption of the worktree (or gc) undoes what it left and succeeds.
+func TestKilledAdoptionRollsBack(t *testing.T) {
+	w := shared(t)
+	for i, fp := range []string{"adopt/reserved", "spawn/after-stamp", "furnish/after-link"} {
+		path := w.addWorktree(t, "tool-killed", "--detach")
+		_, _, err := w.ferry(w.repo.Dir, []string{"FERRY_FAILPOINT=" + fp}, "adopt", path)
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("%s: adopt was not killed: %v", fp, err)
+		}
+		if i%2 == 1 {
+			w.mustFerry(t, "ferry-gc")
+			if _, err := os.Lstat(filepath.Join(path, "target")); err == nil && fp != "furnish/after-link" {
+				t.Fatalf("%s: gc left a target link", fp)
+			}
+		}
+		a := w.adopt(t, path)
+		if a.State != "ready" || a.Already {
+			t.Fatalf("%s: adoption after the kill: %+v", fp, a)
+		}
+		_, stderr, code := w.cargo(path, nil, "build", "--workspace", "--all-targets")
+		if code != 0 || strings.Contains(stderr, "Compiling") {
+			t.Fatalf("%s: first build after the re-adoption (exit %d):\n%s", fp, code, stderr)
+		}
+		w.mustFerry(t, "rm", a.Name)
+		if !w.worktreeRegistered(path) {
+			t.Fatalf("%s: the worktree went", fp)
+		}
+	}
+}
+
+// expectUsage checks for bad input's exit (2) with msg and a hint.
+func expectUsage(t *testing.T, stderr string, err error, msg string) {
+	t.Helper()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 2 {
+		t.Fatalf("want bad input (exit 2), got %v:\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, msg) || !strings.Contains(stderr, "hint:") {
+		t.Fatalf("want %q with a hint, got:\n%s", msg, stderr)
+	}
+}
