@@ -288,6 +288,10 @@ func checkPath(o SpawnOptions, path string) error {
 	return nil
 }
 
+// ErrNoBase is the refusal of a spawn or an adoption while the store has
+// no base at all (none built yet, the first still building).
+var ErrNoBase = errors.New("no base to spawn from")
+
 // chooseBase picks the current base if it is at commit, else the newest
 // ready base at commit, else the current base.
 func chooseBase(s *store.Store, commit string) (*base.Record, error) {
@@ -321,8 +325,7 @@ func chooseBase(s *store.Store, commit string) (*base.Record, error) {
 		chosen = r
 	}
 	if chosen == nil {
-		return nil, failure.New(failure.Refused, "build one first with `ferry base` (or keep one warm with `ferry up`)",
-			"no base to spawn from")
+		return nil, failure.Wrap(failure.Refused, ErrNoBase, "build one first with `ferry base` (or keep one warm with `ferry up`)", "")
 	}
 	for what, p := range map[string]string{"checkout": chosen.Src, "target": chosen.Target} {
 		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {

@@ -63,6 +63,8 @@ const (
 	CheckBases      = "bases"               // ready bases still hold what they were built with
 	CheckRemap      = "remap"               // the toolchain keeps rustc's incremental state across worktrees (remap mode)
 	CheckFreshness  = "freshness"           // [base] freshness, and whether the toolchain can do checksum
+	CheckShimPath   = "shim-path"           // cargo in a shell resolves to Ferry's shim
+	CheckGitHook    = "git-hook"            // git worktree add makes agents (ferry hook git install)
 )
 
 // Isolation of builds, as Spawn.Isolation says it.
@@ -171,6 +173,18 @@ type Options struct {
 	// TempDir is where the sandbox is tried and, outside a repository, the
 	// overlay; "" means os.TempDir().
 	TempDir string
+	// PATH is the caller's search path, for the shim-on-path check.
+	PATH string
+	// GitHook is where `ferry hook git install` puts the hook in this
+	// repository, and whether Ferry's is there; nil skips the check.
+	GitHook *GitHook
+}
+
+// GitHook is the state of Ferry's post-checkout hook (package hook).
+type GitHook struct {
+	Path      string
+	Installed bool
+	Err       error // where the hook would go cannot be said (a relative core.hooksPath)
 }
 
 // Run diagnoses the host and, in a repository, its store.
@@ -345,6 +359,54 @@ func (r *Report) inRepo(o Options, userns Check) {
 	if r.err == nil && err != nil {
 		r.err = err
 	}
+	r.Checks = append(r.Checks, checkShimPath(o.Store, o.PATH))
+	if o.GitHook != nil {
+		r.Checks = append(r.Checks, checkGitHook(*o.GitHook))
+	}
+}
+
+// checkShimPath says whether `cargo` in a shell with search path path
+// reaches Ferry's shim: what agent tools other than Claude Code (whose
+// SessionStart hook puts it on PATH per session) need for their builds in
+// adopted worktrees to go through Ferry. Outside agents the shim runs the
+// next cargo on PATH unchanged. Only a warning: agents still build warm
+// through `ferry run`.
+func checkShimPath(s *store.Store, path string) Check {
+	c := Check{Name: CheckShimPath, Path: s.ShimDir()}
+	line := "export PATH=" + s.ShimDir() + `:"$PATH"`
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			continue
+		}
+		if filepath.Clean(d) == s.ShimDir() {
+			c.Status, c.Detail = OK, "cargo in this shell is Ferry's shim ("+store.ShimLink(s.Parent)+"); it runs plain cargo outside agents"
+			return c
+		}
+		cargo := filepath.Join(d, "cargo") // not a store path: a PATH entry
+		if fi, err := os.Stat(cargo); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			c.Status, c.Detail = Warning, "cargo in this shell is "+cargo+", not Ferry's shim: builds in worktrees made by tools other than Claude Code bypass Ferry"
+			c.Hint = "put this line in the shell profile of the tools' shells (~/.profile, ~/.bashrc or ~/.zshrc): " + line
+			return c
+		}
+	}
+	c.Status, c.Detail = Warning, "no cargo on PATH, and not Ferry's shim"
+	c.Hint = "put this line in the shell profile of the tools' shells: " + line
+	return c
+}
+
+// checkGitHook says whether `git worktree add` makes agents here.
+func checkGitHook(h GitHook) Check {
+	c := Check{Name: CheckGitHook, Path: h.Path}
+	switch {
+	case h.Err != nil:
+		c.Status, c.Detail, c.Hint = Warning, headline(h.Err), failure.HintOf(h.Err)
+	case h.Installed:
+		c.Status, c.Detail = OK, "every git worktree add in this repository, by any tool, makes a warm agent"
+	default:
+		c.Status, c.Detail = Warning, "worktrees made by git worktree add (Codex, Cursor, Conductor, scripts) stay cold unless adopted"
+		c.Hint = "ferry hook git install (or run `ferry adopt` in each new worktree)"
+	}
+	return c
 }
 
 // checkRemap asks the repository's toolchain whether remap mode pays off

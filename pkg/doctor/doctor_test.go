@@ -534,3 +534,37 @@ func TestFreshnessCheck(t *testing.T) {
 		t.Errorf("checksum on the nightly: %+v, exit %d", c, r.ExitCode)
 	}
 }
+
+// The shim-path check is ok exactly when the shim's directory comes before
+// every other cargo on the search path, and says the profile line otherwise.
+func TestCheckShimPath(t *testing.T) {
+	parent := t.TempDir()
+	s := must(store.Open(parent, "/src/project/.git", "/src/project"))
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "cargo"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path   string
+		status Status
+		detail string
+	}{
+		{s.ShimDir() + ":" + other, OK, "is Ferry's shim"},
+		{other + ":" + s.ShimDir(), Warning, "not Ferry's shim"},
+		{t.TempDir(), Warning, "no cargo on PATH"},
+	} {
+		c := checkShimPath(s, tc.path)
+		if c.Status != tc.status || !strings.Contains(c.Detail, tc.detail) {
+			t.Errorf("PATH %s: %+v", tc.path, c)
+		}
+		if c.Status != OK && !strings.Contains(c.Hint, "export PATH="+s.ShimDir()+`:"$PATH"`) {
+			t.Errorf("PATH %s: the hint gives no line: %q", tc.path, c.Hint)
+		}
+	}
+	if c := checkGitHook(GitHook{Path: "/x/post-checkout"}); c.Status != Warning || !strings.Contains(c.Hint, "ferry hook git install") {
+		t.Errorf("no git hook: %+v", c)
+	}
+	if c := checkGitHook(GitHook{Path: "/x/post-checkout", Installed: true}); c.Status != OK {
+		t.Errorf("git hook installed: %+v", c)
+	}
+}

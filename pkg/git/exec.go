@@ -54,6 +54,23 @@ func environ() []string {
 	return append(env, "LC_ALL=C", "GIT_TERMINAL_PROMPT=0")
 }
 
+// HookEnviron is the process environment without the variables a git hook
+// inherits that point git at the repository that ran it (GIT_DIR,
+// GIT_INDEX_FILE and the others scrubbed from Ferry's own git calls), for a
+// process a hook starts that outlives it (a background base build, whose
+// warm commands' build scripts may run git).
+func HookEnviron() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if scrubbed[name] && name != "LC_ALL" && name != "GIT_TERMINAL_PROMPT" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
 // CommandError is a git command that could not be run or exited non-zero.
 type CommandError struct {
 	Dir    string   // the directory given with -C

@@ -24,6 +24,9 @@ type Env struct {
 	pipeline.Env
 	Announcer pipeline.Announcer
 	Progress  io.Writer
+	// Ferry is the ferry binary a hook starts to build a missing base
+	// (see Defer); empty: none is started.
+	Ferry string
 }
 
 // maxTries bounds the names Create tries when the one it chose is taken.
@@ -36,10 +39,29 @@ const maxTries = 100
 // the payload's base revision or else the repository's HEAD, at Ferry's
 // worktree path (a path the payload proposes is not used: the tool is
 // told where the worktree is), and recorded with Tool and the session id.
-func Create(e Env, p *Payload) (*agent.Record, error) {
+//
+// When no agent can be made for a reason that is not the user's (see
+// Defer), Create makes the worktree as Claude Code would without the hook
+// and returns it as Cold, with a nil error.
+func Create(e Env, p *Payload) (*agent.Record, *Cold, error) {
 	if err := p.CheckEvent(EventWorktreeCreate); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	r, err := create(e, p)
+	if err == nil || !ColdWorthy(err) {
+		return r, nil, err
+	}
+	want, _ := p.NameAsked()
+	path, branch, commit, cerr := claudeWorktree(e, AgentName(want, p.SessionID, 1), p.Start())
+	if cerr != nil {
+		return nil, nil, errors.Join(err, fmt.Errorf("and the worktree could not be made without Ferry: %w", cerr))
+	}
+	c := Defer(e, path, Tool, p.SessionID, commit, err)
+	c.Branch = branch
+	return nil, c, nil
+}
+
+func create(e Env, p *Payload) (*agent.Record, error) {
 	want, _ := p.NameAsked()
 	failed := 0
 	for n := 1; n <= maxTries; n++ {

@@ -160,35 +160,16 @@ func Uninstall(path string) (*Edit, error) {
 // edit reads the settings file at path, applies change and records what
 // the file would become.
 func edit(path string, change func(*jdoc, *Edit) error) (*Edit, error) {
-	abs, err := filepath.Abs(path)
+	e, data, err := readForEdit(path)
 	if err != nil {
 		return nil, err
 	}
-	e := &Edit{Path: abs, target: abs, mode: 0o644, Added: []string{}, Updated: []string{}, Removed: []string{}}
-	// A settings file kept elsewhere (a dotfiles repository) and linked in
-	// stays a link: the new bytes go to what it points to.
-	if t, err := filepath.EvalSymlinks(abs); err == nil {
-		e.target = t
-	} else if fi, lerr := os.Lstat(abs); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, failure.Wrap(failure.Usage, err, "fix or remove the link", "settings file %s is a broken symbolic link", abs)
-	}
-	data, err := os.ReadFile(e.target)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read %s: %w", abs, err)
-	default:
-		e.Existed = true
-		if fi, err := os.Stat(e.target); err == nil {
-			e.mode = fi.Mode().Perm()
-		}
-	}
 	d, err := parseDoc(data)
 	if err != nil {
-		return nil, failure.Wrap(failure.Usage, err, "fix the file (Claude Code reads it as plain JSON), then run this again", "settings file %s cannot be read", abs)
+		return nil, failure.Wrap(failure.Usage, err, "fix the file (it is read as plain JSON), then run this again", "settings file %s cannot be read", e.Path)
 	}
 	if d.root.kind != '{' {
-		return nil, notEditable(abs, "its top level is not a JSON object")
+		return nil, notEditable(e.Path, "its top level is not a JSON object")
 	}
 	if err := change(d, e); err != nil {
 		return nil, err
@@ -197,6 +178,35 @@ func edit(path string, change func(*jdoc, *Edit) error) (*Edit, error) {
 	e.after = d.bytes()
 	e.Changed = !bytes.Equal(e.before, e.after)
 	return e, nil
+}
+
+// readForEdit reads the file at path for an Edit: its bytes (nil when it
+// does not exist yet), and where they go.
+func readForEdit(path string) (*Edit, []byte, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	e := &Edit{Path: abs, target: abs, mode: 0o644, Added: []string{}, Updated: []string{}, Removed: []string{}}
+	// A settings file kept elsewhere (a dotfiles repository) and linked in
+	// stays a link: the new bytes go to what it points to.
+	if t, err := filepath.EvalSymlinks(abs); err == nil {
+		e.target = t
+	} else if fi, lerr := os.Lstat(abs); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, nil, failure.Wrap(failure.Usage, err, "fix or remove the link", "settings file %s is a broken symbolic link", abs)
+	}
+	data, err := os.ReadFile(e.target)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, nil, fmt.Errorf("read %s: %w", abs, err)
+	default:
+		e.Existed = true
+		if fi, err := os.Stat(e.target); err == nil {
+			e.mode = fi.Mode().Perm()
+		}
+	}
+	return e, data, nil
 }
 
 // Write puts the edited file in place atomically (pkg/atomicfile),
@@ -223,7 +233,7 @@ func (e *Edit) Write() error {
 }
 
 func notEditable(path, why string) error {
-	return failure.New(failure.Usage, "fix the file by hand (see Claude Code's settings documentation), then run this again",
+	return failure.New(failure.Usage, "fix the file by hand (see the tool's documentation of it), then run this again",
 		"settings file %s: %s; Ferry does not change it", path, why)
 }
 

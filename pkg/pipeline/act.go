@@ -113,6 +113,9 @@ func BuildAndShare(ctx context.Context, a Announcer, o base.Options, share Share
 			ev.Object, serr = share(ctx, r)
 		}
 		a.Announce(ev)
+		if en, ok := a.(interface{ env() Env }); ok {
+			AdoptPending(a, en.env())
+		}
 		return res, serr
 	}
 	if failure.KindOf(err) == failure.Interrupted || errors.Is(err, context.Canceled) {

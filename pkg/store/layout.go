@@ -22,6 +22,7 @@ import (
 //	    mnt/src mnt/target            canonical mountpoints (empty on the host)
 //	    outbox/<event id>.json        events waiting for the bus
 //	    demand.log                    the agents' cargo calls, one JSON line each (package demand)
+//	    pending/                      worktrees to adopt once a base is ready, one record each (package agent)
 //	    tmp/                          scratch
 //	    bases/<commit>-<fp>/          immutable once base.json exists
 //	      base.json src/ target/
@@ -44,7 +45,7 @@ var Names = []string{
 	"bin", "cargo", "ferry-rustc", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
-	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json",
+	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending",
 }
 
 // ShimDir is where the shim is installed as cargo: <parent>/bin.
@@ -125,6 +126,7 @@ func (s *Store) MntTarget() string     { return filepath.Join(s.Dir, "mnt", "tar
 func (s *Store) BasesDir() string      { return filepath.Join(s.Dir, "bases") }
 func (s *Store) AgentsDir() string     { return filepath.Join(s.Dir, "agents") }
 func (s *Store) TmpDir() string        { return filepath.Join(s.Dir, "tmp") }
+func (s *Store) PendingDir() string    { return filepath.Join(s.Dir, "pending") }
 func (s *Store) OutboxDir() string     { return OutboxDir(s.Parent, s.Key) }
 
 // DemandLog is the log of the agents' cargo calls (package demand).

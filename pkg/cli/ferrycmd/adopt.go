@@ -17,6 +17,8 @@ type adoptCmd struct {
 	Name    string `help:"The agent's name (default: the worktree's directory name, made unique)."`
 	Backend string `help:"Fork backend: auto, overlay, reflink or copy (default: the configured one)."`
 	Tool    string `help:"The agent tool that made the worktree, as the agent records it (default: adopt)."`
+	Session string `help:"The tool's session or workspace id, as the agent records it."`
+	ColdOK  bool   `name:"cold-ok" help:"For setup scripts: when no warm agent can be made for a reason that is not the caller's (no base yet, a blocked host), exit 0 with the worktree cold, say why, ask for the missing base and adopt the worktree once it is ready."`
 	JSON    bool   `name:"json" help:"Print the agent as JSON."`
 }
 
@@ -64,11 +66,27 @@ func adoptAgent(args []string, io cli.IO) int {
 			if c.Path == "" {
 				path = fc.Repo.Top
 			}
-			e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
-			ad, err := pipeline.Adopt(e.OneShot("ferry-adopt"), agent.AdoptOptions{
+			o := agent.AdoptOptions{
 				Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Path: path,
-				Name: c.Name, Backend: c.Backend, Tool: c.Tool, Progress: io.Stderr,
-			})
+				Name: c.Name, Backend: c.Backend, Tool: c.Tool, Session: c.Session, Progress: io.Stderr,
+			}
+			var ad *agent.Adoption
+			if c.ColdOK {
+				var cold *hook.Cold
+				if ad, cold, err = adoptOrDefer(fc, io, o); err == nil && cold != nil {
+					if c.JSON {
+						return cli.WriteJSON(io.Stdout, struct {
+							Cold *hook.Cold `json:"cold"`
+						}{cold})
+					}
+					fmt.Fprintf(io.Stderr, "ferry adopt: %s\n", cold.Message())
+					fmt.Fprintln(io.Stdout, cold.Path)
+					return nil
+				}
+			} else {
+				e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+				ad, err = pipeline.Adopt(e.OneShot("ferry-adopt"), o)
+			}
 			if err != nil {
 				return err
 			}

@@ -208,7 +208,8 @@ func listAgents(args []string, io cli.IO) int {
 }
 
 type rmCmd struct {
-	Name     string `arg:"" help:"Agent name."`
+	Name     string `arg:"" optional:"" help:"Agent name (default: the agent whose worktree holds the working directory)."`
+	IfAgent  bool   `name:"if-agent" help:"For teardown scripts: exit 0, removing nothing, when the working directory's worktree is no agent's."`
 	Force    bool   `help:"Remove even with uncommitted changes, keeping commits no ref reaches under refs/ferry/orphaned/."`
 	Worktree bool   `help:"For an adopted agent, remove its worktree too (its branch stays); without it only what adoption added goes."`
 	JSON     bool   `name:"json" help:"Print what was removed as JSON."`
@@ -217,13 +218,32 @@ type rmCmd struct {
 func rmAgent(args []string, io cli.IO) int {
 	var c rmCmd
 	return cli.Run("ferry rm", "Remove an agent: its worktree, its fork and (when unchanged) its branch.",
-		[]string{"ferry rm fix-parser", "ferry rm fix-parser --force", "ferry rm codex-7f3a --worktree"}, &c, args, io, &c.JSON, func() error {
+		[]string{"ferry rm fix-parser", "ferry rm fix-parser --force", "ferry rm codex-7f3a --worktree", "cd \"$CONDUCTOR_WORKSPACE_PATH\" && ferry rm --if-agent"}, &c, args, io, &c.JSON, func() error {
 			fc, err := cli.Load(".")
 			if err != nil {
 				return err
 			}
+			name := c.Name
+			if name == "" {
+				r, err := agent.FindByWorktree(fc.Store, fc.Repo.Top)
+				if err != nil {
+					return err
+				}
+				if r == nil && c.IfAgent {
+					fmt.Fprintf(io.Stderr, "ferry rm: %s is no agent's worktree; nothing to remove\n", fc.Repo.Top)
+					if c.JSON {
+						return cli.WriteJSON(io.Stdout, struct{}{})
+					}
+					return nil
+				}
+				if r == nil {
+					return failure.New(failure.Usage, "name the agent (see `ferry list`), or run this inside an agent's worktree",
+						"%s is not an agent's worktree", fc.Repo.Top)
+				}
+				name = r.Name
+			}
 			e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
-			rm, err := pipeline.Remove(e.OneShot("ferry-rm"), e, c.Name, agent.RemoveOptions{Force: c.Force, Worktree: c.Worktree})
+			rm, err := pipeline.Remove(e.OneShot("ferry-rm"), e, name, agent.RemoveOptions{Force: c.Force, Worktree: c.Worktree})
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/doctor"
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/hook"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -78,6 +80,15 @@ func doctorOptions(h platform.Host) doctor.Options {
 		return o
 	}
 	o.Settings, o.Store = settings, s
+	o.PATH = os.Getenv("PATH")
+	gh := &doctor.GitHook{}
+	if dir, err := hook.GitHooksDir(repo); err != nil {
+		gh.Err = err
+	} else {
+		gh.Path = filepath.Join(dir, hook.GitHook)
+		gh.Installed = hook.GitInstalled(dir)
+	}
+	o.GitHook = gh
 	return o
 }
 

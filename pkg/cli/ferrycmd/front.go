@@ -44,7 +44,7 @@ var own = map[string]string{
 	"up":      "keep bases warm: start watcher (hosting the bus), builder and gc",
 	"events":  "print the event log",
 	"version": "print Ferry's version",
-	"hook":    "agent-tool hooks: ferry hook claude-code install | WorktreeCreate | WorktreeRemove | SessionStart",
+	"hook":    "agent-tool hooks: ferry hook claude-code|git|codex|cursor|conductor install, and the hooks they run",
 }
 
 // jsonCommands are the commands that take --json; the wrappers (run,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -29,6 +30,33 @@ type hookCmd struct {
 		Install        settingsCmd `cmd:"" help:"Add Ferry's three hooks to a Claude Code settings file, keeping everything else in it."`
 		Uninstall      settingsCmd `cmd:"" help:"Remove Ferry's hooks from a Claude Code settings file, keeping everything else in it."`
 	} `cmd:"" name:"claude-code" help:"Claude Code's hooks (https://code.claude.com/docs/en/hooks)."`
+	Git struct {
+		PostCheckout struct {
+			Args []string `arg:"" optional:"" help:"What git passes: the previous HEAD, the new HEAD, and 1 for a branch checkout."`
+		} `cmd:"" name:"post-checkout" help:"Adopt the worktree git worktree add just made (the previous HEAD is the null id); do nothing on any other checkout. Never fails the checkout."`
+		Install   gitHookCmd `cmd:"" help:"Install Ferry's post-checkout hook where git runs this repository's hooks (core.hooksPath, else the common git dir's hooks/), keeping a hook that was there and running it first."`
+		Uninstall gitHookCmd `cmd:"" help:"Remove Ferry's post-checkout hook and put back the hook it kept."`
+	} `cmd:"" name:"git" help:"git's post-checkout hook: every git worktree add, by any tool, makes a warm agent."`
+	Codex     setupTool `cmd:"" help:"The Codex app's local environment (.codex/environments/environment.toml): setup and cleanup scripts."`
+	Cursor    setupTool `cmd:"" help:"Cursor's worktree setup (.cursor/worktrees.json): Agents Window, editor and CLI worktrees."`
+	Conductor setupTool `cmd:"" help:"Conductor's workspace scripts (.conductor/settings.toml, or conductor.json where that is all there is): setup and archive."`
+}
+
+// toolSetupCmd installs or uninstalls Ferry's lines in a tool's setup file.
+type toolSetupCmd struct {
+	Scope  string `help:"Which file: project (the repository's own file; Codex and Cursor have only this one), local (Conductor: .conductor/settings.local.toml), user (Conductor: ~/.conductor/settings.toml)." default:"project" enum:"project,local,user"`
+	DryRun bool   `name:"dry-run" help:"Print the file as it would be, and write nothing."`
+	JSON   bool   `name:"json" help:"Print what changed as JSON."`
+}
+
+type setupTool struct {
+	Install   toolSetupCmd `cmd:"" help:"Add a setup line that adopts each new worktree (ferry adopt --cold-ok) and, where the tool has a teardown, one that releases its agent."`
+	Uninstall toolSetupCmd `cmd:"" help:"Take Ferry's lines out of the tool's setup file, keeping everything else."`
+}
+
+type gitHookCmd struct {
+	DryRun bool `name:"dry-run" help:"Say what would change, and write nothing."`
+	JSON   bool `name:"json" help:"Print what changed as JSON."`
 }
 
 type settingsCmd struct {
@@ -58,10 +86,31 @@ still points at the work; once the agent is removed (ferry rm), asking
 again succeeds.
 
 SessionStart and CwdChanged (a session moving into an agent's worktree)
-exit 0 and write nothing outside agents' worktrees.`
+exit 0 and write nothing outside agents' worktrees.
+
+When WorktreeCreate cannot make a warm agent for a reason that is not the
+user's (no base yet, the first one still building, a blocked host), it makes
+the worktree as Claude Code would (.claude/worktrees/NAME on branch
+worktree-NAME), prints its path, exits 0, says on stderr why it is cold, and
+asks for the missing base: the worktree is adopted once the base is ready.
+
+ferry hook git install puts a post-checkout hook where git runs the
+repository's hooks: every git worktree add (by Codex, Cursor, Conductor, a
+script, a person) then runs ferry adopt on the new worktree. Other checkouts
+cost one sh start; a hook that was there runs after Ferry's with the same
+arguments, and its exit status is the hook's.
+
+ferry hook codex|cursor|conductor install merges a line into the tool's
+setup file that runs ferry adopt --cold-ok in each new worktree (and, for
+Codex's cleanup and Conductor's archive, ferry rm --if-agent), keeping
+every other byte; the lines run ferry only where it is installed and never
+fail the tool's script. uninstall takes them out again.`
 
 var hookExamples = []string{
 	"ferry hook claude-code install",
+	"ferry hook git install",
+	"ferry hook cursor install --dry-run",
+	"ferry hook conductor install --scope local --json",
 	"ferry hook claude-code install --scope user --dry-run",
 	"ferry hook claude-code uninstall --scope local --json",
 	`echo '{"hook_event_name":"WorktreeCreate","name":"fix-parser","cwd":"'"$PWD"'"}' | ferry hook claude-code WorktreeCreate`,
@@ -69,6 +118,14 @@ var hookExamples = []string{
 
 // hookAgent is `ferry hook ...`.
 func hookAgent(args []string, io cli.IO) int {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != "help" {
+		known := append([]string{hook.Tool, "git"}, hook.SetupTools...)
+		if !slices.Contains(known, args[0]) {
+			return cli.Report(io, "ferry hook", failure.New(failure.Usage,
+				"ferry hook knows "+strings.Join(known, ", ")+"; any other tool that runs `git worktree add` gets its worktrees adopted through `ferry hook git install`",
+				"unknown agent tool %q", args[0]), false)
+		}
+	}
 	var c hookCmd
 	ctx, code, done := cli.Parse("ferry hook", hookDesc, hookExamples, &c, args, io)
 	if done {
@@ -84,6 +141,23 @@ func hookAgent(args []string, io cli.IO) int {
 		return cli.Report(io, prog, sessionStart(io, hook.EventSessionStart), false)
 	case "claude-code CwdChanged":
 		return cli.Report(io, prog, sessionStart(io, hook.EventCwdChanged), false)
+	case "git post-checkout", "git post-checkout <args>":
+		postCheckout(io, c.Git.PostCheckout.Args)
+		return 0
+	case "git install":
+		g := &c.Git.Install
+		return cli.Report(io, prog, g.run(io, true), g.JSON)
+	case "git uninstall":
+		g := &c.Git.Uninstall
+		return cli.Report(io, prog, g.run(io, false), g.JSON)
+	case "codex install", "cursor install", "conductor install", "codex uninstall", "cursor uninstall", "conductor uninstall":
+		tool, verb, _ := strings.Cut(ctx.Command(), " ")
+		sc := map[string]*setupTool{hook.ToolCodex: &c.Codex, hook.ToolCursor: &c.Cursor, hook.ToolConductor: &c.Conductor}[tool]
+		cmd := &sc.Install
+		if verb == "uninstall" {
+			cmd = &sc.Uninstall
+		}
+		return cli.Report(io, prog, cmd.run(io, tool, verb == "install"), cmd.JSON)
 	case "claude-code install":
 		s := &c.ClaudeCode.Install
 		return cli.Report(io, prog, s.run(io, true), s.JSON)
@@ -139,7 +213,8 @@ func hookDirs(p *hook.Payload) []string {
 
 func hookEnv(fc *cli.Context, io cli.IO) hook.Env {
 	e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
-	return hook.Env{Env: e, Announcer: e.OneShot("ferry-hook"), Progress: io.Stderr}
+	ferry, _ := selfPath()
+	return hook.Env{Env: e, Announcer: e.OneShot("ferry-hook"), Progress: io.Stderr, Ferry: ferry}
 }
 
 func worktreeCreate(io cli.IO) error {
@@ -157,9 +232,14 @@ func worktreeCreate(io cli.IO) error {
 	if err := fc.Store.InstallShim(""); err != nil {
 		return err
 	}
-	r, err := hook.Create(hookEnv(fc, io), p)
+	r, cold, err := hook.Create(hookEnv(fc, io), p)
 	if err != nil {
 		return err
+	}
+	if cold != nil {
+		fmt.Fprintf(io.Stderr, "ferry hook: %s\n", cold.Message())
+		fmt.Fprintln(io.Stdout, cold.Path)
+		return nil
 	}
 	asked, field := p.NameAsked()
 	how := "asked for " + fmt.Sprintf("%q (%s)", asked, field)

@@ -1,0 +1,165 @@
+package agent_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// agentsByWorktree lists the store's agents by worktree.
+func (w *world) agentsByWorktree(t *testing.T) map[string]adoptionJSON {
+	t.Helper()
+	var list []adoptionJSON
+	if err := json.Unmarshal([]byte(w.mustFerry(t, "list", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]adoptionJSON{}
+	for _, a := range list {
+		out[a.Worktree] = a
+	}
+	return out
+}
+
+// With the git hook installed, a plain `git worktree add` makes a warm
+// agent whose first build compiles nothing and runs its own code; a branch
+// switch makes none; uninstalling leaves new worktrees alone.
+func TestGitHookMakesWorktreesAgents(t *testing.T) {
+	w := shared(t)
+	w.mustFerry(t, "hook", "git", "install")
+	defer w.ferry(w.repo.Dir, nil, "hook", "git", "uninstall")
+	before := len(w.agentsByWorktree(t))
+
+	path := filepath.Join(t.TempDir(), "hooked")
+	c := exec.Command("git", "-C", w.repo.Dir, "worktree", "add", "-q", "-b", "tool/hooked", path)
+	c.Env = w.env(nil)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Run(); err != nil {
+		t.Fatalf("git worktree add: %v\n%s", err, stderr.String())
+	}
+	path, _ = filepath.EvalSymlinks(path)
+	a, ok := w.agentsByWorktree(t)[path]
+	if !ok || a.Tool != "git" || !a.Adopted || a.State != "ready" {
+		t.Fatalf("no agent for the new worktree (%+v); the hook said:\n%s", a, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "its first build is warm") {
+		t.Fatalf("the hook said:\n%s", stderr.String())
+	}
+	_, out, code := w.cargo(path, nil, "build", "--workspace", "--all-targets")
+	if code != 0 || strings.Contains(out, "Compiling") {
+		t.Fatalf("first build in a worktree the git hook adopted (exit %d):\n%s", code, out)
+	}
+	w.checkMarker(t, path)
+
+	// A branch switch in the main checkout makes no agent.
+	if out, err := w.repo.Git("checkout", "-q", "-b", "hook-switch"); err != nil {
+		t.Fatalf("checkout: %v\n%s", err, out)
+	}
+	if out, err := w.repo.Git("checkout", "-q", "-"); err != nil {
+		t.Fatalf("checkout -: %v\n%s", err, out)
+	}
+	if n := len(w.agentsByWorktree(t)); n != before+1 {
+		t.Fatalf("%d agents after a branch switch, want %d", n, before+1)
+	}
+	w.mustFerry(t, "rm", a.Name, "--worktree")
+
+	w.mustFerry(t, "hook", "git", "uninstall")
+	plain := w.addWorktree(t, "unhooked", "--detach")
+	if _, ok := w.agentsByWorktree(t)[plain]; ok {
+		t.Fatal("a worktree added after uninstall became an agent")
+	}
+}
+
+// Hooks never block the tool: with no base yet, git worktree add (through
+// the git hook) and Claude Code's WorktreeCreate both get their worktree,
+// cold, exit 0 and say why; a base build starts in the background, and
+// once it is ready both worktrees are agents whose first build compiles
+// nothing.
+func TestHooksWithoutBase(t *testing.T) {
+	w := newWorld(t, false)
+	w.mustFerry(t, "hook", "git", "install")
+
+	gitWT := filepath.Join(t.TempDir(), "early")
+	c := exec.Command("git", "-C", w.repo.Dir, "worktree", "add", "-q", "-b", "tool/early", gitWT)
+	c.Env = w.env(nil)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Run(); err != nil {
+		t.Fatalf("git worktree add without a base: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "builds cold: no base is ready yet") || !strings.Contains(stderr.String(), "in the background") {
+		t.Fatalf("the git hook said:\n%s", stderr.String())
+	}
+	gitWT, _ = filepath.EvalSymlinks(gitWT)
+
+	payload := `{"hook_event_name":"WorktreeCreate","session_id":"s-early","cwd":"` + w.repo.Dir + `","name":"early-claude"}`
+	hc := exec.Command(filepath.Join(w.bin, "ferry"), "hook", "claude-code", "WorktreeCreate")
+	hc.Dir, hc.Env, hc.Stdin = w.repo.Dir, w.env(nil), strings.NewReader(payload)
+	var hout, herr bytes.Buffer
+	hc.Stdout, hc.Stderr = &hout, &herr
+	if err := hc.Run(); err != nil {
+		t.Fatalf("WorktreeCreate without a base: %v\n%s", err, herr.String())
+	}
+	claudeWT := strings.TrimSpace(hout.String())
+	if claudeWT != filepath.Join(w.repo.Dir, ".claude", "worktrees", "early-claude") || !strings.Contains(herr.String(), "builds cold") {
+		t.Fatalf("WorktreeCreate printed %q; said:\n%s", claudeWT, herr.String())
+	}
+	if st, _ := w.repo.Git("status", "--porcelain"); strings.Contains(st, ".claude") {
+		t.Fatalf("the cold worktree shows in the main checkout's status:\n%s", st)
+	}
+
+	// The background build adopts both once the base is ready.
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		agents := w.agentsByWorktree(t)
+		_, g := agents[gitWT]
+		_, cl := agents[claudeWT]
+		if g && cl {
+			break
+		}
+		if time.Now().After(deadline) {
+			logs, _ := filepath.Glob(filepath.Join(w.storeDir(t), "tmp", "base-*.log"))
+			var all []byte
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				all = append(all, b...)
+			}
+			t.Fatalf("not adopted after 5 minutes (git %v, claude %v); the background build's log:\n%s", g, cl, all)
+		}
+		time.Sleep(time.Second)
+	}
+	waitBackgroundBuilds(t, w.storeDir(t))
+	for _, wt := range []string{gitWT, claudeWT} {
+		_, out, code := w.cargo(wt, nil, "build", "--workspace", "--all-targets")
+		if code != 0 || strings.Contains(out, "Compiling") {
+			t.Fatalf("first build in %s, adopted once the base was ready (exit %d):\n%s", wt, code, out)
+		}
+	}
+	if a := w.agentsByWorktree(t)[claudeWT]; a.Tool != "claude-code" {
+		t.Fatalf("the Claude Code worktree's agent: %+v", a)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(w.storeDir(t), "pending")); len(ents) != 0 {
+		t.Fatalf("%d pending records left", len(ents))
+	}
+}
+
+// waitBackgroundBuilds waits until no background base build of the store
+// holds its log's lock.
+func waitBackgroundBuilds(t *testing.T, store string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(store, "tmp", "base-*.log"))
+	for _, l := range logs {
+		f, err := os.Open(l)
+		if err != nil {
+			continue
+		}
+		syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		f.Close()
+	}
+}
