@@ -84,6 +84,13 @@ func TestGitHookMakesWorktreesAgents(t *testing.T) {
 func TestHooksWithoutBase(t *testing.T) {
 	w := newWorld(t, false)
 	w.mustFerry(t, "hook", "git", "install")
+	// With no build running, spawn --wait has nothing to wait for.
+	start := time.Now()
+	_, stderr0, err := w.ferry(w.repo.Dir, nil, "spawn", "nowait", "--wait")
+	expectRefusal(t, stderr0, err, "no base to spawn from")
+	if time.Since(start) > 30*time.Second {
+		t.Fatalf("spawn --wait with no build running took %s", time.Since(start))
+	}
 
 	gitWT := filepath.Join(t.TempDir(), "early")
 	c := exec.Command("git", "-C", w.repo.Dir, "worktree", "add", "-q", "-b", "tool/early", gitWT)
@@ -112,6 +119,13 @@ func TestHooksWithoutBase(t *testing.T) {
 	}
 	if st, _ := w.repo.Git("status", "--porcelain"); strings.Contains(st, ".claude") {
 		t.Fatalf("the cold worktree shows in the main checkout's status:\n%s", st)
+	}
+
+	// spawn --wait waits for the base being built.
+	waitBuildRunning(t, w.storeDir(t))
+	waited := w.spawn(t, "waited", "--wait=5m")
+	if waited.State != "ready" {
+		t.Fatalf("spawn --wait: %+v", waited)
 	}
 
 	// The background build adopts both once the base is ready.
@@ -162,4 +176,30 @@ func waitBackgroundBuilds(t *testing.T, store string) {
 		syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
 		f.Close()
 	}
+}
+
+// waitBuildRunning waits until a builder holds one of the store's base
+// locks (or a base is ready: the build was quicker than the look).
+func waitBuildRunning(t *testing.T, store string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if ready, _ := filepath.Glob(filepath.Join(store, "bases", "*", "base.json")); len(ready) > 0 {
+			return
+		}
+		locks, _ := filepath.Glob(filepath.Join(store, "bases", "*.lock"))
+		for _, l := range locks {
+			f, err := os.Open(l)
+			if err != nil {
+				continue
+			}
+			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+			f.Close()
+			if err == syscall.EWOULDBLOCK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("no base build started within a minute")
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -82,4 +83,26 @@ func PendingAll(s *store.Store) ([]Pending, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Asked.Before(out[j].Asked) })
 	return out, nil
+}
+
+// BaseBuilding reports whether a base of s is being built now: a builder
+// holds one of the bases' locks.
+func BaseBuilding(s *store.Store) (bool, error) {
+	ents, err := os.ReadDir(s.BasesDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if held, err := lock.Held(s.BaseLock(id)); err == nil && held {
+			return true, nil
+		}
+	}
+	return false, nil
 }
