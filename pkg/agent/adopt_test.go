@@ -258,3 +258,33 @@ func expectUsage(t *testing.T, stderr string, err error, msg string) {
 		t.Fatalf("want %q with a hint, got:\n%s", msg, stderr)
 	}
 }
+
+// With [paths] worktrees = "repo" an agent's worktree is
+// <repo>/.claude/worktrees/<name>, out of the main checkout's status, and
+// builds warm like any other.
+func TestWorktreesInRepo(t *testing.T) {
+	w := shared(t)
+	toml := filepath.Join(w.repo.Dir, "ferry.toml")
+	orig := must(os.ReadFile(toml))
+	if err := os.WriteFile(toml, append(append([]byte{}, orig...), "\n[paths]\nworktrees = \"repo\"\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.WriteFile(toml, orig, 0o644)
+	a := w.spawn(t, "inrepo")
+	want := filepath.Join(w.repo.Dir, ".claude", "worktrees", "inrepo")
+	if real, _ := filepath.EvalSymlinks(w.repo.Dir); a.Worktree != want && a.Worktree != filepath.Join(real, ".claude", "worktrees", "inrepo") {
+		t.Fatalf("worktree at %s, want %s", a.Worktree, want)
+	}
+	if st, err := w.repo.Git("status", "--porcelain", "--untracked-files=all"); err != nil || strings.Contains(st, ".claude") {
+		t.Fatalf("the main checkout's status shows the agent: %v\n%s", err, st)
+	}
+	_, out, code := w.cargo(a.Worktree, nil, "build", "--workspace", "--all-targets")
+	if code != 0 || strings.Contains(out, "Compiling") {
+		t.Fatalf("first build in a worktree under the repository (exit %d):\n%s", code, out)
+	}
+	w.checkMarker(t, a.Worktree)
+	w.mustFerry(t, "rm", a.Name)
+	if _, err := os.Stat(a.Worktree); err == nil {
+		t.Fatal("rm left the worktree")
+	}
+}

@@ -64,7 +64,7 @@ func Spawn(o SpawnOptions) (*Record, error) {
 	}
 	path, label := o.Path, "--path"
 	if path == "" {
-		path, label = filepath.Join(o.Settings.WorktreeParent, s.Key, o.Name), "worktree path"
+		path, label = DefaultPath(o.Repo, o.Settings, s, o.Name), "worktree path"
 	}
 	path, err := filepath.Abs(path)
 	if err != nil {
@@ -281,11 +281,46 @@ func checkPath(o SpawnOptions, path string) error {
 			return failure.New(failure.Refused, "choose another --path", "path %s exists and is not a directory", path)
 		}
 	}
-	if store.Within(path, o.Repo.Top) || store.Within(o.Repo.Top, path) {
-		return failure.New(failure.Refused, "choose a --path outside the repository's worktree",
+	if (store.Within(path, o.Repo.Top) || store.Within(o.Repo.Top, path)) && !InRepoWorktrees(o.Repo, path) {
+		return failure.New(failure.Refused, "choose a --path outside the repository's worktree, or under its "+config.RepoWorktrees+"/ ([paths] worktrees = \"repo\")",
 			"agent worktree %s would overlap the repository worktree %s", path, o.Repo.Top)
 	}
 	return nil
+}
+
+// DefaultPath is where spawn puts agent name's worktree when not told:
+// <worktree parent>/<store key>/<name>, or, with [paths] worktrees =
+// "repo", <main checkout>/.claude/worktrees/<name>, where Claude Code puts
+// its own (some of its versions refuse a hook's worktree elsewhere).
+func DefaultPath(repo *git.Repo, settings *config.Settings, s *store.Store, name string) string {
+	if settings.WorktreesInRepo {
+		return filepath.Join(mainTop(repo), filepath.FromSlash(config.RepoWorktrees), name)
+	}
+	return filepath.Join(settings.WorktreeParent, s.Key, name)
+}
+
+// InRepoWorktrees reports whether path lies below the repository's
+// .claude/worktrees/ directory (of its main checkout or of the worktree
+// repo was opened from).
+func InRepoWorktrees(repo *git.Repo, path string) bool {
+	for _, top := range []string{repo.Top, mainTop(repo)} {
+		dir := filepath.Join(top, filepath.FromSlash(config.RepoWorktrees))
+		if path != dir && store.Within(path, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// mainTop is the repository's main checkout (the first worktree git
+// lists), or repo.Top when that cannot be said.
+func mainTop(repo *git.Repo) string {
+	if wts, err := repo.Worktrees(); err == nil && len(wts) > 0 && !wts[0].Bare {
+		if p, err := filepath.EvalSymlinks(wts[0].Path); err == nil {
+			return p
+		}
+	}
+	return repo.Top
 }
 
 // ErrNoBase is the refusal of a spawn or an adoption while the store has
@@ -345,6 +380,13 @@ func chooseBase(s *store.Store, commit string) (*base.Record, error) {
 func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) error {
 	s := o.Store
 	t := time.Now()
+	if InRepoWorktrees(o.Repo, r.Worktree) {
+		// Out of the main checkout's status, as Claude Code's own are meant
+		// to be.
+		if err := o.Repo.Exclude("/" + config.RepoWorktrees + "/"); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(r.Worktree), 0o755); err != nil {
 		return err
 	}

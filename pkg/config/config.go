@@ -28,6 +28,16 @@ import (
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
+// Where agent worktrees go ([paths] worktrees).
+const (
+	WorktreesParent = "parent" // <worktree parent>/<store key>/<name>, the default
+	WorktreesRepo   = "repo"   // <repository>/.claude/worktrees/<name>
+)
+
+// RepoWorktrees is where [paths] worktrees = "repo" puts worktrees,
+// relative to the repository's top: where Claude Code puts its own.
+const RepoWorktrees = ".claude/worktrees"
+
 // FileName is the configuration file Load reads from the repository root.
 const FileName = "ferry.toml"
 
@@ -120,10 +130,14 @@ func freshnessProblem(v string) (msg, hint string) {
 // Settings is Ferry's configuration after the file, the platform overrides,
 // the environment and the defaults have been applied.
 type Settings struct {
-	StoreParent    string   // absolute: FERRY_HOME, [store] dir, or the platform cache dir + /ferry
-	WorktreeParent string   // absolute: FERRY_WORKTREES, [agent] worktree-dir, $FERRY_HOME/worktrees, or the platform data dir + /ferry/worktrees
-	Warm           []string // the [base] warm commands; DefaultWarm(true, KeepGoing, false) when WarmIsDefault (package base decides the commit's own)
-	WarmIsDefault  bool     // [base] warm is "auto", or set neither at the top level nor in this platform's table
+	StoreParent    string // absolute: FERRY_HOME, [store] dir, or the platform cache dir + /ferry
+	WorktreeParent string // absolute: FERRY_WORKTREES, [agent] worktree-dir, $FERRY_HOME/worktrees, or the platform data dir + /ferry/worktrees
+	// WorktreesInRepo puts agent worktrees under the repository, at
+	// <top>/.claude/worktrees/<name>, where Claude Code puts its own
+	// ([paths] worktrees = "repo"; WorktreeParent is then not used).
+	WorktreesInRepo bool
+	Warm            []string // the [base] warm commands; DefaultWarm(true, KeepGoing, false) when WarmIsDefault (package base decides the commit's own)
+	WarmIsDefault   bool     // [base] warm is "auto", or set neither at the top level nor in this platform's table
 	// Demand lets a base with the generated commands also warm what
 	// agents demand ([base] demand, default true; see Learns and package
 	// demand): a command run at least DemandMin times within
@@ -354,6 +368,9 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	}
 	if t.Base.Freshness != nil {
 		s.Freshness = *t.Base.Freshness
+	}
+	if t.Paths.Worktrees != nil {
+		s.WorktreesInRepo = *t.Paths.Worktrees == WorktreesRepo
 	}
 	if t.Agent.BranchPrefix != nil {
 		s.BranchPrefix = *t.Agent.BranchPrefix

@@ -528,7 +528,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "unknown table",
 			file: "[base]\nwarm = [\"x\"]\n\n[prune]\nkeep = 3\n",
 			msg:  []string{`@:4: unknown key "prune"`},
-			hint: []string{"ferry.toml takes: store, base, agent, sandbox, bus, gc, metrics, platform"},
+			hint: []string{"ferry.toml takes: store, base, agent, sandbox, bus, gc, metrics, paths, platform"},
 		},
 		{
 			name: "several unknown keys report the first and count the rest",
@@ -1087,5 +1087,20 @@ func TestLearns(t *testing.T) {
 		if s.Learns() != tt.learn {
 			t.Errorf("%q: Learns() = %t, want %t", tt.file, s.Learns(), tt.learn)
 		}
+	}
+}
+
+// [paths] worktrees chooses where agent worktrees go; anything but its two
+// values is refused at its line, with a hint.
+func TestPathsWorktrees(t *testing.T) {
+	for content, want := range map[string]bool{noFile: false, "[paths]\nworktrees = \"parent\"\n": false, "[paths]\nworktrees = \"repo\"\n": true} {
+		s, err := load(writeRepo(t, content), newEnv(nil), "linux")
+		if err != nil || s.WorktreesInRepo != want {
+			t.Errorf("%q: in repo %v (%v), want %v", content, s != nil && s.WorktreesInRepo, err, want)
+		}
+	}
+	_, err := load(writeRepo(t, "[paths]\nworktrees = \"elsewhere\"\n"), newEnv(nil), "linux")
+	if err == nil || !strings.Contains(err.Error(), `ferry.toml:2: paths.worktrees = "elsewhere"`) || !strings.Contains(failure.HintOf(err), `"repo"`) {
+		t.Fatalf("bad value: %v (hint %q)", err, failure.HintOf(err))
 	}
 }

@@ -31,6 +31,13 @@ type tables struct {
 	Bus     busTable     `toml:"bus"`
 	GC      gcTable      `toml:"gc"`
 	Metrics metricsTable `toml:"metrics"`
+	Paths   pathsTable   `toml:"paths"`
+}
+
+type pathsTable struct {
+	// Worktrees is where spawn and hooks put agent worktrees:
+	// WorktreesParent or WorktreesRepo.
+	Worktrees *string `toml:"worktrees"`
 }
 
 type storeTable struct {
@@ -119,6 +126,7 @@ func (t *tables) override(o *tables) {
 	set(&t.GC.ReapAfter, o.GC.ReapAfter)
 	set(&t.Bus.MonitorPort, o.Bus.MonitorPort)
 	set(&t.Metrics.Port, o.Metrics.Port)
+	set(&t.Paths.Worktrees, o.Paths.Worktrees)
 }
 
 func set[T any](dst **T, src *T) {
@@ -299,6 +307,11 @@ func (d *document) checkTables(t *tables, prefix string) error {
 			return d.errorAt(key, `an agent's branch is the prefix followed by its name, so the prefix must be part of a valid git branch name, like the default "`+defaultBranchPrefix+`"`,
 				fmt.Sprintf("%s = %q: %s", key, *v, msg))
 		}
+	}
+	if v := t.Paths.Worktrees; v != nil && *v != WorktreesParent && *v != WorktreesRepo {
+		key := prefix + "paths.worktrees"
+		return d.errorAt(key, `use "parent" (under the worktree parent: FERRY_WORKTREES or [agent] worktree-dir) or "repo" (under <repository>/.claude/worktrees/)`,
+			fmt.Sprintf("%s = %q: not a place for worktrees", key, *v))
 	}
 	if v := t.Agent.Backend; v != nil {
 		if msg, hint := backendProblem(*v); msg != "" {

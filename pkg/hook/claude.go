@@ -109,7 +109,7 @@ func taken(e Env, name string) (bool, error) {
 		return true, nil
 	}
 	// Where spawn puts the worktree (agent.SpawnOptions.Path's default).
-	path := filepath.Join(e.Settings.WorktreeParent, e.Store.Key, name)
+	path := agent.DefaultPath(e.Repo, e.Settings, e.Store, name)
 	ents, err := os.ReadDir(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/pipeline"
 )
@@ -88,12 +89,12 @@ func claudeWorktree(e Env, name, start string) (path, branch, commit string, err
 	if commit, err = e.Repo.ResolveCommit(start); err != nil {
 		return "", "", "", err
 	}
-	if err := e.Repo.Exclude("/" + ClaudeWorktreesDir + "/"); err != nil {
+	if err := e.Repo.Exclude("/" + config.RepoWorktrees + "/"); err != nil {
 		return "", "", "", err
 	}
 	for n := 1; n <= maxTries; n++ {
 		nm := agent.CleanName(name, "worktree", n)
-		path = filepath.Join(e.Repo.Top, ClaudeWorktreesDir, nm)
+		path = filepath.Join(e.Repo.Top, filepath.FromSlash(config.RepoWorktrees), nm)
 		branch = "worktree-" + nm
 		if _, err := os.Lstat(path); err == nil {
 			continue
@@ -109,9 +110,5 @@ func claudeWorktree(e Env, name, start string) (path, branch, commit string, err
 		}
 		return path, branch, commit, nil
 	}
-	return "", "", "", failure.New(failure.Refused, "remove worktrees you no longer need", "no free worktree name for %q under %s", name, ClaudeWorktreesDir)
+	return "", "", "", failure.New(failure.Refused, "remove worktrees you no longer need", "no free worktree name for %q under %s", name, config.RepoWorktrees)
 }
-
-// ClaudeWorktreesDir is where Claude Code makes worktrees in the
-// repository, relative to its top.
-const ClaudeWorktreesDir = ".claude/worktrees"
