@@ -5,6 +5,10 @@ BINARIES := ferry ferry-base ferry-spawn ferry-shim ferry-rustc ferry-gc ferry-w
 # Where script/bootstrap mounts XFS with reflink; make test passes it on as
 # FERRY_TEST_XFS when it is mounted (unless FERRY_TEST_XFS is set already).
 XFS      := /mnt/ferry-xfs
+# The Claude Code release the real-client tests drive (internal/claudestub
+# pins the same); script/bootstrap installs it with npm into CLAUDE_DIR.
+CLAUDE_VERSION := 2.1.332
+CLAUDE_DIR     ?= $(HOME)/.cache/ferry-test/claude-code-$(CLAUDE_VERSION)
 
 .PHONY: all bootstrap build test demo bench vet cross clean
 
@@ -13,7 +17,7 @@ all: build
 # Install and create what the demo and the tests need (idempotent; quick
 # when all is in place). See script/bootstrap.
 bootstrap:
-	@GO=$(GO) script/bootstrap
+	@GO=$(GO) FERRY_CLAUDE_VERSION=$(CLAUDE_VERSION) FERRY_CLAUDE_DIR=$(CLAUDE_DIR) script/bootstrap
 
 # The shim runs on every cargo call and enters an agent's sandbox through a
 # C constructor (pkg/sandbox/inplace): linked statically, neither of its two
@@ -46,6 +50,7 @@ cross:
 test: bootstrap build vet cross
 	FERRY_TEST_REQUIRE=1 \
 	FERRY_TEST_XFS="$${FERRY_TEST_XFS:-$$(findmnt -n -o TARGET -t xfs --mountpoint $(XFS) || true)}" \
+	FERRY_TEST_CLAUDE="$${FERRY_TEST_CLAUDE:-$(CLAUDE_DIR)/node_modules/.bin/claude}" \
 	$(GO) tool testreport -count=1 -timeout 25m ./...
 
 # Generate a sample Cargo workspace, build its base with the real binaries,

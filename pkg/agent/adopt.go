@@ -50,7 +50,13 @@ type AdoptOptions struct {
 	Backend  string // default the configured backend
 	Tool     string // what adopted it (AdoptTool when empty)
 	Session  string
-	Progress io.Writer
+	// ShimOnPath says whether cargo on the caller's PATH is Ferry's shim,
+	// as it will be in the tool's shells. Without it an overlay agent's
+	// worktree gets no ./target link: a cargo that is not the shim would
+	// find a link it cannot write through (an overlay's fork exists only
+	// in its namespace) and fail, where without the link it builds cold.
+	ShimOnPath bool
+	Progress   io.Writer
 }
 
 // Adoption is what Adopt did: the agent, and whether it existed already
@@ -126,6 +132,10 @@ func Adopt(o AdoptOptions) (*Adoption, error) {
 	failpoint.Hit("adopt/reserved")
 
 	b, err := base.Read(s, r.Base)
+	if err == nil && !o.ShimOnPath && backend.TargetSpec(fork.Paths{BaseTarget: b.Target, AgentDir: s.Agent(r.Name).Dir}).Dir == "" {
+		r.TargetLinkSkipped = "cargo on the adopting PATH is not Ferry's shim, and a plain cargo cannot write through the link to an overlay fork: put " +
+			s.ShimDir() + " first on PATH in the tool's shells"
+	}
 	if err == nil {
 		err = prepareAdopted(o.Repo, s, r, b, backend)
 	}

@@ -34,9 +34,18 @@ func (w *world) addWorktree(t *testing.T, name string, args ...string) string {
 	return real
 }
 
+// shimPath is PATH with the shim first, as a tool's shell has it once the
+// profile line is in place.
+func (w *world) shimPath() string {
+	return "PATH=" + filepath.Join(w.home, "bin") + ":" + os.Getenv("PATH")
+}
+
 func (w *world) adopt(t *testing.T, args ...string) adoptionJSON {
 	t.Helper()
-	out := w.mustFerry(t, append([]string{"adopt", "--json"}, args...)...)
+	out, stderr, err := w.ferry(w.repo.Dir, []string{w.shimPath()}, append([]string{"adopt", "--json"}, args...)...)
+	if err != nil {
+		t.Fatalf("ferry adopt %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
 	var a adoptionJSON
 	if err := json.Unmarshal([]byte(out), &a); err != nil {
 		t.Fatalf("adopt output %q: %v", out, err)
@@ -79,6 +88,9 @@ func TestAdoptCleanWorktree(t *testing.T) {
 	}
 	w.checkMarker(t, path)
 
+	if fi, err := os.Lstat(filepath.Join(path, "target")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("no ./target link in the adopted worktree: %v", err)
+	}
 	again := w.adopt(t, path)
 	if !again.Already || again.Name != a.Name {
 		t.Fatalf("adopting again: %+v", again)
@@ -287,4 +299,36 @@ func TestWorktreesInRepo(t *testing.T) {
 	if _, err := os.Stat(a.Worktree); err == nil {
 		t.Fatal("rm left the worktree")
 	}
+}
+
+// Adopted where cargo is not Ferry's shim, an overlay agent's worktree gets
+// no ./target link (a plain cargo could not write through it), and the
+// tool's own cargo still builds there; a reflink or copy agent's link
+// leads to a directory plain cargo can use. Ferry never breaks the tool.
+func TestAdoptWithoutShimKeepsPlainCargoWorking(t *testing.T) {
+	w := shared(t)
+	path := w.addWorktree(t, "tool-noshim", "--detach")
+	out, stderr, err := w.ferry(w.repo.Dir, nil, "adopt", "--json", path)
+	if err != nil {
+		t.Fatalf("ferry adopt: %v\n%s", err, stderr)
+	}
+	var a struct {
+		Name              string `json:"name"`
+		Backend           string `json:"backend"`
+		TargetLinkSkipped string `json:"target_link_skipped"`
+	}
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
+		t.Fatal(err)
+	}
+	_, lerr := os.Lstat(filepath.Join(path, "target"))
+	if a.Backend == "overlay" && (lerr == nil || !strings.Contains(a.TargetLinkSkipped, "not Ferry's shim")) {
+		t.Fatalf("overlay agent adopted without the shim on PATH: link %v, skipped %q", lerr, a.TargetLinkSkipped)
+	}
+	c := exec.Command("cargo", "check", "-p", "chain-c")
+	c.Dir = path
+	c.Env = w.env(nil)
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("plain cargo in the adopted worktree (backend %s): %v\n%s", a.Backend, err, out)
+	}
+	w.mustFerry(t, "rm", a.Name)
 }

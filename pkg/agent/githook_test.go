@@ -37,7 +37,7 @@ func TestGitHookMakesWorktreesAgents(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "hooked")
 	c := exec.Command("git", "-C", w.repo.Dir, "worktree", "add", "-q", "-b", "tool/hooked", path)
-	c.Env = w.env(nil)
+	c.Env = w.env([]string{w.shimPath()})
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	if err := c.Run(); err != nil {
@@ -50,6 +50,9 @@ func TestGitHookMakesWorktreesAgents(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "its first build is warm") {
 		t.Fatalf("the hook said:\n%s", stderr.String())
+	}
+	if fi, err := os.Lstat(filepath.Join(path, "target")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("no ./target link to the agent's build output: %v", err)
 	}
 	_, out, code := w.cargo(path, nil, "build", "--workspace", "--all-targets")
 	if code != 0 || strings.Contains(out, "Compiling") {

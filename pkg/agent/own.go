@@ -59,6 +59,9 @@ const TargetLink = "target"
 // makeTargetLink makes the worktree's target link for agent r, or records
 // why it did not. The caller holds the agent lock.
 func makeTargetLink(repo *git.Repo, s *store.Store, r *Record, b fork.Backend) error {
+	if r.TargetLinkSkipped != "" {
+		return nil // decided before (Adopt)
+	}
 	dest, err := b.HostLink(forkOf(s, r))
 	if err != nil {
 		return err

@@ -199,7 +199,7 @@ func kept(r *agent.Record, why error) error {
 
 // Session is what SessionStart did for a session in an agent's worktree.
 type Session struct {
-	Agent    string `json:"agent"`
+	Agent    string `json:"agent"` // "" in a checkout that is no agent's
 	Worktree string `json:"worktree"`
 	EnvFile  string `json:"env_file"`
 	Line     string `json:"line"`    // the line that puts the shim first on PATH
@@ -207,24 +207,35 @@ type Session struct {
 }
 
 // SessionStart puts the shim directory first on PATH for the shell
-// commands of a session whose directory (repo.Top, the worktree it is in)
-// is an agent's worktree, by appending an export line to envFile, the file
-// Claude Code gives SessionStart hooks (CLAUDE_ENV_FILE) and reads before
-// each shell command. Elsewhere it does nothing and returns nil, nil. Only
-// PATH is set: the shim finds the agent from the working directory of each
-// cargo call (invariant 4), never from the environment.
+// commands of a session in a repository Ferry serves (its store exists):
+// an agent's worktree, and also its main checkout or another worktree,
+// since the session's subagents isolated in worktrees run their commands
+// with the session's environment, in agents' worktrees, and no
+// SessionStart of their own. It appends an export line to envFile, the
+// file Claude Code gives SessionStart hooks (CLAUDE_ENV_FILE) and reads
+// before each shell command. Outside agents the shim runs the next cargo
+// on PATH unchanged. In a repository Ferry does not serve it does nothing
+// and returns nil, nil. Only PATH is set: the shim finds the agent from the
+// working directory of each cargo call (invariant 4), never from the
+// environment.
 func SessionStart(s *store.Store, repo *git.Repo, envFile string) (*Session, error) {
 	r, err := agent.FindByWorktree(s, repo.Top)
-	if err != nil || r == nil || r.State != agent.Ready {
+	if err != nil {
 		return nil, err
+	}
+	sess := &Session{Worktree: repo.Top, EnvFile: envFile}
+	if r != nil && r.State == agent.Ready {
+		sess.Agent, sess.Worktree = r.Name, r.Worktree
+	} else if _, err := os.Stat(s.Dir); err != nil {
+		return nil, nil // not a repository Ferry serves
 	}
 	if envFile == "" {
 		return nil, failure.New(failure.Prereq,
 			"use a Claude Code that gives SessionStart hooks CLAUDE_ENV_FILE, or have the session run `eval \"$(ferry env)\"` before cargo",
-			"CLAUDE_ENV_FILE is not set: cannot put Ferry's cargo shim on the session's PATH for agent %q", r.Name)
+			"CLAUDE_ENV_FILE is not set: cannot put Ferry's cargo shim on the session's PATH in %s", repo.Top)
 	}
 	line := PathLine(s.ShimDir())
-	sess := &Session{Agent: r.Name, Worktree: r.Worktree, EnvFile: envFile, Line: line}
+	sess.Line = line
 	data, err := os.ReadFile(envFile)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read %s: %w", envFile, err)

@@ -240,6 +240,9 @@ func runHot(bin string, n, large int, xfs string) error {
 	lo, mid, hi := spread(recordCost)
 	fmt.Printf("  %-52s %9.1f %+9.1f ms  [%+.1f..%+.1f]  (against the same build unrecorded, %.1f ms; %d pairs)\n",
 		"no-op cargo build recorded in the demand log, "+agents[0].backend, ms(median(recorded)), ms(mid), ms(lo), ms(hi), ms(median(unrecorded)), len(recordCost))
+	if err := hookRows(w, plain, plainEnv, shimEnv, n); err != nil {
+		return err
+	}
 	if note != "" {
 		fmt.Printf("  (%s)\n", note)
 	}

@@ -2,7 +2,7 @@ package ferrycmd
 
 import (
 	"fmt"
-	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/ferrydev/ferry/pkg/agent"
@@ -69,6 +69,7 @@ func adoptAgent(args []string, io cli.IO) int {
 			o := agent.AdoptOptions{
 				Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Path: path,
 				Name: c.Name, Backend: c.Backend, Tool: c.Tool, Session: c.Session, Progress: io.Stderr,
+				ShimOnPath: onPath(fc.Store.ShimDir()),
 			}
 			var ad *agent.Adoption
 			if c.ColdOK {
@@ -101,8 +102,7 @@ func adoptAgent(args []string, io cli.IO) int {
 					r.Name, cli.Short(r.Base), r.Backend, r.Stamp.Files, r.Stamp.Skipped, cli.Seconds(r.Timings.Total))
 				if r.TargetLinkSkipped != "" {
 					fmt.Fprintf(io.Stderr, "ferry adopt: no ./target link: %s\n", r.TargetLinkSkipped)
-				}
-				if !onPath(fc.Store.ShimDir()) {
+				} else if !onPath(fc.Store.ShimDir()) {
 					fmt.Fprintf(io.Stderr, "ferry adopt: cargo builds warm through Ferry's shim: put it first on PATH in the tool's shells (%s)\n", hook.PathLine(fc.Store.ShimDir()))
 				}
 			}
@@ -111,12 +111,9 @@ func adoptAgent(args []string, io cli.IO) int {
 		})
 }
 
-// onPath reports whether dir is on PATH.
+// onPath reports whether cargo on PATH is the shim in dir: dir comes
+// before any other directory holding a cargo.
 func onPath(dir string) bool {
-	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
-		if d == dir {
-			return true
-		}
-	}
-	return false
+	p, err := exec.LookPath("cargo")
+	return err == nil && filepath.Clean(filepath.Dir(p)) == filepath.Clean(dir)
 }

@@ -41,7 +41,7 @@ func postCheckout(io cli.IO, args []string) {
 		say("%s builds cold: %v", repo.Top, err)
 		return
 	}
-	ad, cold, err := adoptOrDefer(fc, io, agent.AdoptOptions{Path: repo.Top, Tool: "git"})
+	ad, cold, err := adoptOrDefer(fc, io, agent.AdoptOptions{Path: repo.Top, Tool: "git", ShimOnPath: onPath(fc.Store.ShimDir())})
 	switch {
 	case err != nil:
 		say("%s builds cold: %v", repo.Top, err)

@@ -321,8 +321,11 @@ func sessionStart(io cli.IO, event string) error {
 	if err := fc.Store.InstallShim(""); err != nil {
 		return err
 	}
-	if sess.Written {
+	switch {
+	case sess.Written && sess.Agent != "":
 		fmt.Fprintf(io.Stderr, "ferry hook: agent %s: cargo in this session builds through Ferry (%s first on PATH, in %s)\n", sess.Agent, fc.Store.ShimDir(), sess.EnvFile)
+	case sess.Written:
+		fmt.Fprintf(io.Stderr, "ferry hook: cargo in this session goes through Ferry's shim (%s first on PATH, in %s): warm in agents' worktrees (subagents' too), plain cargo elsewhere\n", fc.Store.ShimDir(), sess.EnvFile)
 	}
 	return nil
 }

@@ -1,0 +1,189 @@
+package hook_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/internal/claudestub"
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/testenv"
+)
+
+// The real Claude Code CLI (claudestub.Version, installed by
+// script/bootstrap) against a scripted stand-in for the Messages API:
+// the hooks as `ferry hook claude-code install` leaves them, the sessions
+// as a user starts them.
+
+// realWorld is a fixture repository with Ferry's hooks installed.
+type realWorld struct {
+	repo       *fixture.Repo
+	bin, home  string
+	claude     string
+	worktrees  string
+	buildCheck string // the scripted command: build, where cargo is, run the binary
+}
+
+func newRealWorld(t *testing.T, withBase bool) *realWorld {
+	t.Helper()
+	w := &realWorld{claude: claudestub.Binary(t), repo: testenv.Repo(t, fixture.Options{}), bin: testenv.Binaries(t)}
+	root := t.TempDir()
+	w.home, w.worktrees = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
+	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte("[base]\nwarm = [\"cargo build --workspace --all-targets\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if withBase {
+		w.ferry(t, "base")
+	}
+	w.ferry(t, "hook", "claude-code", "install")
+	// Plain commands joined by ';': Claude Code's guard in worktree
+	// sessions refuses what it cannot verify ($(...), variables).
+	w.buildCheck = "cargo build --workspace --all-targets 2>&1; command -v cargo; ./target/debug/" + fixture.BinName
+	return w
+}
+
+func (w *realWorld) env() []string {
+	return []string{"FERRY_HOME=" + w.home, "FERRY_WORKTREES=" + w.worktrees}
+}
+
+func (w *realWorld) ferry(t *testing.T, args ...string) string {
+	t.Helper()
+	c := exec.Command(filepath.Join(w.bin, "ferry"), args...)
+	c.Dir = w.repo.Dir
+	c.Env = append(os.Environ(), w.env()...)
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ferry %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+type listed struct {
+	Name     string `json:"name"`
+	Worktree string `json:"worktree"`
+	Tool     string `json:"tool"`
+	Session  string `json:"session"`
+	Adopted  bool   `json:"adopted"`
+}
+
+func (w *realWorld) agents(t *testing.T) []listed {
+	t.Helper()
+	c := exec.Command(filepath.Join(w.bin, "ferry"), "list", "--json")
+	c.Dir = w.repo.Dir
+	c.Env = append(os.Environ(), w.env()...)
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("ferry list: %v", err)
+	}
+	var l []listed
+	if err := json.Unmarshal(out, &l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// expectWarm checks a session's answer for the scripted build: nothing
+// compiled, cargo was Ferry's shim, and the binary printed the worktree's
+// own marker.
+func (w *realWorld) expectWarm(t *testing.T, res claudestub.Result, worktree string, s *claudestub.Server) {
+	t.Helper()
+	if res.Err != nil {
+		t.Fatalf("claude: %v\nstdout:\n%s\nstderr:\n%s\nstand-in:\n%s", res.Err, res.Stdout, res.Stderr, s.Log())
+	}
+	want, err := fixture.ExpectedMarker(worktree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shim := filepath.Join(w.home, "bin", "cargo")
+	if strings.Contains(res.Stdout, "Compiling") || !strings.Contains(res.Stdout, "Finished") ||
+		!strings.Contains(res.Stdout, shim) || !strings.Contains(res.Stdout, strings.TrimSpace(want)) {
+		t.Fatalf("the session's build (want nothing compiled, cargo = %s, the marker %q):\n%s\nstand-in:\n%s", shim, strings.TrimSpace(want), res.Stdout, s.Log())
+	}
+}
+
+// claude -w NAME: the WorktreeCreate hook makes an agent, SessionStart
+// puts the shim on the session's PATH, and the session's Bash tool builds
+// nothing and runs ./target/debug/<bin> of the worktree; a subagent
+// isolated in a worktree gets an agent of its own the same way.
+func TestRealClaudeCodeWorktrees(t *testing.T) {
+	w := newRealWorld(t, true)
+
+	s := claudestub.Start(t, claudestub.Script{Bash: w.buildCheck})
+	res := s.Run(t, w.claude, w.repo.Dir, w.env(), "-w", "fix-login")
+	var a *listed
+	for _, l := range w.agents(t) {
+		if l.Name == "fix-login" {
+			a = &l
+		}
+	}
+	if a == nil || a.Tool != "claude-code" || a.Session == "" {
+		t.Fatalf("no agent fix-login made by the hook (%+v); claude said:\n%s\n%s", a, res.Stdout, res.Stderr)
+	}
+	w.expectWarm(t, res, a.Worktree, s)
+	t.Logf("claude -w: %s", res.Took)
+
+	sub := claudestub.Start(t, claudestub.Script{Bash: w.buildCheck, Subagent: true})
+	before := len(w.agents(t))
+	res = sub.Run(t, w.claude, w.repo.Dir, w.env())
+	var made *listed
+	for _, l := range w.agents(t) {
+		if l.Name != "fix-login" {
+			made = &l
+		}
+	}
+	if made == nil || len(w.agents(t)) != before+1 || made.Tool != "claude-code" {
+		t.Fatalf("no agent for the subagent's worktree (%+v); claude said:\n%s\n%s\nstand-in:\n%s", made, res.Stdout, res.Stderr, sub.Log())
+	}
+	w.expectWarm(t, res, made.Worktree, sub)
+	t.Logf("subagent isolated in a worktree: %s", res.Took)
+}
+
+// With the hooks installed and no base yet, claude -w still gets its
+// worktree (cold, where Claude Code would have made it), the hook starts
+// the base's build, and a later session's worktree is warm; the first one
+// is adopted once the base is ready.
+func TestRealClaudeCodeWithoutBase(t *testing.T) {
+	w := newRealWorld(t, false)
+	s := claudestub.Start(t, claudestub.Script{Bash: "pwd"})
+	res := s.Run(t, w.claude, w.repo.Dir, w.env(), "-w", "early")
+	early := filepath.Join(w.repo.Dir, ".claude", "worktrees", "early")
+	if res.Err != nil || !strings.Contains(res.Stdout, early) {
+		t.Fatalf("claude -w without a base: %v\nstdout:\n%s\nstderr:\n%s\nstand-in:\n%s", res.Err, res.Stdout, res.Stderr, s.Log())
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		adopted := false
+		for _, l := range w.agents(t) {
+			adopted = adopted || (l.Worktree == early && l.Adopted)
+		}
+		if adopted {
+			break
+		}
+		if time.Now().After(deadline) {
+			logs, _ := filepath.Glob(filepath.Join(w.home, "*", "tmp", "base-*.log"))
+			var all []byte
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				all = append(all, b...)
+			}
+			t.Fatalf("the early worktree was not adopted within 5 minutes; the background build's log:\n%s", all)
+		}
+		time.Sleep(time.Second)
+	}
+	later := claudestub.Start(t, claudestub.Script{Bash: w.buildCheck})
+	res = later.Run(t, w.claude, w.repo.Dir, w.env(), "-w", "later")
+	var wt string
+	for _, l := range w.agents(t) {
+		if l.Name == "later" {
+			wt = l.Worktree
+		}
+	}
+	if wt == "" {
+		t.Fatalf("no agent for the later session; claude said:\n%s\n%s", res.Stdout, res.Stderr)
+	}
+	w.expectWarm(t, res, wt, later)
+}
