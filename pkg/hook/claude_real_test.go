@@ -140,6 +140,22 @@ func TestRealClaudeCodeWorktrees(t *testing.T) {
 	}
 	w.expectWarm(t, res, made.Worktree, sub)
 	t.Logf("subagent isolated in a worktree: %s", res.Took)
+
+	// Installed to put worktrees under the repository, as Claude Code
+	// does itself.
+	w.ferry(t, "hook", "claude-code", "install", "--worktrees", "repo")
+	in := claudestub.Start(t, claudestub.Script{Bash: w.buildCheck})
+	res = in.Run(t, w.claude, w.repo.Dir, w.env(), "-w", "in-repo")
+	var inRepo *listed
+	for _, l := range w.agents(t) {
+		if l.Name == "in-repo" {
+			inRepo = &l
+		}
+	}
+	if inRepo == nil || inRepo.Worktree != filepath.Join(w.repo.Dir, ".claude", "worktrees", "in-repo") {
+		t.Fatalf("agent in-repo: %+v; claude said:\n%s\n%s", inRepo, res.Stdout, res.Stderr)
+	}
+	w.expectWarm(t, res, inRepo.Worktree, in)
 }
 
 // With the hooks installed and no base yet, claude -w still gets its

@@ -47,6 +47,19 @@ func Command(ferry, event string) string {
 	return shellWord(ferry) + " hook " + Tool + " " + event
 }
 
+// worktreesFlag is what WorktreeCreate's command line adds to put the
+// worktrees under the repository ([paths] worktrees = "repo", for this
+// installation only).
+const worktreesFlag = " --worktrees repo"
+
+// commandFor is Command, with worktreesFlag on WorktreeCreate when inRepo.
+func commandFor(ferry, event string, inRepo bool) string {
+	if inRepo && event == EventWorktreeCreate {
+		return Command(ferry, event) + worktreesFlag
+	}
+	return Command(ferry, event)
+}
+
 // timeouts are the seconds Claude Code gives each of Ferry's hooks:
 // creating and removing an agent copies or deletes a target dir, which on
 // the copy backend can take longer than a hook's default minute.
@@ -71,20 +84,22 @@ type Edit struct {
 // Content is the file as the edit leaves it.
 func (e *Edit) Content() []byte { return e.after }
 
-// Install adds Ferry's three hooks (WorktreeCreate, WorktreeRemove,
-// SessionStart), running ferry, to the Claude Code settings file at path,
-// keeping every other setting and hook as it is, byte for byte where the
-// file does not change. A hook of Ferry's that runs another ferry binary is
-// pointed at this one; one that already runs it is left alone, so
-// installing twice changes nothing.
-func Install(path, ferry string) (*Edit, error) {
+// Install adds Ferry's hooks (WorktreeCreate, WorktreeRemove,
+// SessionStart, CwdChanged), running ferry, to the Claude Code settings
+// file at path, keeping every other setting and hook as it is, byte for
+// byte where the file does not change. A hook of Ferry's that runs another
+// ferry binary (or puts worktrees elsewhere) is pointed at this one; one
+// that already runs it is left alone, so installing twice changes nothing.
+// inRepo has WorktreeCreate put worktrees under the repository's
+// .claude/worktrees/, where every Claude Code accepts them.
+func Install(path, ferry string, inRepo bool) (*Edit, error) {
 	return edit(path, func(d *jdoc, e *Edit) error {
 		hooks, err := hooksObject(d, e, true)
 		if err != nil {
 			return err
 		}
 		for _, ev := range Events {
-			want := Command(ferry, ev)
+			want := commandFor(ferry, ev, inRepo)
 			list := hooks.get(ev)
 			if list == nil {
 				hooks.add(ev, array(group(ev, want)))
@@ -313,7 +328,8 @@ func isFerryHook(h *jvalue, event string) bool {
 	if !ok {
 		return false
 	}
-	prog, ok := strings.CutSuffix(strings.TrimSpace(cmd), " hook "+Tool+" "+event)
+	cmd = strings.TrimSuffix(strings.TrimSpace(cmd), worktreesFlag)
+	prog, ok := strings.CutSuffix(cmd, " hook "+Tool+" "+event)
 	if !ok {
 		return false
 	}

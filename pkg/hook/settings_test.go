@@ -28,7 +28,7 @@ func write(t *testing.T, dir, name, data string) string {
 
 func install(t *testing.T, path, ferry string) *Edit {
 	t.Helper()
-	e, err := Install(path, ferry)
+	e, err := Install(path, ferry, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +415,7 @@ func TestInstallRefuses(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := write(t, t.TempDir(), "s.json", data)
-			_, err := Install(p, ferryBin)
+			_, err := Install(p, ferryBin, false)
 			if err == nil || failure.KindOf(err) != failure.Usage || failure.HintOf(err) == "" {
 				t.Fatalf("err %v (kind %v), want a usage error with a hint", err, failure.KindOf(err))
 			}
@@ -449,7 +449,7 @@ func TestInstallThroughSymlink(t *testing.T) {
 // permission) is not overwritten.
 func TestWriteRefusesAChangedFile(t *testing.T) {
 	p := write(t, t.TempDir(), "s.json", `{"a": 1}`)
-	e, err := Install(p, ferryBin)
+	e, err := Install(p, ferryBin, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,5 +475,36 @@ func TestSettingsPath(t *testing.T) {
 	}
 	if _, err := SettingsPath("global", "/p", "/c"); failure.KindOf(err) != failure.Usage {
 		t.Errorf("unknown scope: %v", err)
+	}
+}
+
+// Installed with worktrees under the repository, WorktreeCreate's command
+// carries --worktrees repo; installing without it points the hook back,
+// and uninstalling finds Ferry's hook either way.
+func TestInstallWorktreesInRepo(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "settings.local.json")
+	e, err := Install(p, "/opt/ferry/bin/ferry", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Write(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(read(t, p), `"/opt/ferry/bin/ferry hook claude-code WorktreeCreate --worktrees repo"`) ||
+		strings.Count(read(t, p), "--worktrees repo") != 1 {
+		t.Fatalf("settings:\n%s", read(t, p))
+	}
+	if again, err := Install(p, "/opt/ferry/bin/ferry", true); err != nil || again.Changed {
+		t.Fatalf("install again: %v changed %v", err, again.Changed)
+	}
+	e = install(t, p, "/opt/ferry/bin/ferry")
+	if len(e.Updated) != 1 || e.Updated[0] != EventWorktreeCreate || strings.Contains(read(t, p), "--worktrees") {
+		t.Fatalf("install without: updated %v\n%s", e.Updated, read(t, p))
+	}
+	if e, err := Install(p, "/opt/ferry/bin/ferry", true); err != nil || e.Write() != nil {
+		t.Fatal(err)
+	}
+	if e := uninstall(t, p); len(e.Removed) != len(Events) {
+		t.Fatalf("uninstall removed %v\n%s", e.Removed, read(t, p))
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/cli"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/hook"
@@ -23,7 +25,9 @@ import (
 // install those hooks in the tool's settings.
 type hookCmd struct {
 	ClaudeCode struct {
-		WorktreeCreate struct{}    `cmd:"" name:"WorktreeCreate" help:"Create a Ferry agent for the worktree Claude Code asks for (JSON payload on stdin); print only its absolute path on stdout."`
+		WorktreeCreate struct {
+			Worktrees string `help:"Where the worktree goes: repo (<repository>/.claude/worktrees/NAME), or the configured place ([paths] worktrees) when not given." enum:",repo,parent" default:""`
+		} `cmd:"" name:"WorktreeCreate" help:"Create a Ferry agent for the worktree Claude Code asks for (JSON payload on stdin); print only its absolute path on stdout."`
 		WorktreeRemove struct{}    `cmd:"" name:"WorktreeRemove" help:"Remove the agent of the worktree Claude Code is done with, when that loses nothing; otherwise keep it and say why (exit 6)."`
 		SessionStart   struct{}    `cmd:"" name:"SessionStart" help:"In an agent's worktree, put Ferry's cargo shim first on PATH for the session's shell commands (through CLAUDE_ENV_FILE); elsewhere do nothing."`
 		CwdChanged     struct{}    `cmd:"" name:"CwdChanged" help:"As SessionStart, for a session that moves into an agent's worktree (EnterWorktree, cd)."`
@@ -60,9 +64,10 @@ type gitHookCmd struct {
 }
 
 type settingsCmd struct {
-	Scope  string `help:"Which settings file: local (.claude/settings.local.json, this checkout only), project (.claude/settings.json, committed: note the hook names this machine's ferry by its absolute path), user (~/.claude/settings.json, or $CLAUDE_CONFIG_DIR/settings.json)." default:"local" enum:"local,project,user"`
-	DryRun bool   `name:"dry-run" help:"Print the file as it would be, and write nothing."`
-	JSON   bool   `name:"json" help:"Print what changed as JSON."`
+	Worktrees string `help:"Where WorktreeCreate puts worktrees: auto (repo on macOS, where Claude Code refuses a hook's worktree outside the repository: anthropics/claude-code#89076; else as configured), repo (<repository>/.claude/worktrees/NAME), parent (as configured: [paths] worktrees)." enum:"auto,repo,parent" default:"auto"`
+	Scope     string `help:"Which settings file: local (.claude/settings.local.json, this checkout only), project (.claude/settings.json, committed: note the hook names this machine's ferry by its absolute path), user (~/.claude/settings.json, or $CLAUDE_CONFIG_DIR/settings.json)." default:"local" enum:"local,project,user"`
+	DryRun    bool   `name:"dry-run" help:"Print the file as it would be, and write nothing."`
+	JSON      bool   `name:"json" help:"Print what changed as JSON."`
 }
 
 const hookDesc = `Hooks for agent tools that create worktrees themselves. Claude Code runs
@@ -134,7 +139,7 @@ func hookAgent(args []string, io cli.IO) int {
 	prog := "ferry hook " + ctx.Command()
 	switch ctx.Command() {
 	case "claude-code WorktreeCreate":
-		return cli.Report(io, prog, worktreeCreate(io), false)
+		return cli.Report(io, prog, worktreeCreate(io, c.ClaudeCode.WorktreeCreate.Worktrees), false)
 	case "claude-code WorktreeRemove":
 		return cli.Report(io, prog, worktreeRemove(io), false)
 	case "claude-code SessionStart":
@@ -217,7 +222,7 @@ func hookEnv(fc *cli.Context, io cli.IO) hook.Env {
 	return hook.Env{Env: e, Announcer: e.OneShot("ferry-hook"), Progress: io.Stderr, Ferry: ferry}
 }
 
-func worktreeCreate(io cli.IO) error {
+func worktreeCreate(io cli.IO, worktrees string) error {
 	p, err := readPayload(hook.EventWorktreeCreate)
 	if err != nil {
 		return err
@@ -231,6 +236,9 @@ func worktreeCreate(io cli.IO) error {
 	}
 	if err := fc.Store.InstallShim(""); err != nil {
 		return err
+	}
+	if worktrees != "" {
+		fc.Settings.WorktreesInRepo = worktrees == config.WorktreesRepo
 	}
 	r, cold, err := hook.Create(hookEnv(fc, io), p)
 	if err != nil {
@@ -366,7 +374,8 @@ func (c *settingsCmd) run(io cli.IO, install bool) error {
 		if ferry, err = selfPath(); err != nil {
 			return err
 		}
-		ed, err = hook.Install(path, ferry)
+		inRepo := c.Worktrees == config.WorktreesRepo || (c.Worktrees == "auto" && runtime.GOOS == "darwin")
+		ed, err = hook.Install(path, ferry, inRepo)
 	} else {
 		ed, err = hook.Uninstall(path)
 	}
