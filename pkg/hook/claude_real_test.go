@@ -19,7 +19,8 @@ import (
 // the hooks as `ferry hook claude-code install` leaves them, the sessions
 // as a user starts them.
 
-// realWorld is a fixture repository with Ferry's hooks installed.
+// realWorld is a fixture repository with Ferry's hooks installed and no
+// base yet.
 type realWorld struct {
 	repo       *fixture.Repo
 	bin, home  string
@@ -28,16 +29,13 @@ type realWorld struct {
 	buildCheck string // the scripted command: build, where cargo is, run the binary
 }
 
-func newRealWorld(t *testing.T, withBase bool) *realWorld {
+func newRealWorld(t *testing.T) *realWorld {
 	t.Helper()
 	w := &realWorld{claude: claudestub.Binary(t), repo: testenv.Repo(t, fixture.Options{}), bin: testenv.Binaries(t)}
 	root := t.TempDir()
 	w.home, w.worktrees = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
 	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte("[base]\nwarm = [\"cargo build --workspace --all-targets\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
-	}
-	if withBase {
-		w.ferry(t, "base")
 	}
 	w.ferry(t, "hook", "claude-code", "install")
 	// Plain commands joined by ';': Claude Code's guard in worktree
@@ -105,65 +103,18 @@ func (w *realWorld) expectWarm(t *testing.T, res claudestub.Result, worktree str
 	}
 }
 
-// claude -w NAME: the WorktreeCreate hook makes an agent, SessionStart
-// puts the shim on the session's PATH, and the session's Bash tool builds
-// nothing and runs ./target/debug/<bin> of the worktree; a subagent
-// isolated in a worktree gets an agent of its own the same way.
-func TestRealClaudeCodeWorktrees(t *testing.T) {
-	w := newRealWorld(t, true)
+// One repository, hooks installed before any base exists, as a new user
+// would: claude -w still gets its worktree (cold, where Claude Code would
+// have made it), the hook starts the base's build, and the worktree is
+// adopted once the base is ready. Then, warm: claude -w NAME makes an
+// agent, SessionStart puts the shim on the session's PATH, and the
+// session's Bash tool builds nothing and runs ./target/debug/<bin> of the
+// worktree; a subagent isolated in a worktree gets an agent of its own the
+// same way; and installed with --worktrees repo, the worktree is under the
+// repository.
+func TestRealClaudeCode(t *testing.T) {
+	w := newRealWorld(t)
 
-	s := claudestub.Start(t, claudestub.Script{Bash: w.buildCheck})
-	res := s.Run(t, w.claude, w.repo.Dir, w.env(), "-w", "fix-login")
-	var a *listed
-	for _, l := range w.agents(t) {
-		if l.Name == "fix-login" {
-			a = &l
-		}
-	}
-	if a == nil || a.Tool != "claude-code" || a.Session == "" {
-		t.Fatalf("no agent fix-login made by the hook (%+v); claude said:\n%s\n%s", a, res.Stdout, res.Stderr)
-	}
-	w.expectWarm(t, res, a.Worktree, s)
-	t.Logf("claude -w: %s", res.Took)
-
-	sub := claudestub.Start(t, claudestub.Script{Bash: w.buildCheck, Subagent: true})
-	before := len(w.agents(t))
-	res = sub.Run(t, w.claude, w.repo.Dir, w.env())
-	var made *listed
-	for _, l := range w.agents(t) {
-		if l.Name != "fix-login" {
-			made = &l
-		}
-	}
-	if made == nil || len(w.agents(t)) != before+1 || made.Tool != "claude-code" {
-		t.Fatalf("no agent for the subagent's worktree (%+v); claude said:\n%s\n%s\nstand-in:\n%s", made, res.Stdout, res.Stderr, sub.Log())
-	}
-	w.expectWarm(t, res, made.Worktree, sub)
-	t.Logf("subagent isolated in a worktree: %s", res.Took)
-
-	// Installed to put worktrees under the repository, as Claude Code
-	// does itself.
-	w.ferry(t, "hook", "claude-code", "install", "--worktrees", "repo")
-	in := claudestub.Start(t, claudestub.Script{Bash: w.buildCheck})
-	res = in.Run(t, w.claude, w.repo.Dir, w.env(), "-w", "in-repo")
-	var inRepo *listed
-	for _, l := range w.agents(t) {
-		if l.Name == "in-repo" {
-			inRepo = &l
-		}
-	}
-	if inRepo == nil || inRepo.Worktree != filepath.Join(w.repo.Dir, ".claude", "worktrees", "in-repo") {
-		t.Fatalf("agent in-repo: %+v; claude said:\n%s\n%s", inRepo, res.Stdout, res.Stderr)
-	}
-	w.expectWarm(t, res, inRepo.Worktree, in)
-}
-
-// With the hooks installed and no base yet, claude -w still gets its
-// worktree (cold, where Claude Code would have made it), the hook starts
-// the base's build, and a later session's worktree is warm; the first one
-// is adopted once the base is ready.
-func TestRealClaudeCodeWithoutBase(t *testing.T) {
-	w := newRealWorld(t, false)
 	s := claudestub.Start(t, claudestub.Script{Bash: "pwd"})
 	res := s.Run(t, w.claude, w.repo.Dir, w.env(), "-w", "early")
 	early := filepath.Join(w.repo.Dir, ".claude", "worktrees", "early")
@@ -190,16 +141,52 @@ func TestRealClaudeCodeWithoutBase(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	later := claudestub.Start(t, claudestub.Script{Bash: w.buildCheck})
-	res = later.Run(t, w.claude, w.repo.Dir, w.env(), "-w", "later")
-	var wt string
+
+	s = claudestub.Start(t, claudestub.Script{Bash: w.buildCheck})
+	res = s.Run(t, w.claude, w.repo.Dir, w.env(), "-w", "fix-login")
+	var a *listed
 	for _, l := range w.agents(t) {
-		if l.Name == "later" {
-			wt = l.Worktree
+		if l.Name == "fix-login" {
+			a = &l
 		}
 	}
-	if wt == "" {
-		t.Fatalf("no agent for the later session; claude said:\n%s\n%s", res.Stdout, res.Stderr)
+	if a == nil || a.Tool != "claude-code" || a.Session == "" {
+		t.Fatalf("no agent fix-login made by the hook (%+v); claude said:\n%s\n%s", a, res.Stdout, res.Stderr)
 	}
-	w.expectWarm(t, res, wt, later)
+	w.expectWarm(t, res, a.Worktree, s)
+	t.Logf("claude -w: %s", res.Took)
+
+	sub := claudestub.Start(t, claudestub.Script{Bash: w.buildCheck, Subagent: true})
+	before := map[string]bool{}
+	for _, l := range w.agents(t) {
+		before[l.Name] = true
+	}
+	res = sub.Run(t, w.claude, w.repo.Dir, w.env())
+	var made []listed
+	for _, l := range w.agents(t) {
+		if !before[l.Name] {
+			made = append(made, l)
+		}
+	}
+	if len(made) != 1 || made[0].Tool != "claude-code" {
+		t.Fatalf("agents made for the subagent's worktree: %+v; claude said:\n%s\n%s\nstand-in:\n%s", made, res.Stdout, res.Stderr, sub.Log())
+	}
+	w.expectWarm(t, res, made[0].Worktree, sub)
+	t.Logf("subagent isolated in a worktree: %s", res.Took)
+
+	// Installed to put worktrees under the repository, as Claude Code
+	// does itself.
+	w.ferry(t, "hook", "claude-code", "install", "--worktrees", "repo")
+	in := claudestub.Start(t, claudestub.Script{Bash: w.buildCheck})
+	res = in.Run(t, w.claude, w.repo.Dir, w.env(), "-w", "in-repo")
+	var inRepo *listed
+	for _, l := range w.agents(t) {
+		if l.Name == "in-repo" {
+			inRepo = &l
+		}
+	}
+	if inRepo == nil || inRepo.Worktree != filepath.Join(w.repo.Dir, ".claude", "worktrees", "in-repo") {
+		t.Fatalf("agent in-repo: %+v; claude said:\n%s\n%s", inRepo, res.Stdout, res.Stderr)
+	}
+	w.expectWarm(t, res, inRepo.Worktree, in)
 }
