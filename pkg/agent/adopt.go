@@ -17,7 +17,6 @@ import (
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
-	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -94,23 +93,7 @@ func Adopt(o AdoptOptions) (*Adoption, error) {
 	if err := s.Init(); err != nil {
 		return nil, err
 	}
-	iso, err := sandbox.Decide(o.Settings.SandboxMode)
-	if err != nil {
-		return nil, err
-	}
-	if w := iso.Warning(); w != "" && o.Progress != nil {
-		fmt.Fprintf(o.Progress, "ferry adopt: warning: %s\n", w)
-	}
-	backendName := o.Backend
-	if backendName == "" {
-		backendName = o.Settings.Backend
-	}
-	var backend fork.Backend
-	if iso.Isolation == sandbox.IsolationOff {
-		backend, err = fork.SelectUnsandboxed(backendName, s.Dir)
-	} else {
-		backend, err = fork.Select(backendName, s.Dir)
-	}
+	iso, backend, err := isolation(o.Settings, s, o.Backend, o.Progress, "ferry adopt")
 	if err != nil {
 		return nil, err
 	}

@@ -84,26 +84,7 @@ func Spawn(o SpawnOptions) (*Record, error) {
 	if err := s.Init(); err != nil {
 		return nil, err
 	}
-	// How the agent's builds are isolated is decided once, here: a host
-	// that blocks the sandbox gets an agent building at host paths (mode
-	// auto) or no agent (mode on), never one whose every cargo call fails.
-	iso, err := sandbox.Decide(o.Settings.SandboxMode)
-	if err != nil {
-		return nil, err
-	}
-	if w := iso.Warning(); w != "" && o.Progress != nil {
-		fmt.Fprintf(o.Progress, "ferry spawn: warning: %s\n", w)
-	}
-	backendName := o.Backend
-	if backendName == "" {
-		backendName = o.Settings.Backend
-	}
-	var backend fork.Backend
-	if iso.Isolation == sandbox.IsolationOff {
-		backend, err = fork.SelectUnsandboxed(backendName, s.Dir)
-	} else {
-		backend, err = fork.Select(backendName, s.Dir)
-	}
+	iso, backend, err := isolation(o.Settings, s, o.Backend, o.Progress, "ferry spawn")
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +121,32 @@ func Spawn(o SpawnOptions) (*Record, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// isolation decides how a new agent's builds are isolated and which fork
+// backend it gets (backendName, else the configured one), saying on
+// progress, as prog, why a host that blocks the sandbox builds at host
+// paths. It is decided once, at spawn or adoption: a host that blocks the
+// sandbox gets an agent building at host paths (mode auto) or no agent
+// (mode on), never one whose every cargo call fails.
+func isolation(settings *config.Settings, s *store.Store, backendName string, progress io.Writer, prog string) (sandbox.Decision, fork.Backend, error) {
+	iso, err := sandbox.Decide(settings.SandboxMode)
+	if err != nil {
+		return iso, nil, err
+	}
+	if w := iso.Warning(); w != "" && progress != nil {
+		fmt.Fprintf(progress, "%s: warning: %s\n", prog, w)
+	}
+	if backendName == "" {
+		backendName = settings.Backend
+	}
+	var backend fork.Backend
+	if iso.Isolation == sandbox.IsolationOff {
+		backend, err = fork.SelectUnsandboxed(backendName, s.Dir)
+	} else {
+		backend, err = fork.Select(backendName, s.Dir)
+	}
+	return iso, backend, err
 }
 
 // incompleteRollback is the error of a spawn that failed and could not
