@@ -113,9 +113,7 @@ func BuildAndShare(ctx context.Context, a Announcer, o base.Options, share Share
 			ev.Object, serr = share(ctx, r)
 		}
 		a.Announce(ev)
-		if en, ok := a.(interface{ env() Env }); ok {
-			AdoptPending(a, en.env())
-		}
+		adoptPendingAfter(a)
 		return res, serr
 	}
 	if failure.KindOf(err) == failure.Interrupted || errors.Is(err, context.Canceled) {
@@ -150,7 +148,16 @@ func Pull(ctx context.Context, a Announcer, conn *bus.Conn, o share.PullOptions)
 	}
 	r := res.Record
 	a.Announce(ReadyEvent(r, res.Reused, res.Seconds, res.Object))
+	adoptPendingAfter(a)
 	return res, nil
+}
+
+// adoptPendingAfter adopts the worktrees left pending (AdoptPending) once
+// a base became ready through a's Env, when a has one.
+func adoptPendingAfter(a Announcer) {
+	if en, ok := a.(interface{ env() Env }); ok && en.env().Repo != nil && en.env().Settings != nil {
+		AdoptPending(a, en.env())
+	}
 }
 
 // ReadyEvent is the base.ready of base r, made current: reused or made
