@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/agent"
@@ -35,6 +36,11 @@ func postCheckout(io cli.IO, args []string) {
 	common, err2 := repo.CommonDir()
 	if err1 != nil || err2 != nil || git.SamePath(gitDir, common) {
 		return // the main checkout: a clone
+	}
+	// A hook installed in a shared core.hooksPath runs in every repository
+	// that uses it: only a Cargo workspace's worktrees are Ferry's business.
+	if _, err := os.Stat(filepath.Join(repo.Top, "Cargo.toml")); err != nil {
+		return
 	}
 	fc, err := cli.Load(repo.Top)
 	if err != nil {
