@@ -168,28 +168,8 @@ func (c *toolSetupCmd) run(io cli.IO, tool string, install bool) error {
 	if err != nil {
 		return err
 	}
-	if !c.DryRun {
-		if err := ed.Write(); err != nil {
-			return err
-		}
-	}
-	if c.JSON {
-		out := struct {
-			*hook.Edit
-			Tool    string  `json:"tool"`
-			Scope   string  `json:"scope"`
-			Ferry   string  `json:"ferry,omitempty"`
-			DryRun  bool    `json:"dry_run"`
-			Content *string `json:"content,omitempty"`
-		}{Edit: ed, Tool: tool, Scope: c.Scope, Ferry: ferry, DryRun: c.DryRun}
-		if c.DryRun {
-			s := string(ed.Content())
-			out.Content = &s
-		}
-		return cli.WriteJSON(io.Stdout, out)
-	}
-	if c.DryRun {
-		io.Stdout.Write(ed.Content())
+	if printed, err := writeEdit(io, ed, editOutput{Tool: tool, Scope: c.Scope, Ferry: ferry, DryRun: c.DryRun}, c.JSON); printed || err != nil {
+		return err
 	}
 	reportSetup(io.Stderr, ed, tool, c.DryRun, install)
 	return nil

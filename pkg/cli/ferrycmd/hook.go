@@ -382,31 +382,45 @@ func (c *settingsCmd) run(io cli.IO, install bool) error {
 	if err != nil {
 		return err
 	}
-	if !c.DryRun {
-		if err := ed.Write(); err != nil {
-			return err
-		}
-	}
-	if c.JSON {
-		out := struct {
-			*hook.Edit
-			Scope  string `json:"scope"`
-			Ferry  string `json:"ferry,omitempty"`
-			DryRun bool   `json:"dry_run"`
-			// Content is the file as it would be, with --dry-run.
-			Content *string `json:"content,omitempty"`
-		}{Edit: ed, Scope: c.Scope, Ferry: ferry, DryRun: c.DryRun}
-		if c.DryRun {
-			s := string(ed.Content())
-			out.Content = &s
-		}
-		return cli.WriteJSON(io.Stdout, out)
-	}
-	if c.DryRun {
-		io.Stdout.Write(ed.Content())
+	if printed, err := writeEdit(io, ed, editOutput{Scope: c.Scope, Ferry: ferry, DryRun: c.DryRun}, c.JSON); printed || err != nil {
+		return err
 	}
 	reportEdit(io.Stderr, ed, c.Scope, c.DryRun, install)
 	return nil
+}
+
+// editOutput is what an installer's --json adds to the edit.
+type editOutput struct {
+	*hook.Edit
+	Tool   string `json:"tool,omitempty"`
+	Scope  string `json:"scope"`
+	Ferry  string `json:"ferry,omitempty"`
+	DryRun bool   `json:"dry_run"`
+	// Content is the file as it would be, with --dry-run.
+	Content *string `json:"content,omitempty"`
+}
+
+// writeEdit writes ed unless this is a dry run, then prints it as JSON
+// (out, with asJSON) or, for a dry run, the file as it would be. printed
+// says the JSON was the whole answer.
+func writeEdit(io cli.IO, ed *hook.Edit, out editOutput, asJSON bool) (printed bool, err error) {
+	if !out.DryRun {
+		if err := ed.Write(); err != nil {
+			return false, err
+		}
+	}
+	if asJSON {
+		out.Edit = ed
+		if out.DryRun {
+			s := string(ed.Content())
+			out.Content = &s
+		}
+		return true, cli.WriteJSON(io.Stdout, out)
+	}
+	if out.DryRun {
+		io.Stdout.Write(ed.Content())
+	}
+	return false, nil
 }
 
 func reportEdit(w io.Writer, ed *hook.Edit, scope string, dry, install bool) {
