@@ -178,9 +178,11 @@ func (f *Ferry) Base(ctx context.Context, warm ...string) error {
 // BuiltBase is what `ferry base --json` says of a base.
 type BuiltBase struct {
 	ID       string `json:"id"`
+	Commit   string `json:"commit"`
 	Src      string `json:"src"`
 	Target   string `json:"target"`
 	Seed     string `json:"seed"`
+	SeedBy   string `json:"seed_by"`
 	Observed bool   `json:"observed"`
 	Pruned   struct {
 		Units int `json:"units"`

@@ -21,6 +21,8 @@ import (
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/testenv"
+	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 
@@ -342,9 +344,12 @@ func ferryOracle(t *testing.T, mode string, rounds int, with ...func(*Ferry)) {
 
 	// Invariant 2's other routes: the diverged commit's base is seeded from
 	// the first across unit inputs (the divergence bumps a version and
-	// changes a path dependency) and pruned; a commit that then edits only
-	// a source is seeded with the same unit inputs. Agents spawned from
-	// each build exactly their own code.
+	// changes a path dependency) and pruned; two commits that then edit
+	// only sources are seeded with the same unit inputs, each from the one
+	// before: three refreshes deep. On a store that cannot clone (ext4)
+	// each is a layered refresh, whose unchanged files are its seed's.
+	// Agents spawned from the first and the deepest build exactly their
+	// own code, and no refresh changed its seed.
 	tSeeded := time.Now()
 	pruned, err := f.BaseAt(ctx, diverged)
 	if err != nil {
@@ -353,20 +358,37 @@ func ferryOracle(t *testing.T, mode string, rounds int, with ...func(*Ferry)) {
 	if pruned.Seed == "" || !pruned.Observed {
 		fatalf("the diverged commit's base was not seeded from an observed base: %+v", pruned)
 	}
-	if err := repo.Append(fixture.LibPath(fixture.ChainB), "\n// oracle: a later source edit\n"); err != nil {
-		t.Fatal(err)
-	}
-	later, err := repo.Commit("oracle: a source edit after the divergence")
+	prunedDigest, err := digestTree(pruned.Target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	seeded, err := f.BaseAt(ctx, later)
-	if err != nil {
-		fatalf("ferry base --rev later: %v", err)
+	seeded := pruned
+	for i, crate := range []string{fixture.ChainB, fixture.ChainC} {
+		if err := repo.Append(fixture.LibPath(crate), fmt.Sprintf("\n// oracle: source edit %d after the divergence\n", i+1)); err != nil {
+			t.Fatal(err)
+		}
+		later, err := repo.Commit(fmt.Sprintf("oracle: source edit %d after the divergence", i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := f.BaseAt(ctx, later)
+		if err != nil {
+			fatalf("ferry base --rev later: %v", err)
+		}
+		if next.Seed != seeded.ID {
+			fatalf("the base of source edit %d was seeded from %q, want %s", i+1, next.Seed, seeded.ID)
+		}
+		if want := wantSeedBy(t, f.Home, mode); next.SeedBy != want {
+			fatalf("the base of source edit %d started from its seed by %q, want %q on this store", i+1, next.SeedBy, want)
+		}
+		seeded = next
 	}
-	if seeded.Seed != pruned.ID {
-		fatalf("the later commit's base was seeded from %q, want the diverged base %s", seeded.Seed, pruned.ID)
+	if d, err := digestTree(pruned.Target); err != nil {
+		t.Error(err)
+	} else if d != prunedDigest {
+		t.Errorf("the diverged base's target %s changed while later bases were seeded from it (seed %d)", pruned.Target, cfg.seed)
 	}
+	later := seeded.Commit
 	var seededAgents []Agent
 	for i, from := range []string{diverged, later} {
 		a, err := f.Spawn(ctx, fmt.Sprintf("agent-seeded-%d", i), from)
@@ -382,7 +404,7 @@ func ferryOracle(t *testing.T, mode string, rounds int, with ...func(*Ferry)) {
 		fatalf("%v", err)
 	}
 	failOn(t, srep)
-	t.Logf("seeded and pruned bases (pruned %d unit(s)): %d builds checked, %d mismatches", pruned.Pruned.Units, srep.Checks, len(srep.Mismatches))
+	t.Logf("seeded and pruned bases (pruned %d unit(s); later refreshes by %s): %d builds checked, %d mismatches", pruned.Pruned.Units, seeded.SeedBy, srep.Checks, len(srep.Mismatches))
 	seededTime := time.Since(tSeeded)
 
 	for _, a := range append(append(agents, late), seededAgents...) {
@@ -517,4 +539,28 @@ func digestTree(dir string) (string, error) {
 		return nil
 	})
 	return hex.EncodeToString(h.Sum(nil)), err
+}
+
+// wantSeedBy is how a refresh in a store under home must start from its
+// seed under sandbox mode mode, by the host's own probes: a clone where the
+// filesystem clones, else, in the namespace sandbox, a layer where an
+// unprivileged overlay mounts, else a copy.
+func wantSeedBy(t *testing.T, home, mode string) string {
+	t.Helper()
+	if ok, err := fork.CanReflink(home); err != nil {
+		t.Fatal(err)
+	} else if ok {
+		return "reflink"
+	}
+	if mode == "off" {
+		return "copy"
+	}
+	b, err := platform.Real().OverlayBlocker(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b != nil {
+		return "copy"
+	}
+	return "layer"
 }

@@ -56,6 +56,7 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/relocate"
 	"github.com/ferrydev/ferry/pkg/sandbox"
@@ -142,7 +143,12 @@ type Record struct {
 	Warm        []WarmCommand `json:"warm"`
 	Modes       Modes         `json:"modes"`
 	Seed        string        `json:"seed,omitempty"` // the base this one was seeded from; empty for a cold build
-	UnitInputs  string        `json:"unit_inputs"`    // see UnitInputs: what a seed must share
+	// SeedBy is how a seeded base started from its seed's target:
+	// SeedByReflink, SeedByLayer or SeedByCopy (see SeedMethod).
+	SeedBy string `json:"seed_by,omitempty"`
+	// Layer is what folding the layer of a layered refresh found.
+	Layer      *LayerCount `json:"layer,omitempty"`
+	UnitInputs string      `json:"unit_inputs"` // see UnitInputs: what a seed must share
 	// Observed is whether the warm build's cargo calls were all seen
 	// (package units): only an observed base seeds across unit inputs.
 	// Unobserved says why not.
@@ -152,6 +158,9 @@ type Record struct {
 	// Relocated is what the relocation plan removed from the seed's
 	// target before the warm build of a base built at host paths.
 	Relocated *relocate.Applied `json:"relocated,omitempty"`
+	// layer is, while a layered refresh's warm build writes into an
+	// overlay, its layers (layer.go); nil otherwise.
+	layer *fork.Layers
 	// Pulled is set for a base pulled from a bus bucket (package share)
 	// instead of built here.
 	Pulled *PullRecord `json:"pulled,omitempty"`

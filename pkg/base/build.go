@@ -350,7 +350,11 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	// The seed's target is cloned while git checks the commit out: the two
 	// touch different directories, and neither needs the other.
 	cloned := func() error { return nil }
+	seedHow := ""
 	if seed != nil {
+		var why string
+		r.SeedBy, why = seedMethodHere(s.Dir, r, o.Settings.Layered)
+		seedHow = seedWords(r.SeedBy, why)
 		done := make(chan error, 1)
 		go func() { done <- cloneSeed(r, seed) }()
 		var err error
@@ -379,6 +383,7 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	t = time.Now()
 	fmt.Fprintf(out, "ferry-base: %s\n", p.SeedWhy)
 	if seed != nil {
+		fmt.Fprintf(out, "ferry-base: %s\n", seedHow)
 		if err := cloned(); err != nil {
 			return nil, err
 		}
@@ -713,7 +718,7 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 	tail := &outputTail{w: output}
 	c.Stdout = tail
 	c.Stderr = tail
-	stopWatch := watchFree(r.Target)
+	stopWatch := watchFree(r.Dir) // the target's filesystem; a layered refresh has no target yet
 	if err := c.Start(); err != nil {
 		stopWatch()
 		return 0, spaceSigns{}, 0, err
@@ -773,13 +778,22 @@ func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.C
 	// The shim records the warm build's cargo calls in the base's
 	// warm-units/, which the sealed store must leave writable.
 	writable = append(writable, store.BaseFiles(r.Dir).WarmUnits)
+	binds := []sandbox.Bind{{Source: r.Src, Target: r.MntSrc}}
+	var overlays []sandbox.Overlay
+	if l := r.layer; l != nil {
+		// A layered refresh: the seed's target under the base's layer.
+		if err := resetLayerWork(r); err != nil {
+			return nil, err
+		}
+		overlays = append(overlays, sandbox.Overlay{Lower: l.Lower, Upper: l.Upper, Work: layerWork(r), Target: r.MntTarget, Volatile: true})
+	} else {
+		binds = append(binds, sandbox.Bind{Source: r.Target, Target: r.MntTarget})
+	}
 	return sandbox.Command(sandbox.Plan{
-		Store:    root,
-		Writable: writable,
-		Binds: []sandbox.Bind{
-			{Source: r.Src, Target: r.MntSrc},
-			{Source: r.Target, Target: r.MntTarget},
-		},
+		Store:             root,
+		Writable:          writable,
+		Binds:             binds,
+		Overlays:          overlays,
 		Dir:               src,
 		Argv:              []string{"sh", "-c", command},
 		Env:               env,
@@ -869,7 +883,9 @@ func Discard(o Options, id string) error {
 	if err := o.Repo.WorktreeRemove(o.Store.Base(id).Src); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	// RemoveTree: a layered refresh's overlay work dir holds a directory
+	// without permissions.
+	if err := fork.RemoveTree(dir); err != nil {
 		return err
 	}
 	return atomicfile.SyncDir(o.Store.BasesDir())

@@ -191,12 +191,16 @@ func chooseSeed(s *store.Store, p *Plan, prune bool) (seed *Record, why string) 
 	return nil, "cold: no ready base with this fingerprint to seed from"
 }
 
-// cloneSeed clones seed's target as r's (reflink where the store's
-// filesystem clones, else a copy). It needs nothing of r's checkout, so
-// build runs it while git checks the commit out.
+// cloneSeed gives r its seed's target the way r.SeedBy says: a clone
+// (reflink), a copy, or an empty layer over it (startLayer). It needs
+// nothing of r's checkout, so build runs it while git checks the commit
+// out.
 func cloneSeed(r, seed *Record) error {
+	if r.SeedBy == SeedByLayer {
+		return startLayer(r, seed)
+	}
 	b := fork.Copy()
-	if ok, _ := fork.CanReflink(r.Dir); ok {
+	if r.SeedBy == SeedByReflink {
 		b = fork.Reflink()
 	}
 	// The fork backends make AgentDir/target, which is the base's target.
@@ -241,10 +245,16 @@ func seedFrom(o Options, r, seed *Record) (StampCount, error) {
 	if _, err := freshness.FreshenSkipped(r.Src, plan, time.Now()); err != nil {
 		return StampCount{}, err
 	}
-	if r.LinkRebuilds, err = freshness.LinkRebuilds(in, r.Target, o.Store.Dir); err != nil {
+	// Before the warm build, a layer over the seed's target shows the
+	// seed's target, and takes writes in its upper.
+	read, write := r.Target, r.Target
+	if r.layer != nil {
+		read, write = r.layer.Lower, r.layer.Upper
+	}
+	if r.LinkRebuilds, err = freshness.LinkRebuilds(in, read, o.Store.Dir); err != nil {
 		return StampCount{}, err
 	}
-	if err := freshness.EmptyDepInfo(r.Target, r.LinkRebuilds); err != nil {
+	if err := freshness.EmptyDepInfo(write, r.LinkRebuilds); err != nil {
 		return StampCount{}, err
 	}
 	return StampCount{Files: st.Files, Dirs: st.Dirs}, nil
@@ -284,6 +294,9 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 			if err := warmOne(ctx, o, p, r, w, shimDir); err != nil {
 				return err
 			}
+		}
+		if err := foldLayer(o, r); err != nil {
+			return err
 		}
 		obs, err := units.Observe(r.Target, wu)
 		if err == nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -42,7 +41,7 @@ func warmOne(ctx context.Context, o Options, p *Plan, r *Record, w WarmCommand, 
 	log := &targetLog{w: out}
 	var rustcCache rustcInfo
 	if clippyCommand(w.Command) {
-		rustcCache = saveRustcInfo(r.Target)
+		rustcCache = saveRustcInfo(r)
 	}
 	start := time.Now()
 	code, signs, cpu, err := runWarm(ctx, o, r, w.Command, shimDir, log)
@@ -119,38 +118,45 @@ func warmOne(ctx context.Context, o Options, p *Plan, r *Record, w WarmCommand, 
 // Builds, tests and checks are what agents run first, so a clippy command
 // leaves each cache file as it found it.
 
-// rustcInfo holds the rustc-info cache files of a target, by path.
-type rustcInfo map[string][]byte
+// rustcInfo holds the rustc-info cache files of a base's target, by path
+// inside it.
+type rustcInfo struct {
+	r     *Record
+	files map[string][]byte
+}
 
 // rustcInfoName is Cargo's cache file in a target (build) dir.
 const rustcInfoName = ".rustc_info.json"
 
-// saveRustcInfo reads the rustc-info cache of target and of every nested
-// workspace's target in it. What cannot be read is not kept.
-func saveRustcInfo(target string) rustcInfo {
-	saved := rustcInfo{}
-	add := func(p string) {
-		if b, err := os.ReadFile(p); err == nil {
-			saved[p] = b
+// saveRustcInfo reads the rustc-info cache of r's target and of every
+// nested workspace's target in it, as the warm build sees them (r.shown).
+// What cannot be read is not kept.
+func saveRustcInfo(r *Record) rustcInfo {
+	saved := rustcInfo{r: r, files: map[string][]byte{}}
+	nested, _ := filepath.Rel(r.Target, store.NestedTargets(r.Target))
+	for _, rel := range append([]string{rustcInfoName}, namesBelow(r.targetRoots(), nested, rustcInfoName)...) {
+		if p, ok := r.shown(rel); ok {
+			if b, err := os.ReadFile(p); err == nil {
+				saved.files[rel] = b
+			}
 		}
 	}
-	add(filepath.Join(target, rustcInfoName))
-	filepath.WalkDir(store.NestedTargets(target), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() && d.Name() == rustcInfoName {
-			add(p)
-		}
-		return nil
-	})
 	return saved
 }
 
 // restore writes back each saved file that changed since.
 func (saved rustcInfo) restore() error {
-	for p, b := range saved {
-		if now, err := os.ReadFile(p); err == nil && bytes.Equal(now, b) {
-			continue
+	for rel, b := range saved.files {
+		if p, ok := saved.r.shown(rel); ok {
+			if now, err := os.ReadFile(p); err == nil && bytes.Equal(now, b) {
+				continue
+			}
 		}
-		if err := atomicfile.WriteFile(p, b, 0o644); err != nil {
+		p, err := saved.r.writable(rel)
+		if err == nil {
+			err = atomicfile.WriteFile(p, b, 0o644)
+		}
+		if err != nil {
 			return fmt.Errorf("restore Cargo's rustc-info cache after clippy: %w", err)
 		}
 	}

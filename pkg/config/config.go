@@ -155,6 +155,11 @@ type Settings struct {
 	// ([base] prune, default true). Off, only a base with the same unit
 	// inputs seeds.
 	Prune bool
+	// Layered lets a refresh on a store whose filesystem cannot clone
+	// files build on an overlay of its seed's target instead of a copy of
+	// it ([base] layered, default true; package base's Layered refreshes).
+	// Off, such a refresh copies the seed's target first.
+	Layered bool
 	// Freshness is how Cargo decides a unit is fresh in the bases built
 	// ([base] freshness): FreshnessMtime (the default) or
 	// FreshnessChecksum, which needs a nightly toolchain. Part of the base
@@ -309,6 +314,7 @@ func load(repoRoot string, env Env, goos string) (*Settings, error) {
 		DemandWindow: DefaultDemandWindow,
 		DemandBudget: DefaultDemandBudget,
 		Prune:        true,
+		Layered:      true,
 		Freshness:    FreshnessMtime,
 		BranchPrefix: defaultBranchPrefix,
 		Backend:      "auto",
@@ -362,6 +368,9 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	}
 	if t.Base.Prune != nil {
 		s.Prune = *t.Base.Prune
+	}
+	if t.Base.Layered != nil {
+		s.Layered = *t.Base.Layered
 	}
 	if t.Base.KeepGoing != nil {
 		s.KeepGoing = *t.Base.KeepGoing

@@ -64,6 +64,7 @@ func defaults() Settings {
 		DemandWindow:   7 * 24 * time.Hour,
 		DemandBudget:   1,
 		Prune:          true,
+		Layered:        true,
 		Freshness:      "mtime",
 		KeepGoing:      true,
 		BranchPrefix:   "ferry/",
@@ -133,6 +134,7 @@ dir = "/srv/ferry"
 [base]
 warm = ["cargo check --workspace", "cargo test --no-run"]
 prune = false
+layered = false
 keep-going = true
 freshness = "checksum"
 demand = false
@@ -558,7 +560,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "unknown key in a platform table",
 			file: "[platform.linux.base]\nwarm = [\"x\"]\npruning = false\n",
 			msg:  []string{`@:3: unknown key "platform.linux.base.pruning"`},
-			hint: []string{"[platform.linux.base] takes: warm, keep-going, prune, freshness"},
+			hint: []string{"[platform.linux.base] takes: warm, keep-going, prune, layered, freshness"},
 		},
 		{
 			name: "misplaced key in a platform table is suggested within it",

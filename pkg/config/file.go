@@ -50,6 +50,7 @@ type baseTable struct {
 	Warm      *any    `toml:"warm"`
 	KeepGoing *bool   `toml:"keep-going"`
 	Prune     *bool   `toml:"prune"`
+	Layered   *bool   `toml:"layered"`
 	Freshness *string `toml:"freshness"`
 	// Learning from what agents build (package demand).
 	Demand       *bool    `toml:"demand"`
@@ -105,6 +106,7 @@ func (t *tables) override(o *tables) {
 	set(&t.Store.Dir, o.Store.Dir)
 	set(&t.Base.Warm, o.Base.Warm)
 	set(&t.Base.Prune, o.Base.Prune)
+	set(&t.Base.Layered, o.Base.Layered)
 	set(&t.Base.KeepGoing, o.Base.KeepGoing)
 	set(&t.Base.Freshness, o.Base.Freshness)
 	set(&t.Base.Demand, o.Base.Demand)

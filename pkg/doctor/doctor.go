@@ -60,6 +60,7 @@ const (
 	CheckOverlay    = platform.CheckOverlay // an unprivileged overlay with its upper in the store
 	CheckFilesystem = "filesystem"          // the store's filesystem
 	CheckReflink    = platform.CheckReflink // clones in the store
+	CheckRefresh    = "refresh"             // how a new commit's base starts from an older one's target
 	CheckBases      = "bases"               // ready bases still hold what they were built with
 	CheckRemap      = "remap"               // the toolchain keeps rustc's incremental state across worktrees (remap mode)
 	CheckFreshness  = "freshness"           // [base] freshness, and whether the toolchain can do checksum
@@ -349,6 +350,7 @@ func (r *Report) inRepo(o Options, userns Check) {
 	if c := r.Check(CheckReflink); used != nil && c.Blocker != nil {
 		withoutClones(c, used)
 	}
+	r.Checks = append(r.Checks, checkRefresh(o.Host, dir, reflink.Status == OK, sp.Isolation == IsolationHost, s.Layered))
 	remap := checkRemap(o.Repo, s.RemapPaths, sp.Isolation)
 	r.Checks = append(r.Checks, remap)
 	if remap.Status == Blocked && r.err == nil {
@@ -632,6 +634,34 @@ func checkOverlay(h platform.Host, dir string, needed bool) Check {
 	}
 	if c.Status != OK && needed {
 		c.Status = Blocked
+	}
+	return c
+}
+
+// checkRefresh says how a refresh (the base of a new commit, seeded from an
+// older base) starts from its seed's target here: base.SeedMethod over this
+// host's probes. A copy is a warning: each refresh then costs the target's
+// size in time and disk.
+func checkRefresh(h platform.Host, dir string, clones, hostPaths, layered bool) Check {
+	c := Check{Name: CheckRefresh, Path: dir, Status: OK}
+	method, why := base.SeedMethod(base.SeedHost{StoreDir: dir, Clones: clones, HostPaths: hostPaths, Layered: layered,
+		OverlayProbe: func() (*platform.Blocker, error) { return h.OverlayBlocker(dir) }})
+	switch method {
+	case base.SeedByReflink:
+		c.Detail = "a refresh clones its seed's target (reflink): it costs a link per file and the blocks its build writes"
+	case base.SeedByLayer:
+		c.Detail = "a refresh builds on an overlay of its seed's target and links the unchanged files in (layered): it costs the change, and takes on disk what its build writes"
+	default:
+		c.Status = Warning
+		c.Detail = "a refresh copies its seed's whole target first, in time and on disk: " + why
+		switch {
+		case !layered && !hostPaths:
+			c.Hint = "set [base] layered = true in ferry.toml"
+		case hostPaths:
+			c.Hint = "let bases build in the namespace sandbox (see the userns check), or put the store on XFS with reflink=1 or btrfs (FERRY_HOME or [store] dir)"
+		default:
+			c.Hint = "put the store on XFS with reflink=1 or btrfs (FERRY_HOME or [store] dir), or fix what keeps the overlay from mounting (see the overlay check)"
+		}
 	}
 	return c
 }

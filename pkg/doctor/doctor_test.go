@@ -57,7 +57,7 @@ func inRepo(h platform.Host, parent, backend, mode string) Options {
 	return Options{
 		Host:     h,
 		Repo:     "/src/project",
-		Settings: &config.Settings{StoreParent: parent, Backend: backend, SandboxMode: mode},
+		Settings: &config.Settings{StoreParent: parent, Backend: backend, SandboxMode: mode, Layered: true},
 		Store:    testStore(parent),
 	}
 }
@@ -283,6 +283,15 @@ func TestRealMachine(t *testing.T) {
 				!strings.HasPrefix(j.Spawn.BackendReason, "auto: ") || !strings.Contains(j.Spawn.BackendReason, s.fs) {
 				t.Errorf("spawn %+v", j.Spawn)
 			}
+			// A refresh clones where the store clones, else builds on a
+			// layer.
+			wantRefresh := "reflink"
+			if s.backend != "reflink" {
+				wantRefresh = "layered"
+			}
+			if c := r.Check(CheckRefresh); c.Status != OK || !strings.Contains(c.Detail, "("+wantRefresh+")") {
+				t.Errorf("refresh: %s %q, want ok naming %s", c.Status, c.Detail, wantRefresh)
+			}
 			if j.ExitCode != 0 || r.Err() != nil {
 				t.Errorf("exit %d: %v", j.ExitCode, r.Err())
 			}
@@ -327,13 +336,14 @@ func TestWhatSpawnWouldDo(t *testing.T) {
 		spawnBackend        string
 		reflinkStatus       Status
 		isolation           string
+		refresh             Status // layered (ok) in the sandbox; a copy (warning) at host paths
 	}{
-		{"copy set", "copy", "auto", 0, "copy", Warning, IsolationSandbox},
-		{"reflink set where the store cannot clone", "reflink", "auto", 4, "", Blocked, IsolationSandbox},
-		{"overlay set", "overlay", "on", 0, "overlay", Warning, IsolationSandbox},
-		{"auto: overlay where clones do not work", "auto", "auto", 0, "overlay", Warning, IsolationSandbox},
-		{"sandbox off: auto picks copy, never the overlay", "auto", "off", 0, "copy", Warning, IsolationHost},
-		{"sandbox off: the overlay is refused", "overlay", "off", 6, "", Warning, IsolationHost},
+		{"copy set", "copy", "auto", 0, "copy", Warning, IsolationSandbox, OK},
+		{"reflink set where the store cannot clone", "reflink", "auto", 4, "", Blocked, IsolationSandbox, OK},
+		{"overlay set", "overlay", "on", 0, "overlay", Warning, IsolationSandbox, OK},
+		{"auto: overlay where clones do not work", "auto", "auto", 0, "overlay", Warning, IsolationSandbox, OK},
+		{"sandbox off: auto picks copy, never the overlay", "auto", "off", 0, "copy", Warning, IsolationHost, Warning},
+		{"sandbox off: the overlay is refused", "overlay", "off", 6, "", Warning, IsolationHost, Warning},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -343,6 +353,9 @@ func TestWhatSpawnWouldDo(t *testing.T) {
 				t.Errorf("exit %d, spawn %+v, reflink %s; want exit %d, backend %q, isolation %s, reflink %s",
 					r.ExitCode, *r.Spawn, r.Check(CheckReflink).Status, c.exit, c.spawnBackend, c.isolation, c.reflinkStatus)
 			}
+			if rc := r.Check(CheckRefresh); rc.Status != c.refresh || (rc.Status == Warning && !strings.Contains(rc.Detail, "host paths")) {
+				t.Errorf("refresh check %+v, want %s", rc, c.refresh)
+			}
 		})
 	}
 	t.Run("overlay set and unavailable", func(t *testing.T) {
@@ -350,6 +363,18 @@ func TestWhatSpawnWouldDo(t *testing.T) {
 		r := Run(inRepo(old, filepath.Join(ext4, "old"), "overlay", "auto"))
 		if c := r.Check(CheckOverlay); c.Status != Blocked || c.Blocker == nil || c.Blocker.Setting != platform.SettingKernelRelease {
 			t.Errorf("overlay check %+v", c)
+		}
+		// A refresh copies then, and says why.
+		if c := r.Check(CheckRefresh); c.Status != Warning || !strings.Contains(c.Detail, "copies") || !strings.Contains(c.Detail, "overlay") || c.Hint == "" {
+			t.Errorf("refresh check %+v", c)
+		}
+	})
+	t.Run("layered off", func(t *testing.T) {
+		o := inRepo(h, filepath.Join(ext4, "flat"), "auto", "auto")
+		o.Settings.Layered = false
+		r := Run(o)
+		if c := r.Check(CheckRefresh); c.Status != Warning || !strings.Contains(c.Detail, "[base] layered is off") || !strings.Contains(c.Hint, "layered = true") {
+			t.Errorf("refresh check %+v", c)
 		}
 	})
 }

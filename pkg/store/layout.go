@@ -28,6 +28,7 @@ import (
 //	      base.json src/ target/
 //	      warm-units/                 the shim's records of the warm build's cargo calls (package units)
 //	      relocation.json             built at host paths: what forks remove from target/ (package relocate)
+//	      layer/upper/ layer/work/    while a layered refresh builds: its overlay over the seed's target (package base)
 //	    bases/<commit>-<fp>.lock
 //	    agents/<name>/
 //	      agent.json lock busy.lock
@@ -45,7 +46,7 @@ var Names = []string{
 	"bin", "cargo", "ferry-rustc", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
-	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending",
+	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending", "layer",
 }
 
 // ShimDir is where the shim is installed as cargo: <parent>/bin.
@@ -153,7 +154,11 @@ type Base struct {
 	// namespace sandbox: what a fork of its target removes (package
 	// relocate).
 	Relocation string
-	Lock       string
+	// Layer holds, while a layered refresh builds (package base), the
+	// overlay it writes into: upper/ over the seed's target, and work/.
+	// The upper becomes the target when the warm build is done.
+	Layer string
+	Lock  string
 }
 
 // Base returns the paths of base id.
@@ -167,7 +172,7 @@ func (s *Store) Base(id string) Base {
 // lives beside the directory).
 func BaseFiles(dir string) Base {
 	return Base{Dir: dir, Record: filepath.Join(dir, "base.json"), Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target"),
-		WarmUnits: filepath.Join(dir, "warm-units"), Relocation: filepath.Join(dir, "relocation.json")}
+		WarmUnits: filepath.Join(dir, "warm-units"), Relocation: filepath.Join(dir, "relocation.json"), Layer: filepath.Join(dir, "layer")}
 }
 
 // Agent names the paths of one agent.

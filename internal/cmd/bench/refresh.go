@@ -22,9 +22,18 @@ import (
 type refreshRun struct {
 	cold, leaf, manifest       time.Duration // ferry base, process wall time
 	leafSeeded, manifestSeeded bool
+	leafBy                     string        // how the leaf refresh started from its seed (seed_by)
 	plainLeaf, plainManifest   time.Duration // incremental cargo build of the same change
 	clone                      time.Duration // cloning the base's target alone
 	addedBytes                 int64         // what the leaf refresh took from the filesystem
+	written                    int64         // what its warm build wrote (a layered refresh's own bytes), 0 unknown
+	// The same kind of edit refreshed by a copy of the seed ([base]
+	// layered = false), where the leaf refresh was layered, with its limit.
+	copied, plainCopied time.Duration
+	copiedBytes         int64
+	// An agent's spawn and first build from the base one and eight
+	// layered refreshes deep (round 1 only).
+	depth1, depth8 []time.Duration
 }
 
 // runRefresh measures refreshing a base: the fixture and, with large > 0,
@@ -55,7 +64,7 @@ func runRefresh(bin string, n, large int, xfs string) error {
 		var runs []refreshRun
 		for i := 0; i < n; i++ {
 			dir := filepath.Join(root, fmt.Sprintf("%s-%d", set.dirName(), i))
-			r, err := refreshRound(bin, dir, set.opts)
+			r, err := refreshRound(bin, dir, set.opts, n, i == 0)
 			if err != nil {
 				return err
 			}
@@ -80,29 +89,55 @@ func runRefresh(bin string, n, large int, xfs string) error {
 		fmt.Printf("  %-62s %9s\n", "build", "seconds")
 		row := func(name string, d time.Duration) { fmt.Printf("  %-62s %9.2f\n", name, d.Seconds()) }
 		row("cold base (ferry base --cold)", cold)
-		row(fmt.Sprintf("ferry base after a one-leaf edit (%s)", seededWord(runs[0].leafSeeded)), leaf)
+		row(fmt.Sprintf("ferry base after a one-leaf edit (%s)", seededWord(runs[0].leafSeeded, runs[0].leafBy)), leaf)
 		row("  limit: incremental cargo build of that edit, warm checkout", plainLeaf)
 		row("  cloning the base's target alone", clone)
-		row(fmt.Sprintf("ferry base after a Cargo.toml change (%s)", seededWord(runs[0].manifestSeeded)), manifest)
+		layered := runs[0].leafBy == "layer"
+		if layered {
+			copied := med(func(r refreshRun) time.Duration { return r.copied })
+			plainCopied := med(func(r refreshRun) time.Duration { return r.plainCopied })
+			row("ferry base after another one-leaf edit, copying ([base] layered = false)", copied)
+			row("  limit: incremental cargo build of that edit, warm checkout", plainCopied)
+			fmt.Printf("  %-62s %8.2fx\n", "layered refresh / copying refresh (each over its limit)", (leaf.Seconds()/plainLeaf.Seconds())/(copied.Seconds()/plainCopied.Seconds()))
+		}
+		row(fmt.Sprintf("ferry base after a Cargo.toml change (%s)", seededWord(runs[0].manifestSeeded, "")), manifest)
 		row("  limit: incremental cargo build of that change, warm checkout", plainManifest)
-		fmt.Printf("  %-62s %8.2fx  (goal <= 1.3x)\n", "leaf refresh / (incremental build + clone)", leaf.Seconds()/(plainLeaf+clone).Seconds())
+		fmt.Printf("  %-62s %8.2fx  (goal <= 1.3x)\n", "leaf refresh / incremental build", leaf.Seconds()/plainLeaf.Seconds())
 		fmt.Printf("  %-62s %8.1fx\n", "cold base / leaf refresh", cold.Seconds()/leaf.Seconds())
-		fmt.Printf("  %-62s %7.1f MB\n", "disk the leaf refresh took (filesystem free space, median)", float64(medianBytes(runs))/1e6)
+		added := medianBytes(runs, func(r refreshRun) int64 { return r.addedBytes })
+		fmt.Printf("  %-62s %7.1f MB\n", "disk the leaf refresh took (filesystem free space, median)", float64(added)/1e6)
+		if written := medianBytes(runs, func(r refreshRun) int64 { return r.written }); written > 0 {
+			fmt.Printf("  %-62s %7.1f MB\n", "  bytes its warm build wrote (the layer's own files)", float64(written)/1e6)
+			fmt.Printf("  %-62s %8.2fx  (goal <= 2x)\n", "  disk taken / bytes written", float64(added)/float64(written))
+		}
+		if layered {
+			fmt.Printf("  %-62s %7.1f MB\n", "disk the copying refresh took", float64(medianBytes(runs, func(r refreshRun) int64 { return r.copiedBytes }))/1e6)
+		}
+		if d1, d8 := median(runs[0].depth1), median(runs[0].depth8); d1 > 0 && d8 > 0 {
+			row(fmt.Sprintf("agent spawn + first build, base 1 layered refresh deep (median of %d)", len(runs[0].depth1)), d1)
+			row("agent spawn + first build, base 8 layered refreshes deep", d8)
+			fmt.Printf("  %-62s %8.2fx  (goal <= 1.1x)\n", "depth 8 / depth 1", d8.Seconds()/d1.Seconds())
+		}
 	}
 	return nil
 }
 
-func seededWord(seeded bool) string {
-	if seeded {
-		return "seeded"
+func seededWord(seeded bool, by string) string {
+	switch {
+	case !seeded:
+		return "cold: other unit inputs"
+	case by == "layer":
+		return "seeded, layered"
+	case by != "":
+		return "seeded, " + by
 	}
-	return "cold: other unit inputs"
+	return "seeded"
 }
 
-func medianBytes(runs []refreshRun) int64 {
+func medianBytes(runs []refreshRun, f func(refreshRun) int64) int64 {
 	var ds []time.Duration
 	for _, r := range runs {
-		ds = append(ds, time.Duration(r.addedBytes))
+		ds = append(ds, time.Duration(f(r)))
 	}
 	return int64(median(ds))
 }
@@ -110,13 +145,16 @@ func medianBytes(runs []refreshRun) int64 {
 // refreshRound generates a workspace in dir, builds its base cold, then the
 // base of a one-leaf edit and of a manifest change, each timed with the
 // same change built incrementally in a warm plain checkout.
-func refreshRound(bin, dir string, opts fixture.Options) (refreshRun, error) {
+func refreshRound(bin, dir string, opts fixture.Options, n int, depth bool) (refreshRun, error) {
 	var r refreshRun
 	repo, err := fixture.Generate(filepath.Join(dir, "repo"), opts)
 	if err != nil {
 		return r, err
 	}
-	os.WriteFile(filepath.Join(repo.Dir, "ferry.toml"), []byte(fmt.Sprintf("[base]\nwarm = [%q]\n", benchWarm)), 0o644)
+	config := func(layered bool) {
+		os.WriteFile(filepath.Join(repo.Dir, "ferry.toml"), []byte(fmt.Sprintf("[base]\nwarm = [%q]\nlayered = %t\n", benchWarm, layered)), 0o644)
+	}
+	config(true)
 	os.WriteFile(filepath.Join(repo.Dir, ".git", "info", "exclude"), []byte("ferry.toml\n"), 0o644)
 	home := filepath.Join(dir, "home")
 	base := func(args ...string) (time.Duration, map[string]any, error) {
@@ -150,34 +188,74 @@ func refreshRound(bin, dir string, opts fixture.Options) (refreshRun, error) {
 	if r.cold, rec, err = base("--cold"); err != nil {
 		return r, err
 	}
-	change := func(edit func() error, msg string, seeded *bool) (time.Duration, time.Duration, int64, error) {
+	// change commits an edit, refreshes the base and builds the edit in
+	// the plain checkout; it returns the refresh's record too.
+	type changed struct {
+		refresh, plain time.Duration
+		added          int64
+		rec            map[string]any
+	}
+	change := func(edit func() error, msg string) (changed, error) {
+		var ch changed
 		if err := edit(); err != nil {
-			return 0, 0, 0, err
+			return ch, err
 		}
 		c, err := repo.Commit(msg)
 		if err != nil {
-			return 0, 0, 0, err
+			return ch, err
 		}
 		free := freeBytes(home)
-		d, rec, err := base("--rev", c)
-		if err != nil {
-			return 0, 0, 0, err
+		if ch.refresh, ch.rec, err = base("--rev", c); err != nil {
+			return ch, err
 		}
-		added := free - freeBytes(home)
-		*seeded = rec["seed"] != nil && rec["seed"] != ""
+		ch.added = free - freeBytes(home)
 		if _, err := exec.Command("git", "-C", plain, "checkout", "-q", "--detach", c).CombinedOutput(); err != nil {
-			return 0, 0, 0, err
+			return ch, err
 		}
-		p, err := sh(plain, plainEnv, benchWarm)
-		return d, p, added, err
+		ch.plain, err = sh(plain, plainEnv, benchWarm)
+		return ch, err
+	}
+	seededBy := func(rec map[string]any) (bool, string) {
+		by, _ := rec["seed_by"].(string)
+		return rec["seed"] != nil && rec["seed"] != "", by
 	}
 	leaf := fixture.LibPath(fixture.ChainC)
-	if r.leaf, r.plainLeaf, r.addedBytes, err = change(func() error { return repo.Append(leaf, "\n// edited\n") }, "leaf edit", &r.leafSeeded); err != nil {
+	ch, err := change(func() error { return repo.Append(leaf, "\n// edited\n") }, "leaf edit")
+	if err != nil {
 		return r, err
 	}
+	r.leaf, r.plainLeaf, r.addedBytes = ch.refresh, ch.plain, ch.added
+	r.leafSeeded, r.leafBy = seededBy(ch.rec)
+	if layer, ok := ch.rec["layer"].(map[string]any); ok {
+		own, _ := layer["own_bytes"].(float64)
+		r.written = int64(own)
+	}
+	if r.leafBy == "layer" {
+		// The same kind of edit, refreshed the way it was before layers.
+		config(false)
+		ch, err := change(func() error { return repo.Append(leaf, "\n// edited again\n") }, "leaf edit, copied")
+		config(true)
+		if err != nil {
+			return r, err
+		}
+		if _, by := seededBy(ch.rec); by != "copy" {
+			return r, fmt.Errorf("the refresh with [base] layered = false started from its seed by %q, not a copy", by)
+		}
+		r.copied, r.plainCopied, r.copiedBytes = ch.refresh, ch.plain, ch.added
+	}
 	manifest := fixture.CrateDir(fixture.ChainC) + "/Cargo.toml"
-	if r.manifest, r.plainManifest, _, err = change(func() error { return repo.Append(manifest, "\n[features]\nextra = []\n") }, "manifest change", &r.manifestSeeded); err != nil {
+	if ch, err = change(func() error { return repo.Append(manifest, "\n[features]\nextra = []\n") }, "manifest change"); err != nil {
 		return r, err
+	}
+	r.manifest, r.plainManifest = ch.refresh, ch.plain
+	r.manifestSeeded, _ = seededBy(ch.rec)
+	if depth && r.leafBy == "layer" {
+		if r.depth1, r.depth8, err = depthAgents(bin, repo, home, dir, n, func(i int) (map[string]any, error) {
+			ch, err := change(func() error { return repo.Append(leaf, fmt.Sprintf("\n// deep %d\n", i)) }, fmt.Sprintf("deep %d", i))
+			return ch.rec, err
+		}); err != nil {
+			return r, err
+		}
 	}
 	// Cloning the target alone, as a refresh does first: timed last,
 	// since deleting a clone of a large target leaves the filesystem
@@ -212,4 +290,50 @@ func freeBytes(dir string) int64 {
 			return 0
 		}
 	}
+}
+
+// depthAgents refreshes the base eight times in a row (refresh(i) commits
+// the i-th edit and refreshes), each layered on the one before, then times
+// an agent's spawn and first build (through the shim) from the first and
+// from the eighth, n times each, alternating.
+func depthAgents(bin string, repo *fixture.Repo, home, dir string, n int, refresh func(i int) (map[string]any, error)) (d1, d8 []time.Duration, err error) {
+	var commits []string
+	for i := 1; i <= 8; i++ {
+		rec, err := refresh(i)
+		if err != nil {
+			return nil, nil, err
+		}
+		if by, _ := rec["seed_by"].(string); by != "layer" {
+			return nil, nil, fmt.Errorf("refresh %d of the chain started from its seed by %q, not a layer", i, by)
+		}
+		c, _ := rec["commit"].(string)
+		commits = append(commits, c)
+	}
+	w := &ws{name: "depth", dir: dir, repo: repo, bin: bin, home: home}
+	env := w.shimEnv()
+	for k := 0; k < n; k++ {
+		for _, at := range []struct {
+			commit string
+			out    *[]time.Duration
+		}{{commits[0], &d1}, {commits[7], &d8}} {
+			name := fmt.Sprintf("depth-%d", k)
+			t := time.Now()
+			out, _, _, err := w.ferry("spawn", name, "--from", at.commit, "--json")
+			if err != nil {
+				return nil, nil, err
+			}
+			var rec spawnRecord
+			if err := json.Unmarshal(out, &rec); err != nil {
+				return nil, nil, err
+			}
+			if _, err := sh(rec.Worktree, env, benchWarm); err != nil {
+				return nil, nil, err
+			}
+			*at.out = append(*at.out, time.Since(t))
+			if err := w.removeAgent(name); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return d1, d8, nil
 }

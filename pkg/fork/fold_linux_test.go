@@ -1,0 +1,212 @@
+package fork
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// foldLower is a lower layer with every kind of entry the writes below can
+// touch: files, a hard-linked pair, symlinks, nested and read-only
+// directories, and a subtree nothing writes.
+func foldLower() []entry {
+	return []entry{
+		{"a", 'd', 0o755, ""},
+		{"a/file1", 'f', 0o644, "one"},
+		{"a/file2", 'f', 0o644, "two"},
+		{"a/link", 'l', 0, "file1"},
+		{"a/hard1", 'f', 0o644, "hard"},
+		{"a/hard2", 'h', 0, "a/hard1"},
+		{"a/sub", 'd', 0o755, ""},
+		{"a/sub/deep", 'f', 0o644, "deep"},
+		{"gone", 'd', 0o755, ""},
+		{"gone/x", 'f', 0o644, "x"},
+		{"replaced", 'd', 0o755, ""},
+		{"replaced/y", 'f', 0o644, "y"},
+		{"f2d", 'f', 0o644, "file becoming a dir"},
+		{"d2f", 'd', 0o755, ""},
+		{"d2f/z", 'f', 0o644, "z"},
+		{"keep", 'd', 0o750, ""},
+		{"keep/nested", 'd', 0o755, ""},
+		{"keep/nested/file", 'f', 0o600, "kept"},
+		{"keep/nested/pair", 'h', 0, "keep/nested/file"},
+		{"keep/pair", 'h', 0, "keep/nested/file"},
+		{"keep/sealed", 'd', 0o555, ""},
+		{"keep/sealed/ro", 'f', 0o444, "read-only"},
+		{"keep/dangling", 'l', 0, "../nowhere"},
+		{"ro", 'd', 0o555, ""},
+		{"ro/inside", 'f', 0o444, "in a read-only dir"},
+	}
+}
+
+// Folding an overlay's upper dir gives, as a plain directory, exactly the
+// tree the overlay showed: the same entries, permissions, bytes, link texts
+// and mtimes (directories' included), with every file only the lower had a
+// hard link of the lower's inode, links inside either layer kept, no
+// whiteout and no overlayfs attribute left, and the lower unchanged.
+func TestFoldIsTheMergedView(t *testing.T) {
+	dir := testDir(t, "")
+	needOverlay(t, dir)
+	if !inOverlayNS() {
+		runInOverlayNS(t)
+		return
+	}
+	lower := filepath.Join(dir, "lower")
+	makeTarget(t, lower, foldLower())
+	before := snapshot(t, lower)
+	agent := filepath.Join(dir, "layer")
+	if err := os.Mkdir(agent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := Paths{BaseTarget: lower, AgentDir: agent}
+	if _, err := Overlay().Fork(p); err != nil {
+		t.Fatal(err)
+	}
+	spec := Overlay().TargetSpec(p).Overlay
+	v := mountView(t, spec)
+	at := func(rel string) string { return filepath.Join(v, rel) }
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What a build does: truncate and rewrite, append, remove, replace a
+	// directory (overlayfs marks the new one opaque), turn a file into a
+	// directory and back, rename, link, chmod, touch, and write new trees.
+	must(os.WriteFile(at("a/file1"), []byte("ONE"), 0o644))
+	f, err := os.OpenFile(at("a/file2"), os.O_APPEND|os.O_WRONLY, 0)
+	must(err)
+	f.WriteString(" more")
+	must(f.Close())
+	must(os.Remove(at("a/hard2")))
+	must(os.RemoveAll(at("gone")))
+	must(os.RemoveAll(at("replaced")))
+	must(os.Mkdir(at("replaced"), 0o755))
+	must(os.WriteFile(at("replaced/new"), []byte("new"), 0o644))
+	must(os.Remove(at("f2d")))
+	must(os.Mkdir(at("f2d"), 0o711))
+	must(os.WriteFile(at("f2d/inside"), []byte("inside"), 0o600))
+	must(os.RemoveAll(at("d2f")))
+	must(os.WriteFile(at("d2f"), []byte("now a file"), 0o640))
+	must(os.Rename(at("a/file2"), at("a/file2-renamed")))
+	must(os.Link(at("a/file1"), at("a/file1-link")))
+	must(os.Chmod(at("a/sub/deep"), 0o600))
+	must(unix.UtimesNanoAt(unix.AT_FDCWD, at("a/sub"), []unix.Timespec{timeOf(90), timeOf(90)}, 0))
+	must(os.MkdirAll(at("newdir/n1"), 0o755))
+	must(os.WriteFile(at("newdir/n1/file"), []byte("brand new"), 0o644))
+	must(os.Symlink("n1/file", at("newdir/ln")))
+	merged := snapshot(t, v)
+	unmountView(t, v)
+
+	// Show finds, outside the namespace, what the overlay showed.
+	layers := Layers{Lower: lower, Upper: spec.Upper}
+	for rel, n := range merged {
+		if rel == "." || n.mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		p, ok := layers.Show(rel)
+		if !ok {
+			t.Errorf("Show(%s) finds nothing; the overlay showed it", rel)
+			continue
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != n.data {
+			t.Errorf("Show(%s) = %s, which holds %q (%v); the overlay showed %q", rel, p, b, err, n.data)
+		}
+	}
+	for _, rel := range []string{"a/hard2", "gone", "gone/x", "replaced/y", "d2f/z", "f2d/nothing", "a/file2"} {
+		if p, ok := layers.Show(rel); ok {
+			t.Errorf("Show(%s) = %s; the overlay showed nothing there", rel, p)
+		}
+	}
+
+	// Hiding an entry offline is removing it through the overlay.
+	if err := layers.Hide("keep/nested"); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := layers.Show("keep/nested/file"); ok {
+		t.Errorf("Show(keep/nested/file) = %s after Hide(keep/nested)", p)
+	}
+	for rel := range merged {
+		if rel == "keep/nested" || strings.HasPrefix(rel, "keep/nested/") {
+			delete(merged, rel)
+		}
+	}
+	keep := merged["keep"]
+	delete(merged, "keep") // its mtime is the removal's
+
+	st, err := Fold(lower, spec.Upper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	folded := snapshot(t, spec.Upper)
+	if folded["keep"].mode != keep.mode {
+		t.Errorf("keep: mode %o after Hide and Fold, %o before", folded["keep"].mode, keep.mode)
+	}
+	delete(folded, "keep")
+	sameTree(t, merged, folded)
+	folded = snapshot(t, spec.Upper)
+	sameTree(t, before, snapshot(t, lower))
+	// Files only the lower had are its inodes; the upper's own are not.
+	low := snapshot(t, lower)
+	for _, rel := range []string{"a/hard1", "keep/sealed/ro", "ro/inside", "a/sub/deep"} {
+		same := folded[rel].id == low[rel].id
+		if want := rel != "a/sub/deep"; same != want {
+			t.Errorf("%s: shares the lower's inode = %t, want %t", rel, same, want)
+		}
+	}
+	if _, ok := folded["keep/nested"]; ok {
+		t.Error("keep/nested, hidden, is in the folded tree")
+	}
+	if folded["keep/pair"].id != low["keep/nested/file"].id {
+		t.Error("keep/pair is no longer a link of the lower's keep/nested/file")
+	}
+	if folded["a/file1"].id != folded["a/file1-link"].id {
+		t.Error("a/file1 and the link made through the overlay are no longer links of each other")
+	}
+	if folded["a/file1"].id == low["a/file1"].id {
+		t.Error("a/file1 was written through the overlay but is the lower's inode")
+	}
+	// Nothing of overlayfs's is left.
+	err = filepath.WalkDir(spec.Upper, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if isWhiteout(path) {
+			t.Errorf("%s: a whiteout is left", path)
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		buf := make([]byte, 4096)
+		k, err := unix.Llistxattr(path, buf)
+		if err != nil {
+			return nil
+		}
+		for _, name := range bytes.Split(buf[:k], []byte{0}) {
+			if strings.Contains(string(name), "overlay.") {
+				t.Errorf("%s: overlayfs's attribute %s is left", path, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Whiteouts == 0 || st.Linked == 0 || st.Dirs == 0 || st.Own == 0 || st.Symlinks == 0 {
+		t.Errorf("Fold's counts miss a kind: %+v", st)
+	}
+	// The folded tree serves as a lower layer again, showing itself.
+	again := Paths{BaseTarget: spec.Upper, AgentDir: filepath.Join(dir, "again")}
+	must(os.Mkdir(again.AgentDir, 0o755))
+	if _, err := Overlay().Fork(again); err != nil {
+		t.Fatal(err)
+	}
+	v2 := mountView(t, Overlay().TargetSpec(again).Overlay)
+	sameTree(t, folded, snapshot(t, v2))
+}

@@ -1,0 +1,29 @@
+//go:build !linux
+
+package fork
+
+import (
+	"errors"
+	"time"
+)
+
+// FoldStats counts what Fold did.
+type FoldStats struct {
+	Own, Linked, Symlinks, Dirs, Whiteouts int
+	OwnBytes                               int64
+	Duration                               time.Duration
+}
+
+// Fold needs overlayfs's layers, which only Linux makes.
+func Fold(lower, upper string) (FoldStats, error) {
+	return FoldStats{}, errors.New("folding an overlay's layers needs Linux")
+}
+
+// Layers is an overlay of one lower dir and its upper, unmounted.
+type Layers struct{ Lower, Upper string }
+
+// Show finds nothing where overlays do not exist.
+func (l Layers) Show(rel string) (string, bool) { return "", false }
+
+// Hide needs overlayfs.
+func (l Layers) Hide(rel string) error { return errors.New("overlay layers need Linux") }
