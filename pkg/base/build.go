@@ -296,7 +296,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	var seed *Record
 	p.SeedWhy = "cold: --cold"
 	if !o.Cold {
-		seed, p.SeedWhy = chooseSeed(o.Store, p, o.Settings.Prune)
+		var held *lock.Lock
+		seed, held, p.SeedWhy = chooseSeed(o.Store, p, o.Settings.Prune)
+		if held != nil {
+			defer held.Release()
+		}
 	}
 	if seed != nil {
 		p.Seed = seed.ID
@@ -352,11 +356,15 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	cloned := func() error { return nil }
 	seedHow := ""
 	if seed != nil {
-		var why string
-		r.SeedBy, why = seedMethodHere(s.Dir, r, o.Settings.Layered)
-		seedHow = seedWords(r.SeedBy, why)
 		done := make(chan error, 1)
-		go func() { done <- cloneSeed(r, seed) }()
+		go func() {
+			// The probes too run beside the checkout; r.SeedBy and
+			// seedHow are read once cloned returns.
+			var why string
+			r.SeedBy, why = seedMethodHere(s.Dir, r, o.Settings.Layered)
+			seedHow = seedWords(r.SeedBy, why)
+			done <- cloneSeed(r, seed)
+		}()
 		var err error
 		waited := false
 		cloned = func() error {
@@ -383,10 +391,10 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	t = time.Now()
 	fmt.Fprintf(out, "ferry-base: %s\n", p.SeedWhy)
 	if seed != nil {
-		fmt.Fprintf(out, "ferry-base: %s\n", seedHow)
 		if err := cloned(); err != nil {
 			return nil, err
 		}
+		fmt.Fprintf(out, "ferry-base: %s\n", seedHow)
 		var err error
 		if r.Stamped, err = seedFrom(o, r, seed); err != nil {
 			return nil, err

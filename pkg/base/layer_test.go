@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/gc"
+	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
@@ -306,5 +309,60 @@ func TestKilledLayeredRefresh(t *testing.T) {
 	}
 	if n := len(e.registered(t)); n != 2 {
 		t.Errorf("%d base worktrees registered, want 2", n)
+	}
+}
+
+// A refresh holds its seed's base lock shared while it builds: gc passes
+// the seed over (it is not current: another base is) instead of removing
+// the target the refresh's layer lies on, and the refresh completes.
+func TestRefreshKeepsItsSeedFromGC(t *testing.T) {
+	e := setup(t, "cargo build --workspace")
+	needLayers(t, e.home)
+	first, _ := e.buildLogged(t, e.store, "HEAD", false)
+	e.repo.Append(fixture.LibPath(fixture.ChainB), "\n// seed\n")
+	c2, _ := e.repo.Commit("seed")
+	seed, _ := e.buildLogged(t, e.store, c2, false)
+	if err := e.store.SetCurrent(first.Record.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.repo.Append(fixture.LibPath(fixture.ChainC), "\n// refresh\n")
+	c3, _ := e.repo.Commit("refresh")
+	cmd := e.command("--rev", c3, "--json")
+	var stdout, stderr testenv.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(stderr.String(), "Compiling") {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the refresh never started compiling:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Between warm commands only the lock keeps gc off: the overlay over
+	// the seed is mounted only while one runs.
+	held, err := lock.Held(e.store.BaseLock(seed.Record.ID))
+	if err != nil || !held {
+		t.Errorf("the seed's base lock is not held while the refresh builds (%v)", err)
+	}
+	res, err := gc.Run(e.g, e.store, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the refresh failed after gc ran beside it: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "seeded from base "+seed.Record.ID) {
+		t.Fatalf("the refresh was not seeded from %s:\n%s", seed.Record.ID, stderr.String())
+	}
+	passed := slices.Contains(res.SkippedLocked, seed.Record.ID) || slices.Contains(res.SkippedInUse, seed.Record.ID)
+	if !passed || slices.Contains(res.Bases, seed.Record.ID) {
+		t.Errorf("gc beside the refresh: skipped %v (locked), %v (in use), deleted %v; want the seed %s skipped",
+			res.SkippedLocked, res.SkippedInUse, res.Bases, seed.Record.ID)
+	}
+	if err := base.Verify(seed.Record); err != nil {
+		t.Errorf("the seed after gc: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/store"
 	"github.com/ferrydev/ferry/pkg/units"
 )
@@ -154,11 +155,15 @@ func cargoHome(env []string) string {
 // newest ready base with p's fingerprint at another commit, with the same
 // unit inputs or, with prune, whose warm build was observed, and whose
 // checkout and target are there and unchanged since it was built. why says
-// what was chosen or why nothing was.
-func chooseSeed(s *store.Store, p *Plan, prune bool) (seed *Record, why string) {
+// what was chosen or why nothing was. The seed's base lock comes with it,
+// held shared until the build ends (release it), so that neither gc nor a
+// rebuild removes the target the build clones or lays its layer over; a
+// base whose lock is held exclusively (being deleted or rebuilt) is passed
+// over.
+func chooseSeed(s *store.Store, p *Plan, prune bool) (seed *Record, held *lock.Lock, why string) {
 	list, err := List(s)
 	if err != nil {
-		return nil, "the bases could not be listed: " + err.Error()
+		return nil, nil, "the bases could not be listed: " + err.Error()
 	}
 	skipped := 0
 	for _, e := range list { // newest first
@@ -171,24 +176,36 @@ func chooseSeed(s *store.Store, p *Plan, prune bool) (seed *Record, why string) 
 			skipped++
 			continue
 		}
+		// Try-locked shared below the build's own base lock: it never
+		// waits, so it cannot deadlock (see package lock).
+		l, err := lock.TryShared(s.BaseLock(r.ID))
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(s.Base(r.ID).Record); err != nil {
+			l.Release() // deleted since the listing
+			continue
+		}
 		if fi, err := os.Stat(r.Src); err != nil || !fi.IsDir() {
+			l.Release()
 			continue
 		}
 		if Verify(r) != nil {
+			l.Release()
 			continue // a changed base seeds nothing
 		}
 		if same {
-			return r, fmt.Sprintf("seeded from base %s (%s, same unit inputs)", r.ID, short(r.Commit))
+			return r, l, fmt.Sprintf("seeded from base %s (%s, same unit inputs)", r.ID, short(r.Commit))
 		}
-		return r, fmt.Sprintf("seeded from base %s (%s, other unit inputs: what the build does not use will be pruned)", r.ID, short(r.Commit))
+		return r, l, fmt.Sprintf("seeded from base %s (%s, other unit inputs: what the build does not use will be pruned)", r.ID, short(r.Commit))
 	}
 	if skipped > 0 && !prune {
-		return nil, fmt.Sprintf("cold: %d base(s) with this fingerprint have other unit inputs (manifests, lockfile, Cargo configuration or flags), and [base] prune is off", skipped)
+		return nil, nil, fmt.Sprintf("cold: %d base(s) with this fingerprint have other unit inputs (manifests, lockfile, Cargo configuration or flags), and [base] prune is off", skipped)
 	}
 	if skipped > 0 {
-		return nil, fmt.Sprintf("cold: %d base(s) with this fingerprint have other unit inputs (manifests, lockfile, Cargo configuration or flags) and were not observed", skipped)
+		return nil, nil, fmt.Sprintf("cold: %d base(s) with this fingerprint have other unit inputs (manifests, lockfile, Cargo configuration or flags) and were not observed", skipped)
 	}
-	return nil, "cold: no ready base with this fingerprint to seed from"
+	return nil, nil, "cold: no ready base with this fingerprint to seed from"
 }
 
 // cloneSeed gives r its seed's target the way r.SeedBy says: a clone

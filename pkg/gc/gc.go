@@ -375,5 +375,7 @@ func deleteBase(repo *git.Repo, s *store.Store, id string) error {
 	if err := repo.WorktreeRemove(s.Base(id).Src); err != nil {
 		return err
 	}
-	return os.RemoveAll(dir)
+	// RemoveTree: a killed layered refresh leaves an overlay work dir
+	// holding a directory without permissions.
+	return fork.RemoveTree(dir)
 }

@@ -12,7 +12,9 @@
 // A process may skip levels but never takes a lock above one it holds, with
 // one exception: ferry-base takes the store lock while holding a base lock, to
 // set current before gc can see the new base unreferenced. That is safe
-// because gc only ever try-locks bases.
+// because gc only ever try-locks bases. A builder also holds its seed's base
+// lock shared for the build (so neither gc nor a rebuild removes the target
+// it starts from), taken only by try-lock under its own: it never waits.
 //
 // Exclusive locks are never held while an agent's build runs; the base lock
 // is held for the base's own warm build. busy.lock and mount.lock are leaves
