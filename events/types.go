@@ -43,6 +43,9 @@ type BaseReady struct {
 	// saving is SeedSeconds against Seconds.
 	Seed        string  `json:"seed,omitempty"`
 	SeedSeconds float64 `json:"seed_seconds,omitempty"`
+	// SeedBy is how the build started from its seed's target: "reflink",
+	// "layer" (an overlay over it, folded into hard links) or "copy".
+	SeedBy string `json:"seed_by,omitempty"`
 	// Incomplete is base.json's incomplete: what the warm build left
 	// unbuilt (targets that did not compile, a clippy command that failed),
 	// so a consumer can tell a base that is warm for every target.

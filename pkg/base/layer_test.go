@@ -296,6 +296,15 @@ func TestKilledLayeredRefresh(t *testing.T) {
 			t.Fatalf("%s: the killed refresh changed its seed's target", step)
 		}
 	}
+	// The builds after the first kill discarded what the one before left;
+	// gc removes what the last left.
+	swept, err := gc.Run(e.g, e.store, false)
+	if err != nil {
+		t.Fatalf("gc after the kills: %v", err)
+	}
+	if len(swept.Bases) != 1 || len(layerDirs()) > 0 {
+		t.Errorf("gc after the kills deleted %v and left %v", swept.Bases, layerDirs())
+	}
 	res, log := e.buildLogged(t, e.store, c, false)
 	if res.Reused || res.Record.SeedBy != base.SeedByLayer {
 		t.Fatalf("after the kills: reused %v, seeded by %q\n%s", res.Reused, res.Record.SeedBy, log)

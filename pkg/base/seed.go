@@ -343,7 +343,7 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 		if err := unseed(o, r); err != nil {
 			return err
 		}
-		r.Seed, across = "", false
+		r.Seed, r.SeedBy, r.Layer, across = "", "", nil, false
 	}
 	return os.RemoveAll(wu)
 }

@@ -165,7 +165,7 @@ func adoptPendingAfter(a Announcer) {
 func ReadyEvent(r *base.Record, reused bool, seconds float64, object string) *events.BaseReady {
 	ev := &events.BaseReady{BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
 		Current: true, Reused: reused, Seconds: seconds, Warnings: r.Warnings,
-		Incomplete: r.Incomplete, Seed: r.Seed, Object: object}
+		Incomplete: r.Incomplete, Seed: r.Seed, SeedBy: r.SeedBy, Object: object}
 	for _, w := range r.Warm {
 		ev.Warm = append(ev.Warm, events.WarmCommand{Command: w.Command, Why: w.Why, Demanded: w.Demanded})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -431,7 +432,9 @@ func TestRefMovesDuringBuild(t *testing.T) {
 	}
 	w.open()
 	last := moves[len(moves)-1]
-	eventstest.For(ev, wait, readyFor(last))
+	if r := eventstest.For(ev, wait, readyFor(last)); r.Seed == "" || !slices.Contains([]string{"reflink", "layer", "copy"}, r.SeedBy) {
+		t.Errorf("base.ready of %s: seed %q by %q, want a seed and how the build started from it", short(last), r.Seed, r.SeedBy)
+	}
 	settle(t, conn, ev, w.store.Key)
 
 	for _, c := range append([]string{c1}, moves...) {

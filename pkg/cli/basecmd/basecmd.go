@@ -163,7 +163,14 @@ func (c *buildCmd) run(io cli.IO) error {
 	fmt.Fprintf(io.Stdout, "%s base %s\n  commit  %s\n  src     %s\n  target  %s\n  cargo   %s\n",
 		verb, r.ID, r.Commit, r.Src, r.Target, r.Toolchain.Cargo)
 	if r.Seed != "" {
-		fmt.Fprintf(io.Stdout, "  seed    %s\n", r.Seed)
+		by := ""
+		switch {
+		case r.Layer != nil:
+			by = fmt.Sprintf(" (layered: %d entries, %.1f MB, written; %d taken from the seed)", r.Layer.Own, float64(r.Layer.OwnBytes)/1e6, r.Layer.Linked)
+		case r.SeedBy != "":
+			by = " (" + r.SeedBy + ")"
+		}
+		fmt.Fprintf(io.Stdout, "  seed    %s%s\n", r.Seed, by)
 	}
 	if !res.Reused {
 		fmt.Fprintf(io.Stdout, "  time    %s total: worktree %s, stamp %s, warm %s\n",
