@@ -4,6 +4,13 @@
 // test in package config fails on a FERRY_* name used anywhere else that is
 // neither a setting, a knob, nor one of the variables Ferry passes between
 // its own processes.
+//
+// The knobs Ferry's binaries read (OverlayHold, RemapNoProbe, NoDemand, and
+// Failpoint through internal/failpoint) are read only in a build with the
+// ferrytest tag, which `make test`, the tests' own binaries
+// (testenv.Binaries) and `make bench` use: in any other build (make build,
+// make install, go install) the functions below are constants, and no
+// knob's name is in the binary (TestReleaseBuildHasNoKnobs).
 package knobs
 
 import "os"
@@ -45,15 +52,13 @@ const (
 	NoDemand = "FERRY_TEST_NO_DEMAND"
 )
 
+// Read are the knobs Ferry's binaries read in a ferrytest build, and none
+// reads in another.
+var Read = []string{Failpoint, OverlayHold, RemapNoProbe, NoDemand}
+
 // DefaultTestUser is the account .ci/run creates for the unprivileged
 // re-runs.
 const DefaultTestUser = "ferrytest"
-
-// OverlayHoldValue is the OverlayHold knob's value, "" when unset.
-func OverlayHoldValue() string { return os.Getenv(OverlayHold) }
-
-// SkipRemapProbe reports whether the RemapNoProbe knob is set.
-func SkipRemapProbe() bool { return os.Getenv(RemapNoProbe) == "1" }
 
 // XFS is the TestXFS directory, "" when unset.
 func XFS() string { return os.Getenv(TestXFS) }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
 )
 
 // Repo generates the fixture repository (with opts) in a temporary directory.
@@ -70,7 +71,8 @@ func Binaries(t testing.TB) string {
 			binErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/...")
+		// With the test knobs (package knobs), which the crash tests arm.
+		cmd := exec.Command("go", "build", "-tags", "ferrytest", "-o", dir+"/", "./cmd/...")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -133,4 +135,20 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// NeedKnobs skips t, or fails it under make test (fixture.RequireEnv),
+// unless this test binary reads the test knobs (built with -tags
+// ferrytest): t arms a failpoint or another knob in this process or in a
+// process it runs as this binary.
+func NeedKnobs(t testing.TB) {
+	t.Helper()
+	if knobs.Enabled {
+		return
+	}
+	msg := "this test binary was built without -tags ferrytest, so it reads no test knob (package knobs); make test builds with it"
+	if os.Getenv(knobs.Require) == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }

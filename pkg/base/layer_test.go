@@ -240,7 +240,9 @@ func TestKilledLayeredRefresh(t *testing.T) {
 		return m
 	}
 	for _, step := range []string{"base/layer-laid", "warm", "base/layer-folded", "base/layer-moved"} {
-		cmd := e.command("--rev", c, "--json")
+		// The test binaries read the failpoint knob (testenv.Binaries).
+		cmd := exec.Command(filepath.Join(testenv.Binaries(t), "ferry"), "base", "--rev", c, "--json")
+		cmd.Dir, cmd.Env = e.repo.Dir, append(os.Environ(), "FERRY_HOME="+e.home)
 		var stderr testenv.Buffer
 		cmd.Stderr = &stderr
 		if step != "warm" {

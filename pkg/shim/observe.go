@@ -14,7 +14,6 @@ import (
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/base"
-	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/sandbox/inplace"
@@ -62,7 +61,7 @@ type observation struct {
 // it under. A call demand counts but the shim leaves alone is recorded
 // here, without counts.
 func (c *Call) watch(s *store.Store, a *agent.Record, top, ws string) *observation {
-	if cargoenv.Get(c.Env, knobs.NoDemand) == "1" {
+	if knobs.NoDemandIn(c.Env) {
 		return nil
 	}
 	cmd, ok := demand.Normalize(c.Args, packageDir(top, c.Dir, manifestPathArg(c.Args)))
