@@ -4,6 +4,7 @@ import (
 	"os"
 
 	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/lock"
@@ -61,6 +62,9 @@ func Command(s *store.Store, r *Record, dir string, argv, env []string) (*Sessio
 	if r.State != Ready {
 		return nil, notReady(r)
 	}
+	// Nothing an agent runs reaches the bus: its address and credentials
+	// stay with Ferry (and the sandbox hides the bus's files).
+	env = config.WithoutBus(env)
 	b, err := backendOf(r)
 	if err != nil {
 		return nil, err
@@ -94,11 +98,11 @@ func enter(s *store.Store, r *Record, b fork.Backend, dir string, argv, env []st
 	if err := s.CheckWritable(); err != nil {
 		return nil, err
 	}
-	root, writable, err := s.Seal()
+	seal, err := s.Seal()
 	if err != nil {
 		return nil, err
 	}
-	plan := sandbox.Plan{Dir: dir, Argv: argv, Env: env, Store: root, Writable: writable,
+	plan := sandbox.Plan{Dir: dir, Argv: argv, Env: env, Store: seal.Root, Writable: seal.Writable, Masked: seal.Masked,
 		Binds: []sandbox.Bind{{Source: r.Worktree, Target: s.MntSrc()}}}
 	return b.Enter(forkOf(s, r), plan, busy)
 }

@@ -210,6 +210,7 @@ type PullRecord struct {
 	Host   string `json:"host"`   // the publishing host
 	From   string `json:"from"`   // the store dir its target recorded there
 	Digest string `json:"digest"` // SHA-256 of the object it was installed from
+	Signer string `json:"signer"` // the trusted key its metadata was signed with
 	// Relocated is what the dead relocation plan removed from the target,
 	// when From is not this store's dir.
 	Relocated *relocate.Applied `json:"relocated,omitempty"`

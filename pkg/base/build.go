@@ -779,13 +779,13 @@ func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.C
 		c.SysProcAttr = hostWarmAttr()
 		return c, nil
 	}
-	root, writable, err := o.Store.Seal()
+	seal, err := o.Store.Seal()
 	if err != nil {
 		return nil, err
 	}
 	// The shim records the warm build's cargo calls in the base's
 	// warm-units/, which the sealed store must leave writable.
-	writable = append(writable, store.BaseFiles(r.Dir).WarmUnits)
+	writable := append(seal.Writable, store.BaseFiles(r.Dir).WarmUnits)
 	binds := []sandbox.Bind{{Source: r.Src, Target: r.MntSrc}}
 	var overlays []sandbox.Overlay
 	if l := r.layer; l != nil {
@@ -798,8 +798,9 @@ func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.C
 		binds = append(binds, sandbox.Bind{Source: r.Target, Target: r.MntTarget})
 	}
 	return sandbox.Command(sandbox.Plan{
-		Store:             root,
+		Store:             seal.Root,
 		Writable:          writable,
+		Masked:            seal.Masked,
 		Binds:             binds,
 		Overlays:          overlays,
 		Dir:               src,
@@ -813,7 +814,8 @@ func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.C
 // variable that could send Cargo's output elsewhere replaced (invariant 3);
 // in remap mode, with rustc run through wrapper (remap.Env).
 func warmEnv(env []string, r *Record, shimDir, wrapper string) []string {
-	out := cargoenv.Without(env, "PWD", "OLDPWD", "FERRY_AGENT", "FERRY_WARM_SRC", "FERRY_WARM_TARGET", "FERRY_WARM_UNITS", "FERRY_WARM_CARGO", "PATH")
+	// The bus's variables too: nothing a build runs reaches the bus.
+	out := config.WithoutBus(cargoenv.Without(env, "PWD", "OLDPWD", "FERRY_AGENT", "FERRY_WARM_SRC", "FERRY_WARM_TARGET", "FERRY_WARM_UNITS", "FERRY_WARM_CARGO", "PATH"))
 	if r.Modes.Remap {
 		out = append(cargoenv.Without(out, remap.EnvWrapper, remap.EnvChannel), remap.Env(wrapper, toolchain.Channel(r.Toolchain.RustcVersion))...)
 	}

@@ -18,8 +18,11 @@
 package config
 
 import (
+	"encoding/base64"
+	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -205,6 +208,11 @@ type Settings struct {
 	// none).
 	BasesBucket   string
 	BasesMaxBytes int64
+	// TrustedKeys are the public keys of the publishers whose bases this
+	// host installs ([share] trusted-keys, FERRY_TRUSTED_KEYS, separated
+	// by commas or spaces): a pulled base must be signed by one of them
+	// (package share). Empty: every pull is refused.
+	TrustedKeys []string
 	// BusMonitorPort is the loopback port the embedded bus serves NATS
 	// monitoring on (/varz, /jsz, ... for the nats CLI, nats-surveyor and
 	// the NATS Prometheus exporter): FERRY_BUS_MONITOR_PORT, [bus]
@@ -423,7 +431,29 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	if t.Metrics.Port != nil {
 		s.MetricsPort = *t.Metrics.Port
 	}
+	if t.Share.TrustedKeys != nil {
+		s.TrustedKeys = slices.Clone(*t.Share.TrustedKeys)
+	}
 	return nil
+}
+
+// BusVariables are the FERRY_* variables about the bus: its address (which
+// may carry credentials) and how Ferry uses it. No command Ferry runs in a
+// sandbox gets them (WithoutBus): whoever holds the address and its
+// credentials can publish events, and on a host that shares bases, objects
+// runners pull.
+var BusVariables = []string{"FERRY_NATS_URL", "FERRY_BUS_REPLICAS", "FERRY_ACK_WAIT", "FERRY_BUS_MONITOR_PORT"}
+
+// WithoutBus returns env without BusVariables.
+func WithoutBus(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(BusVariables, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // applyEnv lets the FERRY_* variables override the file. An empty variable
@@ -502,6 +532,15 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 		}
 		s.BusMonitorPort = n
 	}
+	if v := env.Getenv("FERRY_TRUSTED_KEYS"); v != "" {
+		keys := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
+		for _, k := range keys {
+			if msg := publicKeyProblem(k); msg != "" {
+				return envError("FERRY_TRUSTED_KEYS", v, fmt.Sprintf("%q: %s", k, msg), "list the keys `ferry key` prints on the build hosts whose bases this host installs, separated by commas")
+			}
+		}
+		s.TrustedKeys = keys
+	}
 	if v := env.Getenv("FERRY_METRICS_PORT"); v != "" {
 		n, msg, hint := parsePort(v, MetricsPorts-1)
 		if msg != "" {
@@ -569,6 +608,22 @@ func platformName(goos string) string {
 		return "linux"
 	case "darwin":
 		return "macos"
+	}
+	return ""
+}
+
+// KeyPrefix begins a public key as package share writes it: "ferry-ed25519:"
+// and the ed25519 key's 32 bytes in unpadded base64url.
+const KeyPrefix = "ferry-ed25519:"
+
+// publicKeyProblem says what is wrong with k as a public key, or "".
+func publicKeyProblem(k string) string {
+	enc, ok := strings.CutPrefix(k, KeyPrefix)
+	if !ok {
+		return "not a key `ferry key` prints (they begin " + KeyPrefix + ")"
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(enc); err != nil || len(b) != 32 {
+		return "not a key `ferry key` prints (32 bytes in unpadded base64url after " + KeyPrefix + ")"
 	}
 	return ""
 }

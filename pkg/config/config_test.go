@@ -155,6 +155,9 @@ url = "nats://127.0.0.1:4222"
 
 [gc]
 reap-after = "36h"
+
+[share]
+trusted-keys = ["ferry-ed25519:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "ferry-ed25519:AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA"]
 `,
 			want: func(root string) Settings {
 				return Settings{
@@ -171,6 +174,7 @@ reap-after = "36h"
 					SandboxMode:    "off",
 					BusURL:         "nats://127.0.0.1:4222",
 					ReapAfter:      36 * time.Hour,
+					TrustedKeys:    []string{"ferry-ed25519:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "ferry-ed25519:AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA"},
 					File:           filepath.Join(root, FileName),
 				}
 			},
@@ -530,7 +534,19 @@ func TestLoadErrors(t *testing.T) {
 			name: "unknown table",
 			file: "[base]\nwarm = [\"x\"]\n\n[prune]\nkeep = 3\n",
 			msg:  []string{`@:4: unknown key "prune"`},
-			hint: []string{"ferry.toml takes: store, base, agent, sandbox, bus, gc, metrics, paths, platform"},
+			hint: []string{"ferry.toml takes: store, base, agent, sandbox, bus, gc, metrics, paths, share, platform"},
+		},
+		{
+			name: "a trusted key that is not one",
+			file: "[share]\ntrusted-keys = [\"ssh-ed25519 AAAA\"]\n",
+			msg:  []string{`@:2: share.trusted-keys: "ssh-ed25519 AAAA": not a key`},
+			hint: []string{"`ferry key` prints"},
+		},
+		{
+			name: "a trusted key of the wrong length",
+			env:  map[string]string{"FERRY_TRUSTED_KEYS": "ferry-ed25519:AAAA"},
+			msg:  []string{`FERRY_TRUSTED_KEYS="ferry-ed25519:AAAA"`, "32 bytes"},
+			hint: []string{"separated by commas"},
 		},
 		{
 			name: "several unknown keys report the first and count the rest",

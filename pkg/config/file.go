@@ -32,6 +32,13 @@ type tables struct {
 	GC      gcTable      `toml:"gc"`
 	Metrics metricsTable `toml:"metrics"`
 	Paths   pathsTable   `toml:"paths"`
+	Share   shareTable   `toml:"share"`
+}
+
+type shareTable struct {
+	// TrustedKeys are the publishers' public keys a runner installs
+	// bases from (package share's signing).
+	TrustedKeys *[]string `toml:"trusted-keys"`
 }
 
 type pathsTable struct {
@@ -128,6 +135,7 @@ func (t *tables) override(o *tables) {
 	set(&t.GC.ReapAfter, o.GC.ReapAfter)
 	set(&t.Bus.MonitorPort, o.Bus.MonitorPort)
 	set(&t.Metrics.Port, o.Metrics.Port)
+	set(&t.Share.TrustedKeys, o.Share.TrustedKeys)
 	set(&t.Paths.Worktrees, o.Paths.Worktrees)
 }
 
@@ -337,6 +345,15 @@ func (d *document) checkTables(t *tables, prefix string) error {
 		if _, msg, hint := parseAckWait(*v); msg != "" {
 			key := prefix + "bus.ack-wait"
 			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
+	if v := t.Share.TrustedKeys; v != nil {
+		for _, k := range *v {
+			if msg := publicKeyProblem(k); msg != "" {
+				key := prefix + "share.trusted-keys"
+				return d.errorAt(key, "list the keys `ferry key` prints on the build hosts whose bases this host installs",
+					fmt.Sprintf("%s: %q: %s", key, k, msg))
+			}
 		}
 	}
 	if v := t.Bus.BasesMaxBytes; v != nil && *v < 0 {

@@ -94,7 +94,11 @@ func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Mess
 // e.Observer.
 func Publisher(e Env, conn *bus.Conn) Share {
 	return func(ctx context.Context, r *base.Record) (string, error) {
-		p, err := share.Publish(ctx, conn, share.Bucket{Name: e.Settings.BasesBucket, MaxBytes: e.Settings.BasesMaxBytes, Replicas: e.Settings.BusReplicas}, r)
+		signer, err := share.HostSigner(e.Settings.StoreParent, func(f string, a ...any) { e.Logf("ferry-base: "+f, a...) })
+		if err != nil {
+			return "", err
+		}
+		p, err := share.Publish(ctx, conn, share.Bucket{Name: e.Settings.BasesBucket, MaxBytes: e.Settings.BasesMaxBytes, Replicas: e.Settings.BusReplicas}, r, signer)
 		if err != nil {
 			return "", err
 		}

@@ -152,6 +152,12 @@ func TestMetricsAfterBuildAndPull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// It trusts the key the publisher made when it published.
+	signer, err := share.LoadSigner(w.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings2.TrustedKeys = []string{signer.Public()}
 	e2 := pipeline.Env{Repo: w.git, Settings: settings2, Store: openStore(t, w.git, home2), Bus: &cfg, Observer: metrics.Recorder{}}
 	pulled, err := pipeline.Pull(ctx, e2.OneShot("ferry-base"), conn, share.PullOptions{
 		Build: base.Options{Repo: e2.Repo, Settings: e2.Settings, Store: e2.Store, Rev: "HEAD"}})

@@ -62,8 +62,13 @@ func newRunnerHost(t *testing.T, w *world, busURL string) *runnerHost {
 		t.Fatal(err)
 	}
 	r.store = openStore(t, g, r.home)
+	// The world's host signs with its key; the runner trusts it.
+	signer, _, err := share.EnsureSigner(w.home)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.vars = []string{"FERRY_HOME=" + r.home, "FERRY_WORKTREES=" + r.wts, "FERRY_NATS_URL=" + busURL,
-		"FERRY_ACK_WAIT=2s", knobs.OverlayHold + "=0"}
+		"FERRY_ACK_WAIT=2s", "FERRY_TRUSTED_KEYS=" + signer.Public(), knobs.OverlayHold + "=0"}
 	return r
 }
 
@@ -346,7 +351,11 @@ func TestRunnerWaitsForPublisherAndBus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := share.Publish(ctx, conn, share.Bucket{}, rec); err != nil {
+	signer, _, err := share.EnsureSigner(w.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := share.Publish(ctx, conn, share.Bucket{}, rec, signer); err != nil {
 		t.Fatal(err)
 	}
 	obs, err := conn.JS.ObjectStore(ctx, share.DefaultBucket)

@@ -27,8 +27,12 @@ func TestBuildAndShareNamesTheObject(t *testing.T) {
 	e := w.env(&testenv.Buffer{})
 	cfg := h.ClientConfig("test")
 	e.Bus = &cfg
+	signer, _, err := share.EnsureSigner(w.home)
+	if err != nil {
+		t.Fatal(err)
+	}
 	publish := func(ctx context.Context, r *base.Record) (string, error) {
-		p, err := share.Publish(ctx, conn, share.Bucket{}, r)
+		p, err := share.Publish(ctx, conn, share.Bucket{}, r, signer)
 		if err != nil {
 			return "", err
 		}

@@ -62,6 +62,9 @@ func child() int {
 		if err := checkSealed(p.Store); err != nil {
 			return fail("check the joined namespace", err)
 		}
+		if err := checkMasked(p.Masked); err != nil {
+			return fail("check the joined namespace", err)
+		}
 	} else {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fail("make / private", err)
@@ -114,6 +117,15 @@ func child() int {
 		if p.Store != "" {
 			if step, err := seal(p.Store, p.Writable); err != nil {
 				return fail(step, err)
+			}
+			// Pinned from the sealed store: the descriptor opened before
+			// names the mount the seal now covers.
+			sealed, err := openStoreRoot(p.Store)
+			if err != nil {
+				return failPath("open the store", p.Store, err)
+			}
+			if step, path, err := mask(sealed, p.Masked); err != nil {
+				return failPath(step, path, err)
 			}
 		}
 	}

@@ -159,6 +159,13 @@ type Plan struct {
 	// under the store parent). Nothing outside the namespace changes.
 	Store    string   `json:"store,omitempty"`
 	Writable []string `json:"writable,omitempty"`
+	// Masked are paths below Store that the namespace hides once the
+	// store is sealed: a directory behind an empty read-only filesystem,
+	// a file behind /dev/null, read-only (the bus's token and address,
+	// the signing keys: store.Secrets). One that does not exist is left
+	// alone; a symbolic link is refused. A joined namespace must show
+	// each one hidden.
+	Masked []string `json:"masked,omitempty"`
 	// Hold, for a created namespace with overlays, starts a holder that
 	// keeps it alive after the command exits (see hold_linux.go).
 	Hold *Hold `json:"hold,omitempty"`

@@ -102,6 +102,70 @@ func seal(store string, writable []string) (string, error) {
 	return "", nil
 }
 
+// mask hides each of paths (below the store, pinned without following a
+// link) once the store is sealed: a directory behind an empty read-only
+// tmpfs, anything else behind /dev/null, read-only. A path that does not
+// exist is left alone. On failure it returns the step, and the path when
+// the store holds something Ferry did not make there (a link).
+func mask(root *storeRoot, paths []string) (step, path string, err error) {
+	for _, m := range paths {
+		var st unix.Stat_t
+		if err := unix.Lstat(m, &st); errors.Is(err, unix.ENOENT) {
+			continue
+		} else if err != nil {
+			return "mask " + m, "", err
+		}
+		at, err := root.pin(m)
+		if err != nil {
+			return "open " + m, m, err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if err := unix.Mount("tmpfs", at, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0555,size=4k"); err != nil {
+				return "mask " + m, "", err
+			}
+			continue
+		}
+		if err := unix.Mount("/dev/null", at, "", unix.MS_BIND, ""); err != nil {
+			return "mask " + m, "", err
+		}
+		if err := readOnly(m); err != nil {
+			return "mask " + m, "", err
+		}
+	}
+	return "", "", nil
+}
+
+// checkMasked confirms that a joined namespace hides each of paths that
+// exists: a directory is an empty tmpfs, anything else /dev/null.
+func checkMasked(paths []string) error {
+	var null unix.Stat_t
+	if err := unix.Stat("/dev/null", &null); err != nil {
+		return err
+	}
+	for _, m := range paths {
+		var st unix.Stat_t
+		if err := unix.Lstat(m, &st); errors.Is(err, unix.ENOENT) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			var fs unix.Statfs_t
+			if err := unix.Statfs(m, &fs); err != nil {
+				return err
+			}
+			if fs.Type != unix.TMPFS_MAGIC || fs.Flags&unix.ST_RDONLY == 0 {
+				return fmt.Errorf("%s is not hidden in the joined namespace", m)
+			}
+			continue
+		}
+		if st.Rdev != null.Rdev || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			return fmt.Errorf("%s is not hidden in the joined namespace", m)
+		}
+	}
+	return nil
+}
+
 // readOnly makes the mount at dir read-only, not its submounts. In a user
 // namespace a remount must repeat the flags the mount was locked with
 // (nosuid, nodev, noexec, atime); mount_setattr (Linux 5.12) changes only

@@ -96,18 +96,23 @@ func transferContext(ctx context.Context) (context.Context, context.CancelFunc) 
 type Published struct {
 	Bucket  string  `json:"bucket"`
 	Object  string  `json:"object"`
+	Signer  string  `json:"signer"` // the public key it is signed with
 	Meta    Meta    `json:"meta"`
 	Seconds float64 `json:"seconds"`
 }
 
 // Publish uploads ready base r (checked against its seal first: a changed
-// base is never shared) to the bucket, replacing an object of the same id.
+// base is never shared) to the bucket, replacing an object of the same id,
+// its metadata signed by signer (sign.go).
 // A base seeded from a base still ready here gets a delta object as well
 // (Meta.Delta), for the runners that hold the seed.
 // The object's digest is written once the whole stream is stored, so a
 // publisher that dies midway leaves an object no pull accepts.
-func Publish(ctx context.Context, conn *bus.Conn, b Bucket, r *base.Record) (*Published, error) {
+func Publish(ctx context.Context, conn *bus.Conn, b Bucket, r *base.Record, signer *Signer) (*Published, error) {
 	start := time.Now()
+	if signer == nil {
+		return nil, errors.New("publish: no signing key")
+	}
 	js := conn.JS
 	if err := base.Verify(r); err != nil {
 		return nil, err
@@ -135,14 +140,14 @@ func Publish(ctx context.Context, conn *bus.Conn, b Bucket, r *base.Record) (*Pu
 	ctx, cancel := transferContext(ctx)
 	defer cancel()
 	desc := fmt.Sprintf("Ferry base %s (commit %s, %s)", r.ID, r.Commit, r.Toolchain.CargoVersion)
-	up, err := upload(ctx, obs, jetstream.ObjectMeta{Name: r.ID, Description: desc, Metadata: m.metadata()}, r.Dir, "")
+	up, err := upload(ctx, obs, jetstream.ObjectMeta{Name: r.ID, Description: desc, Metadata: m.metadata(signer)}, r.Dir, "")
 	if err != nil {
 		return nil, failure.Wrap(failure.Internal, err, "check the bucket's limits ([bus] bases-max-bytes) and the bus's disk",
 			"publish base %s to bucket %s", r.ID, b.name())
 	}
 	m.Digest, m.Stream, m.Compressed = up.digest, up.stream, up.compressed
 	m.Published = time.Now().UTC()
-	if err := updateMeta(ctx, obs, jetstream.ObjectMeta{Name: r.ID, Description: desc, Metadata: m.metadata()}); err != nil {
+	if err := updateMeta(ctx, obs, jetstream.ObjectMeta{Name: r.ID, Description: desc, Metadata: m.metadata(signer)}); err != nil {
 		return nil, fmt.Errorf("publish base %s: record its digest: %w", r.ID, err)
 	}
 	if seed := seedOf(r); seed != "" {
@@ -158,11 +163,11 @@ func Publish(ctx context.Context, conn *bus.Conn, b Bucket, r *base.Record) (*Pu
 		}
 		m.Delta = &Delta{Object: name, Seed: r.Seed, Digest: up.digest, Stream: up.stream, Compressed: up.compressed,
 			Seeded: up.seeded, SeededBytes: up.seededBytes}
-		if err := updateMeta(ctx, obs, jetstream.ObjectMeta{Name: r.ID, Description: desc, Metadata: m.metadata()}); err != nil {
+		if err := updateMeta(ctx, obs, jetstream.ObjectMeta{Name: r.ID, Description: desc, Metadata: m.metadata(signer)}); err != nil {
 			return nil, fmt.Errorf("publish base %s: record its delta: %w", r.ID, err)
 		}
 	}
-	return &Published{Bucket: b.name(), Object: r.ID, Meta: m, Seconds: time.Since(start).Seconds()}, nil
+	return &Published{Bucket: b.name(), Object: r.ID, Signer: signer.Public(), Meta: m, Seconds: time.Since(start).Seconds()}, nil
 }
 
 // DeltaSuffix names a base's delta object: <base id><DeltaSuffix>.

@@ -90,6 +90,12 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 	if err != nil {
 		return nil, failure.Wrap(failure.Refused, err, "", "object %s in bucket %s", p.ID, o.Bucket.name())
 	}
+	// Signed by a key this host trusts, or nothing is installed. (The
+	// signed metadata holds the digests the bytes are checked against.)
+	signer, err := verifySigned(p.ID, info.Metadata, o.Build.Settings.TrustedKeys)
+	if err != nil {
+		return nil, err
+	}
 	if diff := differences(m, p); len(diff) > 0 {
 		return nil, failure.New(failure.Refused, "build the base here with `ferry base`, or publish one built with this host's toolchain and settings",
 			"the published base %s does not match this host: %s", p.ID, strings.Join(diff, "; "))
@@ -132,7 +138,7 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 		d := m.Delta
 		fmt.Fprintf(out, "ferry-base: pulling base %s from bucket %s as a delta against base %s (%.1f MB, the full object %.1f MB)\n",
 			p.ID, o.Bucket.name(), d.Seed, float64(d.Compressed)/1e6, float64(m.Compressed)/1e6)
-		res, err = install(ctx, obs, o, p, m, object{name: d.Object, digest: d.Digest, seed: seed})
+		res, err = install(ctx, obs, o, p, m, object{name: d.Object, digest: d.Digest, seed: seed, signer: signer})
 		var se *SeedError
 		if errors.As(err, &se) || errors.Is(err, jetstream.ErrObjectNotFound) {
 			fmt.Fprintf(out, "ferry-base: the delta cannot be used: %v; pulling the full object\n", err)
@@ -144,7 +150,7 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 	}
 	if res == nil && err == nil {
 		fmt.Fprintf(out, "ferry-base: pulling base %s from bucket %s (%.1f MB)\n", p.ID, o.Bucket.name(), float64(m.Compressed)/1e6)
-		res, err = install(ctx, obs, o, p, m, object{name: p.ID, digest: m.Digest})
+		res, err = install(ctx, obs, o, p, m, object{name: p.ID, digest: m.Digest, signer: signer})
 	}
 	if err != nil {
 		if derr := base.Discard(o.Build, p.ID); derr != nil {
@@ -309,6 +315,7 @@ func readySeed(s *store.Store, d *Delta) string {
 // against a seed base (its directory) this host holds.
 type object struct {
 	name, digest, seed string
+	signer             string // the key its metadata is signed with
 }
 
 // install streams the object into the base directory (the partial base),
@@ -431,7 +438,7 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	if r.TargetSeal, err = base.Seal(r.Target); err != nil {
 		return nil, fmt.Errorf("seal the pulled target: %w", err)
 	}
-	r.Pulled = &base.PullRecord{Object: ob.name, Bucket: o.Bucket.name(), From: m.Store, Host: m.Host, Digest: ob.digest, Relocated: res.Relocated}
+	r.Pulled = &base.PullRecord{Object: ob.name, Bucket: o.Bucket.name(), From: m.Store, Host: m.Host, Digest: ob.digest, Signer: ob.signer, Relocated: res.Relocated}
 	r.Created = time.Now().UTC()
 	if err := ctx.Err(); err != nil {
 		return nil, failure.Wrap(failure.Interrupted, err, "", "pull of base %s interrupted; the partial base was discarded", p.ID)

@@ -36,7 +36,8 @@
 // compiled program). Pull reads only the configured bucket, over a
 // connection that authenticated (a token, a user or credentials): see
 // deploy/nats/sharing.conf and deploy/README.md for TLS and per-role
-// permissions.
+// permissions. And it installs only a base whose metadata is signed by a
+// key the runner trusts (sign.go).
 package share
 
 import (
@@ -109,10 +110,10 @@ type Delta struct {
 	SeededBytes int64 `json:"seeded_bytes"`
 }
 
-// metadata is m as object metadata.
-func (m *Meta) metadata() map[string]string {
+// metadata is m as object metadata, signed by signer.
+func (m *Meta) metadata(signer *Signer) map[string]string {
 	b, _ := json.Marshal(m)
-	return map[string]string{
+	md := map[string]string{
 		metaKey:       string(b),
 		"commit":      m.Commit,
 		"fingerprint": m.Fingerprint,
@@ -121,6 +122,8 @@ func (m *Meta) metadata() map[string]string {
 		"bytes":       strconv.FormatInt(m.Bytes, 10),
 		"digest":      m.Digest,
 	}
+	signer.sign(md)
+	return md
 }
 
 // decodeMeta reads Meta from an object's metadata.

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -39,7 +40,21 @@ const warmToml = "[base]\nwarm = [\"cargo build --workspace --all-targets\"]\n"
 type host struct {
 	bin, repo, home, wts, busURL string
 	extra                        []string // more environment
+	// trusted is FERRY_TRUSTED_KEYS: every test host signs with
+	// testSigner's key and trusts it, unless a test says otherwise.
+	trusted string
 }
+
+// testSigner is the key test hosts sign the bases they publish with.
+var testSigner = sync.OnceValues(func() (*share.Signer, error) {
+	dir, err := os.MkdirTemp("", "ferry-test-key-")
+	if err != nil {
+		return nil, err
+	}
+	testenv.RemoveAtExit(dir)
+	s, _, err := share.EnsureSigner(dir)
+	return s, err
+})
 
 // fleet is a test's embedded bus and host A, which publishes, on it.
 type fleet struct {
@@ -67,12 +82,20 @@ func newHost(t *testing.T, bin, repo, root, busURL string) *host {
 	if err := os.WriteFile(filepath.Join(repo, "ferry.toml"), []byte(warmToml), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	signer, err := testSigner()
+	if err == nil {
+		err = signer.WriteTo(h.home)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.trusted = signer.Public()
 	return h
 }
 
 func (h *host) env(extra []string) []string {
 	return append(os.Environ(), append([]string{"FERRY_HOME=" + h.home, "FERRY_WORKTREES=" + h.wts,
-		"FERRY_NATS_URL=" + h.busURL, knobs.OverlayHold + "=0"}, append(h.extra, extra...)...)...)
+		"FERRY_NATS_URL=" + h.busURL, "FERRY_TRUSTED_KEYS=" + h.trusted, knobs.OverlayHold + "=0"}, append(h.extra, extra...)...)...)
 }
 
 func (h *host) ferry(dir string, extra []string, args ...string) (string, string, error) {
@@ -503,6 +526,12 @@ func setMeta(t *testing.T, obs jetstream.ObjectStore, meta jetstream.ObjectMeta,
 		md[k] = v
 	}
 	md["ferry-meta"] = string(b)
+	// Signed again with the test hosts' key: what is judged is the change.
+	signer, err := testSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer.Sign(md)
 	meta.Metadata = md
 	if err := obs.UpdateMeta(t.Context(), meta.Name, meta); err != nil {
 		t.Fatal(err)

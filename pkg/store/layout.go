@@ -46,7 +46,7 @@ var Names = []string{
 	"bin", "cargo", "ferry-rustc", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
-	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending", "layer",
+	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending", "layer", "keys",
 }
 
 // ShimDir is where the shim is installed as cargo: <parent>/bin.
@@ -103,6 +103,16 @@ func BusFiles(dir string) Bus {
 		JetStream: filepath.Join(dir, "jetstream"),
 	}
 }
+
+// KeysDir is where the store parent keeps the key this host signs the
+// bases it publishes with (package share).
+func KeysDir(parent string) string { return filepath.Join(parent, "keys") }
+
+// Secrets are the directories of the store parent that no sandbox shows:
+// the bus's (its token, and bus.json with its address) and the signing
+// keys'. Whoever reads them can publish on the bus, or sign bases runners
+// trust.
+func Secrets(parent string) []string { return []string{BusDir(parent), KeysDir(parent)} }
 
 // Worktrees is the worktree parent under a store parent that FERRY_HOME
 // names, when nothing names one of its own.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -252,8 +253,17 @@ func printDedup(name string, r fleetRun, diffs []refreshDiff) {
 // fleetHost is one host of a round: its clone, store parent (dir/home) and
 // worktree parent, on the round's bus.
 func fleetHost(bin, dir string, repo *fixture.Repo, busURL string) (*ws, error) {
+	// Every host signs with one key and trusts it, as a fleet whose
+	// build hosts share their key does.
+	signer, err := fleetSigner()
+	if err != nil {
+		return nil, err
+	}
 	w := &ws{name: filepath.Base(dir), dir: dir, repo: repo, bin: bin, home: filepath.Join(dir, "home"),
-		extra: []string{"FERRY_NATS_URL=" + busURL}}
+		extra: []string{"FERRY_NATS_URL=" + busURL, "FERRY_TRUSTED_KEYS=" + signer.Public()}}
+	if err := signer.WriteTo(w.home); err != nil {
+		return nil, err
+	}
 	// The same warm command on every host (it is part of the fingerprint),
 	// kept out of git status.
 	if err := os.WriteFile(filepath.Join(repo.Dir, "ferry.toml"), []byte(fmt.Sprintf("[base]\nwarm = [%q]\n", benchWarm)), 0o644); err != nil {
@@ -264,6 +274,16 @@ func fleetHost(bin, dir string, repo *fixture.Repo, busURL string) (*ws, error) 
 	}
 	return w, nil
 }
+
+// fleetSigner is the key the bench's hosts sign with.
+var fleetSigner = sync.OnceValues(func() (*share.Signer, error) {
+	dir, err := os.MkdirTemp("", "ferry-bench-key-")
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := share.EnsureSigner(dir)
+	return s, err
+})
 
 // jsonRun runs ferry with args and decodes its --json answer into v.
 func (h *ws) jsonRun(v any, args ...string) (time.Duration, error) {

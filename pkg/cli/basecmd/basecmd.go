@@ -129,7 +129,11 @@ func (c *buildCmd) run(io cli.IO) error {
 	var published *share.Published
 	if c.Publish {
 		publish = func(ctx context.Context, r *base.Record) (string, error) {
-			p, err := share.Publish(ctx, conn, bucket(fc.Settings), r)
+			signer, err := share.HostSigner(fc.Settings.StoreParent, func(f string, a ...any) { fmt.Fprintf(io.Stderr, "ferry-base: "+f+"\n", a...) })
+			if err != nil {
+				return "", err
+			}
+			p, err := share.Publish(ctx, conn, bucket(fc.Settings), r, signer)
 			if err != nil {
 				return "", err
 			}

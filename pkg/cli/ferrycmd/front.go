@@ -43,13 +43,14 @@ var own = map[string]string{
 	"setup":   "print what the host needs and the script that does it: ferry setup apparmor",
 	"up":      "keep bases warm: start watcher (hosting the bus), builder and gc",
 	"events":  "print the event log",
+	"key":     "print this host's signing key for published bases (made on first use)",
 	"version": "print Ferry's version",
 	"hook":    "agent-tool hooks: ferry hook claude-code|git|codex|cursor|conductor install, and the hooks they run",
 }
 
 // jsonCommands are the commands that take --json; the wrappers (run,
 // shell) and the supervisor (up) print their children's output instead.
-var jsonCommands = []string{"base", "spawn", "gc", "watch", "env", "list", "stats", "why", "rm", "adopt", "doctor", "setup", "events", "version", "hook (install, uninstall)"}
+var jsonCommands = []string{"base", "spawn", "gc", "watch", "env", "list", "stats", "why", "rm", "adopt", "doctor", "setup", "events", "key", "version", "hook (install, uninstall)"}
 
 // Main runs ferry with args and returns its exit code.
 func Main(args []string, io cli.IO) int {
@@ -93,6 +94,8 @@ func Main(args []string, io cli.IO) int {
 		return runSetup(args[1:], io)
 	case "hook":
 		return hookAgent(args[1:], io)
+	case "key":
+		return signingKey(args[1:], io)
 	}
 	return cli.Report(io, "ferry", failure.New(failure.Usage, "run `ferry --help` for the commands", "unknown command %q", name), false)
 }

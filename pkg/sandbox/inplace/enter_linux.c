@@ -5,8 +5,8 @@
 // It acts only when argv[1] is one of its markers; any other process
 // returns at once. Its arguments, written by Exec and ExecJoin:
 //
-//   argv[0] marker dir store nbinds {src dst}... nwritable {path}... -- path argv...
-//   argv[0] join-marker userfd mntfd dir store nbinds {src dst}... noverlays {target view upper work}... -- path argv...
+//   argv[0] marker dir store nbinds {src dst}... nwritable {path}... nmasked {path}... -- path argv...
+//   argv[0] join-marker userfd mntfd dir store nbinds {src dst}... noverlays {target view upper work}... nmasked {path}... -- path argv...
 //
 // with clean absolute paths, store "" for none, view "" for none. The
 // environment is the command's. On success it execs path; on a failure it
@@ -27,6 +27,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -107,6 +108,65 @@ static int read_only(const char *dir) {
 	return mount("", dir, NULL, flags, NULL);
 }
 
+// mask hides each of the n paths (below the store, pinned without
+// following a link) in the sealed store, as package sandbox's mask does: a
+// directory behind an empty read-only tmpfs, anything else behind
+// /dev/null, read-only; a path that does not exist is left alone.
+static void mask(int root, const char *store, char **paths, int n) {
+	char step[4352], buf[64];
+	for (int m = 0; m < n; m++) {
+		struct stat st;
+		if (lstat(paths[m], &st) < 0) {
+			if (errno == ENOENT)
+				continue;
+			snprintf(step, sizeof step, "mask %s", paths[m]);
+			fail(step, errno, NULL);
+		}
+		const char *at = pin(root, store, paths[m], buf, sizeof buf);
+		if (!at) {
+			snprintf(step, sizeof step, "open %s", paths[m]);
+			fail(step, errno, paths[m]);
+		}
+		snprintf(step, sizeof step, "mask %s", paths[m]);
+		if (S_ISDIR(st.st_mode)) {
+			if (mount("tmpfs", at, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k") < 0)
+				fail(step, errno, NULL);
+			continue;
+		}
+		if (mount("/dev/null", at, NULL, MS_BIND, NULL) < 0 || read_only(paths[m]) < 0)
+			fail(step, errno, NULL);
+	}
+}
+
+// masked reports whether each of the n paths that exists is hidden in this
+// namespace, as package sandbox's checkMasked does, and fails when one is
+// not.
+static void check_masked(char **paths, int n) {
+	char msg[4352];
+	struct stat null;
+	if (stat("/dev/null", &null) < 0)
+		fail(FERRY_STEP_CHECK, errno, NULL);
+	for (int m = 0; m < n; m++) {
+		struct stat st;
+		if (lstat(paths[m], &st) < 0) {
+			if (errno == ENOENT)
+				continue;
+			fail(FERRY_STEP_CHECK, errno, NULL);
+		}
+		int hidden;
+		if (S_ISDIR(st.st_mode)) {
+			struct statfs fs;
+			hidden = statfs(paths[m], &fs) == 0 && fs.f_type == 0x01021994 /* TMPFS_MAGIC */ && (fs.f_flags & ST_RDONLY);
+		} else {
+			hidden = S_ISCHR(st.st_mode) && st.st_rdev == null.st_rdev;
+		}
+		if (!hidden) {
+			snprintf(msg, sizeof msg, "%s is not hidden in the joined namespace", paths[m]);
+			fail_msg(FERRY_STEP_CHECK, 0, NULL, msg);
+		}
+	}
+}
+
 // group reads a count at argv[*i] and returns the count groups of width
 // arguments that follow it, moving *i past them; a plan that does not hold
 // them is refused.
@@ -137,9 +197,10 @@ static void enter(int argc, char **argv) {
 		fail("read plan", EINVAL, NULL);
 	const char *dir = argv[i++];
 	const char *store = argv[i++];
-	int nbinds, nwritable;
+	int nbinds, nwritable, nmasked;
 	char **binds = group(argc, argv, &i, 2, &nbinds);
 	char **writable = group(argc, argv, &i, 1, &nwritable);
+	char **masked = group(argc, argv, &i, 1, &nmasked);
 	const char *path;
 	char **cmd = command(argc, argv, i, &path);
 
@@ -201,6 +262,12 @@ static void enter(int argc, char **argv) {
 			snprintf(step, sizeof step, "make the store %s read-only", store);
 			fail(step, errno, NULL);
 		}
+		// Pinned from the sealed store: root names the mount the seal
+		// now covers.
+		int sealed = open(store, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (sealed < 0)
+			fail("open the store", errno, store);
+		mask(sealed, store, masked, nmasked);
 	}
 	if (chdir(dir) < 0)
 		fail("chdir", errno, NULL);
@@ -326,9 +393,10 @@ static void join_inplace(int argc, char **argv) {
 	int userfd = atoi(argv[i++]), mntfd = atoi(argv[i++]);
 	const char *dir = argv[i++];
 	const char *store = argv[i++];
-	int nbinds, noverlays;
+	int nbinds, noverlays, nmasked;
 	char **binds = group(argc, argv, &i, 2, &nbinds);
 	char **overlays = group(argc, argv, &i, 4, &noverlays); // target view upper work
+	char **masked = group(argc, argv, &i, 1, &nmasked);
 	const char *path;
 	char **cmd = command(argc, argv, i, &path);
 
@@ -377,6 +445,7 @@ static void join_inplace(int argc, char **argv) {
 			fail_msg(FERRY_STEP_CHECK, 0, NULL, msg);
 		}
 	}
+	check_masked(masked, nmasked);
 	if (chdir(dir) < 0)
 		fail("chdir", errno, NULL);
 	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);

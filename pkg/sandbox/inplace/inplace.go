@@ -165,6 +165,7 @@ func prepare(c *sandbox.Cmd, join bool) (*entry, error) {
 	if p.Store != "" {
 		paths = append(paths, p.Store)
 	}
+	paths = append(paths, p.Masked...)
 	if err := clean(paths); err != nil {
 		return nil, err
 	}
@@ -177,6 +178,8 @@ func prepare(c *sandbox.Cmd, join bool) (*entry, error) {
 	for _, o := range p.Overlays {
 		args = append(args, o.Target, o.View, o.Upper, o.Work)
 	}
+	args = append(args, strconv.Itoa(len(p.Masked)))
+	args = append(args, p.Masked...)
 	args = append(append(args, "--", p.Argv[0]), p.Argv...)
 	keep = append([]uintptr{p.Join.User.Fd(), p.Join.Mount.Fd()}, keep...)
 	return &entry{args: args, env: p.Env, keep: keep}, nil
@@ -200,6 +203,7 @@ func arguments(p sandbox.Plan) ([]string, error) {
 		paths = append(paths, b.Source, b.Target)
 	}
 	paths = append(paths, p.Writable...)
+	paths = append(paths, p.Masked...)
 	if p.Store != "" {
 		paths = append(paths, p.Store)
 	}
@@ -212,6 +216,8 @@ func arguments(p sandbox.Plan) ([]string, error) {
 	}
 	args = append(args, strconv.Itoa(len(p.Writable)))
 	args = append(args, p.Writable...)
+	args = append(args, strconv.Itoa(len(p.Masked)))
+	args = append(args, p.Masked...)
 	args = append(args, "--", p.Argv[0])
 	return append(args, p.Argv...), nil
 }

@@ -117,6 +117,10 @@ func newLayout(t *testing.T) layout {
 		}
 	}
 	os.WriteFile(filepath.Join(l.src, "hello.txt"), []byte("from the checkout\n"), 0o644)
+	// Secrets the plan hides (store.Secrets): a directory and a file.
+	os.MkdirAll(filepath.Join(root, "bus"), 0o700)
+	os.WriteFile(filepath.Join(root, "bus", "token"), []byte("s3cret\n"), 0o600)
+	os.WriteFile(filepath.Join(root, "signing.key"), []byte("k3y\n"), 0o600)
 	return l
 }
 
@@ -129,6 +133,7 @@ func (l layout) plan(script string) sandbox.Plan {
 		Env:      []string{"PATH=/usr/bin:/bin", "T=" + l.mntTarget},
 		Store:    l.root,
 		Writable: []string{l.keep, filepath.Join(l.root, "not-there")},
+		Masked:   []string{filepath.Join(l.root, "bus"), filepath.Join(l.root, "signing.key"), filepath.Join(l.root, "keys")},
 	}
 }
 
@@ -183,6 +188,9 @@ func (l layout) describe() string {
 		for f in "$T/mine" ` + l.mntSrc + `/new.txt ` + l.keep + `/kept ` + l.target + `/direct ` + l.src + `/direct ` + l.root + `/planted ` + l.root + `/bases/planted; do
 			if { echo X > "$f"; } 2>/dev/null; then echo "writable $f"; rm -f "$f"; else echo "read-only $f"; fi
 		done
+		echo "bus holds: $(ls -A ` + l.root + `/bus)"; cat ` + l.root + `/bus/token 2>/dev/null || echo "no token"
+		echo "key: $(cat ` + l.root + `/signing.key)"; { echo X > ` + l.root + `/signing.key; } 2>/dev/null
+		{ echo X > ` + l.root + `/bus/token; } 2>/dev/null && echo "bus writable"
 		awk -v r=` + l.root + ` 'index($5, r) == 1 { split($6, o, ","); print $5, o[1] }' /proc/self/mountinfo | sort`
 }
 
@@ -199,6 +207,15 @@ func TestInPlaceMatchesSandboxChild(t *testing.T) {
 	}
 	if !strings.Contains(want, "read-only "+l.root+"/planted") || !strings.Contains(want, "writable "+l.mntTarget+"/mine") {
 		t.Fatalf("the sandbox child's view is not a sealed store:\n%s", want)
+	}
+	// The secrets are hidden: the bus dir shows empty, the key file as
+	// /dev/null (a write to it reaches nothing), and the host's are as
+	// they were.
+	if !strings.Contains(want, "bus holds: \nno token\nkey: \n") || strings.Contains(want, "s3cret") || strings.Contains(want, "bus writable") {
+		t.Fatalf("the sandbox child sees the secrets:\n%s", want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(l.root, "signing.key")); string(b) != "k3y\n" {
+		t.Fatalf("the key file on the host holds %q after the sandbox wrote to its mask", b)
 	}
 	_, got, err := inPlace(t, p, "")
 	if err != nil {
@@ -387,9 +404,10 @@ func TestExecJoin(t *testing.T) {
 		change func(*sandbox.Plan)
 		msg    string
 	}{
-		"another upper": {func(p *sandbox.Plan) { p.Overlays[0].Upper = other }, l.mntSrc + " is not the overlay on " + other},
-		"another bind":  {func(p *sandbox.Plan) { p.Binds[0].Source = l.src }, l.mntTarget + " is not " + l.src},
-		"no seal":       {func(p *sandbox.Plan) { p.Store = l.keep }, "the store " + l.keep + " is writable"},
+		"another upper":  {func(p *sandbox.Plan) { p.Overlays[0].Upper = other }, l.mntSrc + " is not the overlay on " + other},
+		"another bind":   {func(p *sandbox.Plan) { p.Binds[0].Source = l.src }, l.mntTarget + " is not " + l.src},
+		"no seal":        {func(p *sandbox.Plan) { p.Store = l.keep }, "the store " + l.keep + " is writable"},
+		"a secret shown": {func(p *sandbox.Plan) { p.Masked = append(p.Masked, l.keep) }, l.keep + " is not hidden"},
 	} {
 		r := q
 		r.Binds = slices.Clone(q.Binds)
