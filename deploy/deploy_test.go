@@ -449,7 +449,7 @@ func TestEnvExample(t *testing.T) {
 		}
 	}
 	for _, v := range []string{"FERRY_HOME", "FERRY_WORKTREES", "FERRY_SANDBOX", "FERRY_BACKEND", "FERRY_NATS_URL",
-		"FERRY_WATCH_REV", "FERRY_WATCH_INTERVAL", "PATH"} {
+		"FERRY_TRUSTED_KEYS", "FERRY_WATCH_REV", "FERRY_WATCH_INTERVAL", "PATH"} {
 		if !seen[v] {
 			t.Errorf("ferry.env.example does not document %s", v)
 		}

@@ -51,6 +51,20 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// required is a condition's answer when why (nil when it is met) says
+// whether the host provides what it names: under make test
+// (fixture.RequireEnv), a host without it fails the script, which would
+// otherwise skip it, or the lines it guards, silently.
+func required(cond string, why error) (bool, error) {
+	if why == nil {
+		return true, nil
+	}
+	if fixture.Required() {
+		return false, fmt.Errorf("condition [%s] is required under %s=1, and this host fails it: %w", cond, fixture.RequireEnv, why)
+	}
+	return false, nil
+}
+
 func TestScripts(t *testing.T) {
 	bin := testenv.Binaries(t)
 	t.Cleanup(testenv.Cleanup)
@@ -96,19 +110,27 @@ func TestScripts(t *testing.T) {
 				}
 				return err == nil, nil
 			case "userns":
-				// The namespace sandbox can be built here.
-				return sandbox.Probe() == nil, nil
+				// The namespace sandbox can be built here. Under make
+				// test, a host without it fails the script (required).
+				return required(cond, sandbox.Probe())
 			case "overlay":
 				// An unprivileged overlay mounts in a user namespace here.
 				b, err := platform.Real().OverlayBlocker(os.TempDir())
-				return err == nil && b == nil, nil
+				if err == nil && b != nil {
+					err = b
+				}
+				return required(cond, err)
 			case "reflink":
-				// $FERRY_TEST_XFS is a filesystem that clones files.
+				// $FERRY_TEST_XFS is a filesystem that clones files
+				// (make test's bootstrap mounts one).
 				if knobs.XFS() == "" {
-					return false, nil
+					return required(cond, fmt.Errorf("%s is not set", knobs.TestXFS))
 				}
 				ok, err := fork.CanReflink(knobs.XFS())
-				return ok && err == nil, nil
+				if err == nil && !ok {
+					err = fmt.Errorf("%s (%s) does not clone files", knobs.TestXFS, knobs.XFS())
+				}
+				return required(cond, err)
 			case "blockable":
 				// A user namespace in which nested ones can be blocked the
 				// way a restricted host blocks them: scripts run Ferry
@@ -120,6 +142,9 @@ func TestScripts(t *testing.T) {
 				return err == nil, nil
 			case "nightly":
 				// rustup has a nightly toolchain (checksum freshness).
+				// Bootstrap cannot install one (no network to rustup's
+				// servers), so a script without it skips, saying so
+				// (`[!nightly] skip`), under make test too.
 				out, err := exec.Command("rustup", "toolchain", "list").Output()
 				return err == nil && strings.Contains(string(out), "nightly"), nil
 			case "seccomp":

@@ -21,11 +21,13 @@ import (
 	"encoding/base64"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -626,4 +628,37 @@ func publicKeyProblem(k string) string {
 		return "not a key `ferry key` prints (32 bytes in unpadded base64url after " + KeyPrefix + ")"
 	}
 	return ""
+}
+
+// Changed names the settings that differ between a and b, each as the
+// field's name in kebab case ("warm", "keep-going", "trusted-keys"), in
+// the order Settings declares them; File, where they were read from, is
+// not one.
+func Changed(a, b *Settings) []string {
+	va, vb := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
+	var out []string
+	for i := 0; i < va.NumField(); i++ {
+		f := va.Type().Field(i)
+		if f.Name == "File" || !f.IsExported() {
+			continue
+		}
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			out = append(out, kebab(f.Name))
+		}
+	}
+	return out
+}
+
+// kebab turns a Go field name into kebab case: KeepGoing is keep-going,
+// BusURL bus-url.
+func kebab(name string) string {
+	rs := []rune(name)
+	var b strings.Builder
+	for i, r := range rs {
+		if unicode.IsUpper(r) && i > 0 && (unicode.IsLower(rs[i-1]) || i+1 < len(rs) && unicode.IsLower(rs[i+1])) {
+			b.WriteByte('-')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
 }

@@ -1122,3 +1122,19 @@ func TestPathsWorktrees(t *testing.T) {
 		t.Fatalf("bad value: %v (hint %q)", err, failure.HintOf(err))
 	}
 }
+
+// Changed names each setting that differs, in kebab case, and nothing else.
+func TestChanged(t *testing.T) {
+	a, b := defaults(), defaults()
+	if got := Changed(&a, &b); len(got) != 0 {
+		t.Fatalf("equal settings: %v", got)
+	}
+	b.Warm = []string{"cargo build"}
+	b.KeepGoing = false
+	b.BusURL = "nats://elsewhere"
+	b.TrustedKeys = []string{"k"}
+	b.File = "/elsewhere/ferry.toml"
+	if got := strings.Join(Changed(&a, &b), " "); got != "warm keep-going bus-url trusted-keys" {
+		t.Fatalf("Changed = %q", got)
+	}
+}

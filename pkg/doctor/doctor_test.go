@@ -359,7 +359,7 @@ func TestWhatSpawnWouldDo(t *testing.T) {
 		})
 	}
 	t.Run("overlay set and unavailable", func(t *testing.T) {
-		old := preparedHost(t, h.Uid, map[string]string{osreleaseFile: "5.4.0\n"})
+		old := preparedHost(t, h.Uid, map[string]string{osreleaseFile: "5.8.0\n"})
 		r := Run(inRepo(old, filepath.Join(ext4, "old"), "overlay", "auto"))
 		if c := r.Check(CheckOverlay); c.Status != Blocked || c.Blocker == nil || c.Blocker.Setting != platform.SettingKernelRelease {
 			t.Errorf("overlay check %+v", c)
@@ -367,6 +367,23 @@ func TestWhatSpawnWouldDo(t *testing.T) {
 		// A refresh copies then, and says why.
 		if c := r.Check(CheckRefresh); c.Status != Warning || !strings.Contains(c.Detail, "copies") || !strings.Contains(c.Detail, "overlay") || c.Hint == "" {
 			t.Errorf("refresh check %+v", c)
+		}
+	})
+	// A kernel without openat2 (before 5.6) is a named blocker: auto falls
+	// back to host paths and says why; "on" is refused with it.
+	t.Run("a kernel without openat2", func(t *testing.T) {
+		old := preparedHost(t, h.Uid, map[string]string{osreleaseFile: "5.4.0-150-generic\n"})
+		r := Run(inRepo(old, filepath.Join(ext4, "openat2"), "auto", "auto"))
+		c := r.Check(CheckUserns)
+		if c.Status != Warning || c.Blocker == nil || c.Blocker.Setting != platform.SettingKernelRelease || !strings.Contains(c.Blocker.Problem, "openat2") {
+			t.Errorf("userns check %+v", c)
+		}
+		if r.Spawn.Isolation != IsolationHost || r.ExitCode != 0 || !strings.Contains(r.Spawn.IsolationReason, "host paths") {
+			t.Errorf("auto: exit %d, spawn %+v", r.ExitCode, *r.Spawn)
+		}
+		r = Run(inRepo(old, filepath.Join(ext4, "openat2-on"), "auto", "on"))
+		if r.ExitCode != 4 || r.Spawn.Isolation != IsolationRefused || !strings.Contains(r.Spawn.IsolationReason, "openat2") {
+			t.Errorf("on: exit %d, spawn %+v", r.ExitCode, *r.Spawn)
 		}
 	})
 	t.Run("layered off", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,21 +70,44 @@ func TestTakeWaitsForRelease(t *testing.T) {
 
 // A holder killed with SIGKILL releases its lock: the kernel drops flocks
 // with the last descriptor.
+// holdEnv makes this test binary a lock holder: it takes the lock at the
+// path it names, says so on stdout, and sleeps until killed. One process,
+// no child that could keep a copy of the descriptor past its death.
+const holdEnv = "FERRY_LOCK_TEST_HOLD"
+
+func TestMain(m *testing.M) {
+	if p := os.Getenv(holdEnv); p != "" {
+		l, err := Take(p)
+		if err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Stdout.WriteString("held\n")
+		time.Sleep(time.Minute)
+		l.Release()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
 func TestKilledHolderReleases(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "lock")
-	cmd := exec.Command("flock", "-o", p, "sleep", "60")
-	if err := cmd.Start(); err != nil {
-		t.Skipf("flock(1) unavailable: %v", err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), holdEnv+"="+p)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if held, _ := Held(p); held {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("child never took the lock")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "held\n" {
+		cmd.Process.Kill()
+		t.Fatalf("the holder did not take the lock: %q, %v", buf, err)
+	}
+	if held, _ := Held(p); !held {
+		t.Fatal("the holder says it holds the lock; Held says nobody does")
 	}
 	cmd.Process.Kill()
 	cmd.Wait()

@@ -54,6 +54,8 @@ func RunBuilder(ctx context.Context, o BuilderOptions) error {
 			m.Term("not a commit.seen")
 			continue
 		}
+		// ferry.toml as it is now: each build reads it again.
+		o.Env = o.Env.Reloaded("ferry-base")
 		if err := buildOne(ctx, o, conn, m, cs); err != nil {
 			return err
 		}

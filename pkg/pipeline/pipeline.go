@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,6 +43,39 @@ type Env struct {
 	// did through this Env's announcers, for a stage's metrics (package
 	// metrics implements it). One-shot commands leave it nil.
 	Observer Observer
+	// Reload reads the settings again, for a long-running stage that
+	// applies ferry.toml as it is at each build or pull (Reloaded); nil
+	// keeps Settings as they are.
+	Reload func() (*config.Settings, error)
+}
+
+// Reloaded is e with its settings read again (e.Reload), saying on the log
+// which changed since they were last read, and that the bus's own settings
+// (the connection is made) take effect at the next start. Settings that
+// cannot be read leave e as it is, with the error on the log.
+func (e Env) Reloaded(stage string) Env {
+	if e.Reload == nil {
+		return e
+	}
+	s, err := e.Reload()
+	if err != nil {
+		e.Logf("%s: the settings could not be read again, so this one uses those read before: %v", stage, err)
+		return e
+	}
+	changed := config.Changed(e.Settings, s)
+	if len(changed) == 0 {
+		return e
+	}
+	msg := fmt.Sprintf("%s: settings changed since they were last read: %s", stage, strings.Join(changed, ", "))
+	for _, c := range changed {
+		if slices.Contains([]string{"bus-url", "bus-replicas", "ack-wait", "bus-monitor-port", "metrics-port"}, c) {
+			msg += " (the bus's and the metrics' take effect when the stage restarts)"
+			break
+		}
+	}
+	e.Logf("%s", msg)
+	e.Settings = s
+	return e
 }
 
 // Observer is told what the stages did (see Env.Observer).

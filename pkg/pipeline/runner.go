@@ -80,6 +80,8 @@ func RunRunner(ctx context.Context, o RunnerOptions) error {
 			continue
 		}
 		stop := m.KeepAlive() // heartbeat through long pulls and waits
+		// The settings as they are now (trusted keys rotate).
+		o.Env = o.Env.Reloaded("ferry-base")
 		installOne(ctx, o, conn, br)
 		stop()
 		if ctx.Err() != nil {

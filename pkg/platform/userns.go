@@ -95,6 +95,9 @@ func (h Host) UsernsBlocker() *Blocker {
 	if b := h.cloneBlocker(); b != nil {
 		return b
 	}
+	if b := h.openat2Blocker(); b != nil {
+		return b
+	}
 	if b := h.budgetBlocker(SettingMaxUserNamespaces, "user"); b != nil {
 		return b
 	}
@@ -123,6 +126,8 @@ func (h Host) UsernsBlocker() *Blocker {
 //   - EINVAL: a kernel without CONFIG_USER_NS when /proc/self/ns/user is
 //     missing, else a request the kernel rejects as made (for example from a
 //     multi-threaded process), which is Ferry's bug, not the host's.
+//   - ENOSYS: a kernel without openat2 (before 5.6), which the sandbox
+//     opens store paths with (Openat2Blocker).
 //   - anything else: a generic blocker naming the errno.
 //
 // The returned blocker unwraps to err. It is never nil. On an operating
@@ -143,6 +148,9 @@ func (h Host) ExplainUsernsFailure(where string, err error) *Blocker {
 		b = h.refusal(where, errnoName(err))
 	case errors.Is(err, unix.EINVAL):
 		b = h.invalid(where)
+	case errors.Is(err, unix.ENOSYS):
+		// A store path opened with openat2 on a kernel without it.
+		b = Openat2Blocker(h.KernelRelease())
 	default:
 		b = generic(where, err)
 	}
@@ -426,6 +434,38 @@ func sysctlCommands(setting, value string) string {
 // double it, and never less than 16384, roomy for any number of agents.
 func suggestedBudget(v int) string {
 	return strconv.Itoa(max(2*v, 16384))
+}
+
+// openat2MinKernel is the first kernel with openat2, with which the sandbox
+// opens store paths without following links (RESOLVE_NO_SYMLINKS).
+var openat2MinKernel = kernelVersion{5, 6}
+
+// openat2Blocker reports a kernel without openat2: one whose release is
+// before 5.6, or, on this machine (ProcSys unset), whose openat2 answers
+// ENOSYS (a kernel that names a later release but lacks it).
+func (h Host) openat2Blocker() *Blocker {
+	release := h.KernelRelease()
+	v, ok := parseRelease(release)
+	missing := ok && v.before(openat2MinKernel.major, openat2MinKernel.minor)
+	if !missing && h.ProcSys == "" {
+		missing = openat2Missing()
+	}
+	if !missing {
+		return nil
+	}
+	return Openat2Blocker(release)
+}
+
+// Openat2Blocker is the blocker of a kernel (release, as it names itself)
+// without openat2.
+func Openat2Blocker(release string) *Blocker {
+	return &Blocker{
+		Check:   CheckUserns,
+		Setting: SettingKernelRelease,
+		Value:   release,
+		Problem: fmt.Sprintf("Linux %s lacks openat2, which came in Linux 5.6: the sandbox opens every path in the store with it, never following a symbolic link planted there.", release),
+		Remedy:  "Boot Linux 5.6 or later (your distribution's newer or hardware-enablement kernel); until then sandbox mode auto builds at host paths, and FERRY_SANDBOX=off (or [sandbox] mode = \"off\") does so without this warning.",
+	}
 }
 
 // procSys returns the sysctl root.

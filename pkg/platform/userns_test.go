@@ -125,6 +125,12 @@ func TestUsernsBlockerStatic(t *testing.T) {
 		{name: "order: the budget before AppArmor", uid: user,
 			files:   map[string]string{cloneFile: "1\n", maxUserFile: "1\n", apparmorFile: "1\n"},
 			setting: SettingMaxUserNamespaces, value: "1"},
+		{name: "a kernel without openat2", uid: user,
+			files:   map[string]string{"sys/kernel/osrelease": "5.4.0-150-generic\n", maxUserFile: "96364\n"},
+			setting: SettingKernelRelease, value: "5.4.0-150-generic",
+			remedy: []string{"Linux 5.6 or later", "sandbox mode auto builds at host paths", "FERRY_SANDBOX=off"}},
+		{name: "openat2 from 5.6", uid: user,
+			files: map[string]string{"sys/kernel/osrelease": "5.6.0\n"}},
 		{name: "unparsable values are not seen", uid: user,
 			files: map[string]string{cloneFile: "x\n", maxUserFile: "\n", apparmorFile: "on\n"}},
 	}

@@ -90,12 +90,6 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 	if err != nil {
 		return nil, failure.Wrap(failure.Refused, err, "", "object %s in bucket %s", p.ID, o.Bucket.name())
 	}
-	// Signed by a key this host trusts, or nothing is installed. (The
-	// signed metadata holds the digests the bytes are checked against.)
-	signer, err := verifySigned(p.ID, info.Metadata, o.Build.Settings.TrustedKeys)
-	if err != nil {
-		return nil, err
-	}
 	if diff := differences(m, p); len(diff) > 0 {
 		return nil, failure.New(failure.Refused, "build the base here with `ferry base`, or publish one built with this host's toolchain and settings",
 			"the published base %s does not match this host: %s", p.ID, strings.Join(diff, "; "))
@@ -105,6 +99,13 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 			"wait for the publisher to finish, then pull again", "nothing to pull")
 	}
 	if err := m.current(); err != nil {
+		return nil, err
+	}
+	// Signed by a key this host trusts, or nothing is installed. (The
+	// signed metadata holds the digests the bytes are checked against;
+	// what is refused or waited for above installs nothing either.)
+	signer, err := verifySigned(p.ID, info.Metadata, o.Build.Settings.TrustedKeys)
+	if err != nil {
 		return nil, err
 	}
 

@@ -76,7 +76,8 @@ func Main(name string, args []string, io cli.IO) int {
 }
 
 func env(fc *cli.Context, io cli.IO) pipeline.Env {
-	return pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+	return pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr,
+		Reload: func() (*config.Settings, error) { return config.Load(fc.Repo.Top, config.OSEnv()) }}
 }
 
 func (c *buildCmd) run(io cli.IO) error {

@@ -31,7 +31,7 @@ func signingKey(args []string, io cli.IO) int {
 		"hidden from every sandbox). Rotate by trusting a new key beside the old one, replacing the key file, publishing again, " +
 		"then dropping the old key."
 	return cli.Run("ferry key", help,
-		[]string{"ferry key", "ferry key --json", "FERRY_TRUSTED_KEYS=\"$(ssh build-host ferry key)\" ferry-base --follow --pull"},
+		[]string{"ferry key", "ferry key --json", "ssh build-host ferry key   # on a runner: the key to list in [share] trusted-keys"},
 		&c, args, io, &c.JSON, func() error {
 			// The store parent: the repository's settings where there is
 			// one, the environment's and the defaults elsewhere.
