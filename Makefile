@@ -10,7 +10,7 @@ XFS      := /mnt/ferry-xfs
 CLAUDE_VERSION := 2.1.332
 CLAUDE_DIR     ?= $(HOME)/.cache/ferry-test/claude-code-$(CLAUDE_VERSION)
 
-.PHONY: all bootstrap build test demo bench vet cross clean
+.PHONY: all bootstrap build install test demo bench vet cross clean
 
 all: build
 
@@ -25,10 +25,23 @@ bootstrap:
 # TAGS=ferrytest builds binaries that read the test knobs (internal/knobs);
 # make bench uses them, in their own directory.
 TAGS :=
+# The version `ferry --version` names: the tag, or git describe's name for
+# a commit after it (the commit alone without tags), "-dirty" when the
+# checkout is modified. -buildvcs=auto records the commit too where git can
+# tell it (a GOFLAGS of -buildvcs=false would not).
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+VERSIONX := -X github.com/ferrydev/ferry/pkg/cli.release=$(VERSION)
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -tags '$(TAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(filter-out ferry-shim,$(BINARIES)))
-	$(GO) build -tags '$(TAGS)' -ldflags=-extldflags=-static -o $(BIN)/ ./cmd/ferry-shim
+	$(GO) build -buildvcs=auto -tags '$(TAGS)' -ldflags '$(VERSIONX)' -o $(BIN)/ $(addprefix ./cmd/,$(filter-out ferry-shim,$(BINARIES)))
+	$(GO) build -buildvcs=auto -tags '$(TAGS)' -ldflags '$(VERSIONX) -extldflags=-static' -o $(BIN)/ ./cmd/ferry-shim
+
+# Install every binary side by side in $(PREFIX)/bin (the front finds its
+# stages beside itself): make install PREFIX=$HOME/.local.
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(addprefix $(BIN)/,$(BINARIES)) $(DESTDIR)$(PREFIX)/bin/
 
 # Both builds: the release one, and the tests' (-tags ferrytest, which reads
 # the test knobs: see internal/knobs).
