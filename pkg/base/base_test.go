@@ -352,20 +352,13 @@ func TestKilledBuildIsRebuilt(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(stderr.String(), "Compiling") {
-		if time.Now().After(deadline) {
-			c.Process.Kill()
-			t.Fatalf("the build never started compiling:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitCompiling(t, c, &stderr)
 	time.Sleep(300 * time.Millisecond)
 	c.Process.Kill()
 	c.Wait()
 
 	// Nothing keeps building into the abandoned directory.
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for len(processesUsing(e.store.Dir)) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("processes outlived the killed builder: %v", processesUsing(e.store.Dir))
@@ -396,6 +389,20 @@ func TestKilledBuildIsRebuilt(t *testing.T) {
 	out, err := exec.Command(filepath.Join(res.Record.Target, "debug", fixture.BinName)).Output()
 	if err != nil || !strings.HasPrefix(string(out), fixture.MarkerPrefix) {
 		t.Fatalf("rebuilt binary printed %q (%v)", out, err)
+	}
+}
+
+// waitCompiling waits until the running build c has said "Compiling" on
+// stderr, and kills it and fails t when it does not within two minutes.
+func waitCompiling(t *testing.T, c *exec.Cmd, stderr *testenv.Buffer) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(stderr.String(), "Compiling") {
+		if time.Now().After(deadline) {
+			c.Process.Kill()
+			t.Fatalf("the build never started compiling:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
