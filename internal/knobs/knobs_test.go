@@ -22,7 +22,7 @@ func TestReleaseBuildHasNoKnobs(t *testing.T) {
 	}
 	release := t.TempDir()
 	build := exec.Command("go", "build", "-o", release+"/", "./cmd/...")
-	build.Dir = moduleRoot(t)
+	build.Dir = testenv.ModuleRoot(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -60,13 +60,4 @@ func TestReleaseBuildHasNoKnobs(t *testing.T) {
 	if ks := tested["ferry-base"]; len(ks) < len(knobs.Read) {
 		t.Errorf("the tests' build of ferry-base holds %v, want every knob it reads (%v): the check would find nothing", ks, knobs.Read)
 	}
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
 }

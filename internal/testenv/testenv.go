@@ -152,3 +152,14 @@ func NeedKnobs(t testing.TB) {
 	}
 	t.Skip(msg)
 }
+
+// ModuleRoot is the directory of Ferry's go.mod, for tests that build or
+// read the repository itself.
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
