@@ -138,16 +138,26 @@ func BuildAndShare(ctx context.Context, a Announcer, o base.Options, share Share
 
 // Pull installs a published base (share.Pull) and announces base.ready
 // naming its object (the base was not built here: Seconds is the pull's).
+// A base already ready here is announced as reused.
 func Pull(ctx context.Context, a Announcer, conn *bus.Conn, o share.PullOptions) (*share.Pulled, error) {
+	return pull(ctx, a, conn, o, true)
+}
+
+// pull is Pull; with announceReused false a base already ready here is
+// made current without an announcement, so that runners answering each
+// other's base.ready do not go on forever.
+func pull(ctx context.Context, a Announcer, conn *bus.Conn, o share.PullOptions, announceReused bool) (*share.Pulled, error) {
 	res, err := share.Pull(ctx, conn, o)
 	if err != nil {
 		return nil, err
 	}
+	if res.Reused && !announceReused {
+		return res, nil
+	}
 	if obs := observerOf(a); obs != nil && !res.Reused && res.Meta != nil {
 		obs.BasePulled(res.Meta.Compressed, res.Seconds)
 	}
-	r := res.Record
-	a.Announce(ReadyEvent(r, res.Reused, res.Seconds, res.Object))
+	a.Announce(ReadyEvent(res.Record, res.Reused, res.Seconds, res.Object))
 	adoptPendingAfter(a)
 	return res, nil
 }
@@ -178,8 +188,7 @@ func Spawn(a Announcer, o agent.SpawnOptions) (*agent.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.Announce(&events.AgentSpawned{Name: r.Name, Branch: r.Branch, Worktree: r.Worktree,
-		BaseID: r.Base, Backend: r.Backend, StartCommit: r.StartCommit})
+	a.Announce(spawnedEvent(r))
 	return r, nil
 }
 
@@ -191,11 +200,21 @@ func Adopt(a Announcer, o agent.AdoptOptions) (*agent.Adoption, error) {
 		return nil, err
 	}
 	if !ad.Already {
-		r := ad.Record
-		a.Announce(&events.AgentSpawned{Name: r.Name, Branch: r.Branch, Worktree: r.Worktree,
-			BaseID: r.Base, Backend: r.Backend, StartCommit: r.StartCommit})
+		a.Announce(spawnedEvent(ad.Record))
 	}
 	return ad, nil
+}
+
+// spawnedEvent is the agent.spawned of agent r, spawned or adopted.
+func spawnedEvent(r *agent.Record) *events.AgentSpawned {
+	return &events.AgentSpawned{Name: r.Name, Branch: r.Branch, Worktree: r.Worktree,
+		BaseID: r.Base, Backend: r.Backend, StartCommit: r.StartCommit}
+}
+
+// removedEvent is the agent.removed of removal rm, removed or reaped.
+func removedEvent(rm *agent.Removal) *events.AgentRemoved {
+	return &events.AgentRemoved{Name: rm.Name, Branch: rm.Branch, Worktree: rm.Worktree,
+		BaseID: rm.Base, OrphanRef: rm.OrphanRef}
 }
 
 // Remove removes an agent (agent.Remove) and announces agent.removed.
@@ -204,8 +223,9 @@ func Remove(a Announcer, e Env, name string, o agent.RemoveOptions) (*agent.Remo
 	if err != nil {
 		return nil, err
 	}
-	a.Announce(&events.AgentRemoved{Name: rm.Name, Branch: rm.Branch, Worktree: rm.Worktree,
-		BaseID: rm.Base, Forced: o.Force, OrphanRef: rm.OrphanRef})
+	ev := removedEvent(rm)
+	ev.Forced = o.Force
+	a.Announce(ev)
 	return rm, nil
 }
 
@@ -228,8 +248,9 @@ func Collect(a Announcer, e Env, dry bool) (*gc.Result, error) {
 	}
 	for _, v := range res.HookAgents {
 		if rm := v.Removal; v.Reaped && rm != nil {
-			a.Announce(&events.AgentRemoved{Name: rm.Name, Branch: rm.Branch, Worktree: rm.Worktree,
-				BaseID: rm.Base, Reaped: true})
+			ev := removedEvent(rm)
+			ev.Reaped = true
+			a.Announce(ev)
 		}
 	}
 	if len(res.Bases)+len(res.Agents)+len(res.Reaped) > 0 {

@@ -137,15 +137,8 @@ func installOne(ctx context.Context, o RunnerOptions, conn *bus.Conn, br *events
 	pause := 250 * time.Millisecond
 	var last string
 	for {
-		res, err := share.Pull(ctx, conn, share.PullOptions{Build: bo, Bucket: bucketOf(e), Progress: e.Log})
+		_, err := pull(ctx, e.OnConn(ctx, conn), conn, share.PullOptions{Build: bo, Bucket: bucketOf(e), Progress: e.Log}, false)
 		if err == nil {
-			if !res.Reused {
-				if e.Observer != nil && res.Meta != nil {
-					e.Observer.BasePulled(res.Meta.Compressed, res.Seconds)
-				}
-				r := res.Record
-				e.OnConn(ctx, conn).Announce(ReadyEvent(r, false, res.Seconds, res.Object))
-			}
 			return
 		}
 		if ctx.Err() != nil {

@@ -141,14 +141,15 @@ func (c *Call) marked(env []string, id, cargo, dir string, args []string) []stri
 	return out
 }
 
-// shimErrorPrefix starts the shim's own errors on stderr (see report). A
-// probe whose stderr holds one reached a shim that failed, a loop most
-// likely: the probe's caller passes that error on instead of guessing the
-// workspace and going round again.
-const shimErrorPrefix = "ferry-shim: error: "
+// shimErrorPrefix starts the shim's own errors on stderr (report.Print
+// under Prog). A probe whose stderr holds one reached a shim that failed,
+// a loop most likely: the probe's caller passes that error on instead of
+// guessing the workspace and going round again.
+const shimErrorPrefix = Prog + ": error: "
 
 // probeFailure returns the error a shim reached from a probe reported in
-// stderr, or nil.
+// stderr, or nil: its message with the causes printed under it, and its
+// hint.
 func probeFailure(stderr string) error {
 	lines := strings.Split(stderr, "\n")
 	for i, l := range lines {
@@ -156,11 +157,21 @@ func probeFailure(stderr string) error {
 		if !ok {
 			continue
 		}
-		hint := ""
-		if i+1 < len(lines) {
-			hint, _ = strings.CutPrefix(strings.TrimSpace(lines[i+1]), "hint: ")
+		var hint []string
+		for _, next := range lines[i+1:] {
+			t := strings.TrimSpace(next)
+			if !strings.HasPrefix(next, "  ") || t == "" {
+				break // the printed error ends at its first unindented line
+			}
+			if cause, ok := strings.CutPrefix(t, "caused by: "); ok && hint == nil {
+				msg += ": " + cause
+			} else if h, ok := strings.CutPrefix(t, "hint: "); ok {
+				hint = append(hint, h)
+			} else if hint != nil {
+				hint = append(hint, t) // a hint's further lines
+			}
 		}
-		return failure.New(failure.Prereq, hint, "%s", msg)
+		return failure.New(failure.Prereq, strings.Join(hint, "\n"), "%s", msg)
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/cargoenv"
+	"github.com/ferrydev/ferry/pkg/cli/report"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/sandbox/inplace"
@@ -56,10 +57,23 @@ type Call struct {
 	ShimDir string
 }
 
-// Main runs the shim for this process and returns the exit status.
+// Prog is the name the shim's own errors are printed under.
+const Prog = "ferry-shim"
+
+// Main runs the shim for this process and returns the exit status:
+// cargo's, or that of the shim's own failure, printed through the one
+// error printer (report.Print, as Prog).
 func Main(args []string) int {
+	code, err := run(args)
+	if err != nil {
+		return report.Print(report.StdIO(), Prog, err, false)
+	}
+	return code
+}
+
+func run(args []string) (int, error) {
 	if err := inplace.Failure(args); err != nil {
-		return report(err) // this process entering an agent's sandbox failed
+		return 0, err // this process entering an agent's sandbox failed
 	}
 	self, _ := os.Executable()
 	if r, err := filepath.EvalSymlinks(self); err == nil {
@@ -67,28 +81,11 @@ func Main(args []string) int {
 	}
 	wd, err := os.Getwd()
 	if err != nil {
-		return report(err)
+		return 0, err
 	}
 	c := Call{Args: args, Dir: wd, Env: os.Environ(), Self: self}
 	c.ShimDir = c.findShimDir()
-	code, err := c.Run()
-	if err != nil {
-		return report(err)
-	}
-	return code
-}
-
-func report(err error) int {
-	fmt.Fprintf(os.Stderr, "%s%v\n", shimErrorPrefix, err)
-	h := failure.HintOf(err)
-	if full, ok := failure.Space(err); ok {
-		fmt.Fprintf(os.Stderr, "  caused by: %s\n", full)
-		h = full.Hint()
-	}
-	if h != "" {
-		fmt.Fprintf(os.Stderr, "  hint: %s\n", h)
-	}
-	return failure.KindOf(err).ExitCode()
+	return c.Run()
 }
 
 // findShimDir returns the PATH directory through which this process was

@@ -1,4 +1,4 @@
-package cli
+package report
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ func TestReportNoSpace(t *testing.T) {
 	err := failure.Wrap(failure.BuildFailed, fmt.Errorf("write state: %w", &os.PathError{Op: "write", Path: dir + "/x.json", Err: syscall.ENOSPC}),
 		"the previous current base is unchanged", "could not finish")
 	var stdout, stderr bytes.Buffer
-	code := Report(IO{Stdout: &stdout, Stderr: &stderr}, "ferry-test", err, true)
+	code := Print(IO{Stdout: &stdout, Stderr: &stderr}, "ferry-test", err, true)
 	if code != 8 {
 		t.Fatalf("exit %d, want 8", code)
 	}
@@ -60,7 +60,7 @@ func TestReportNoSpace(t *testing.T) {
 func TestReportJoined(t *testing.T) {
 	err := failure.Wrap(failure.Refused, errors.Join(errors.New("first part"), errors.New("second part")), "", "it failed")
 	var stderr bytes.Buffer
-	Report(IO{Stdout: &bytes.Buffer{}, Stderr: &stderr}, "ferry-test", err, false)
+	Print(IO{Stdout: &bytes.Buffer{}, Stderr: &stderr}, "ferry-test", err, false)
 	want := "ferry-test: error: it failed\n  caused by: first part\n  caused by: second part\n"
 	if stderr.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", stderr.String(), want)
