@@ -87,10 +87,14 @@ func (e *env) build(t *testing.T, rev string) (*base.Result, error) {
 	}
 	var log bytes.Buffer
 	res, err := base.Build(context.Background(), base.Options{
-		Repo: e.g, Settings: settings, Store: e.store, Rev: rev, Progress: &log,
+		Repo: e.g, Settings: settings, Store: e.store, Rev: rev, Progress: &log, Prog: "ferry-test",
 	})
 	if err != nil {
 		t.Logf("build log:\n%s", log.String())
+	}
+	// Progress lines name the program that builds, whichever it is.
+	if strings.Contains(log.String(), base.DefaultProg+":") || !strings.Contains(log.String(), "ferry-test: ") {
+		t.Errorf("progress lines not named after the building program (ferry-test):\n%s", log.String())
 	}
 	return res, err
 }

@@ -173,7 +173,7 @@ func foldLayer(o Options, r *Record) error {
 	}
 	r.layer = nil
 	r.Layer = &LayerCount{Own: st.Own, OwnBytes: st.OwnBytes, Linked: st.Linked + st.Symlinks + st.Dirs, Whiteouts: st.Whiteouts, Seconds: st.Duration.Seconds()}
-	fmt.Fprintf(o.progress(), "ferry-base: folded the layer: %d entries (%.1f MB) written by the build, %d taken from the seed (%.2fs)\n",
+	o.say("folded the layer: %d entries (%.1f MB) written by the build, %d taken from the seed (%.2fs)",
 		st.Own, float64(st.OwnBytes)/1e6, r.Layer.Linked, st.Duration.Seconds())
 	return nil
 }

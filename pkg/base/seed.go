@@ -287,7 +287,6 @@ func seedFrom(o Options, r, seed *Record) (StampCount, error) {
 // build was observed, which decides whether it may seed across unit inputs
 // later.
 func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shimDir string) error {
-	out := o.progress()
 	wu := store.BaseFiles(r.Dir).WarmUnits
 	across := seed != nil && seed.UnitInputs != p.UnitInputs
 	incomplete := len(r.Incomplete) // what was noted before the warm commands
@@ -304,9 +303,9 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 		r.Warm, r.Incomplete = r.Warm[:0], r.Incomplete[:incomplete]
 		for i, w := range p.Warm {
 			if w.Demanded > 0 {
-				fmt.Fprintf(out, "ferry-base: [%d/%d] %s (%s)\n", i+1, len(p.Warm), w.Command, w.Why)
+				o.say("[%d/%d] %s (%s)", i+1, len(p.Warm), w.Command, w.Why)
 			} else {
-				fmt.Fprintf(out, "ferry-base: [%d/%d] %s\n", i+1, len(p.Warm), w.Command)
+				o.say("[%d/%d] %s", i+1, len(p.Warm), w.Command)
 			}
 			if err := warmOne(ctx, o, p, r, w, shimDir); err != nil {
 				return err
@@ -334,12 +333,12 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 				return fmt.Errorf("prune the units the warm build did not use: %w", err)
 			}
 			r.Pruned = PruneCount{Units: pr.Units + pr.Orphans, Fingerprints: pr.Fingerprints, Files: pr.Files, Bytes: pr.Bytes}
-			fmt.Fprintf(out, "ferry-base: pruned %d unit(s) the commit no longer uses (%d files, %.1f MB)\n", r.Pruned.Units, pr.Files, float64(pr.Bytes)/1e6)
+			o.say("pruned %d unit(s) the commit no longer uses (%d files, %.1f MB)", r.Pruned.Units, pr.Files, float64(pr.Bytes)/1e6)
 			break
 		}
 		msg := fmt.Sprintf("the warm build seeded from %s could not be fully observed (%s); building again without a seed", short(seed.ID), strings.Join(r.Unobserved, "; "))
 		r.Warnings = append(r.Warnings, msg)
-		fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
+		o.say("warning: %s", msg)
 		if err := unseed(o, r); err != nil {
 			return err
 		}

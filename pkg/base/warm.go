@@ -3,20 +3,28 @@ package base
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/cargoenv"
+	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/remap"
+	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
+	"github.com/ferrydev/ferry/pkg/toolchain"
 )
 
 // A warm command that fails does not always make the base useless. Cargo
@@ -102,7 +110,7 @@ func warmOne(ctx context.Context, o Options, p *Plan, r *Record, w WarmCommand, 
 		}
 	}
 	r.Warnings = append(r.Warnings, msg)
-	fmt.Fprintf(out, "ferry-base: warning: %s\n", msg)
+	o.say("warning: %s", msg)
 	return nil
 }
 
@@ -386,4 +394,193 @@ func (l *targetLog) targets() []failedTarget {
 		}
 	}
 	return out
+}
+
+// WarmError is a warm command that failed, in the chain of the error Build
+// returns, so that whoever reports the failure can name the command.
+type WarmError struct {
+	Command  string
+	ExitCode int
+	Seconds  float64  // how long it ran
+	Failed   []string // the targets cargo said it could not build
+	Err      error    // why, when Ferry knows more than the status (a full disk)
+}
+
+func (e *WarmError) Error() string {
+	msg := fmt.Sprintf("warm command %q failed with exit status %d", e.Command, e.ExitCode)
+	if e.Seconds > 0 {
+		msg += fmt.Sprintf(" after %.1fs", e.Seconds)
+	}
+	if len(e.Failed) > 0 {
+		msg += "; did not compile: " + strings.Join(e.Failed, ", ")
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *WarmError) Unwrap() error { return e.Err }
+
+// FailedCommand is the warm command a failed Build names, or "".
+func FailedCommand(err error) string {
+	var we *WarmError
+	if errors.As(err, &we) {
+		return we.Command
+	}
+	return ""
+}
+
+// runWarm runs one warm command in the sandbox at the canonical paths (or,
+// for a base built without it, in the checkout at its host path), its
+// output going to output, and returns its exit status and, when it failed,
+// the signs of a full filesystem it left. The error is for failures to run
+// it at all.
+//
+// cpu is the CPU time the command and everything it waited for used (user
+// and system): what demand's budget weighs, since unlike the wall time it
+// does not grow with what else the host runs.
+func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string, output io.Writer) (code int, signs spaceSigns, cpu float64, err error) {
+	wrapper := ""
+	if r.Modes.Remap {
+		wrapper = o.Store.RemapWrapper()
+	}
+	env := warmEnv(o.env(), r, shimDir, wrapper)
+	c, err := warmCommand(o, r, command, env)
+	if err != nil {
+		return 0, spaceSigns{}, 0, err
+	}
+	// stdout is the caller's answer channel: the build's output goes to stderr.
+	tail := &outputTail{w: output}
+	c.Stdout = tail
+	c.Stderr = tail
+	stopWatch := watchFree(r.Dir) // the target's filesystem; a layered refresh has no target yet
+	if err := c.Start(); err != nil {
+		stopWatch()
+		return 0, spaceSigns{}, 0, err
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			// The init of the PID namespace, or without the sandbox the
+			// leader of the command's process group: everything dies.
+			if c.SysProcAttr != nil && c.SysProcAttr.Setpgid {
+				syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			}
+			c.Process.Kill()
+		case <-done:
+		}
+	}()
+	err = c.Wait()
+	close(done)
+	least, watched := stopWatch()
+	if ps := c.ProcessState; ps != nil {
+		cpu = (ps.UserTime() + ps.SystemTime()).Seconds()
+	}
+	if ctx.Err() != nil {
+		return 0, spaceSigns{}, cpu, interrupted(ctx.Err())
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code := ee.ExitCode()
+		if code < 0 {
+			code = 128 + 9
+		}
+		return code, spaceSigns{said: tail.lastLine(noSpaceTexts), bus: tail.lastLine(busTexts), least: least, watched: watched}, cpu, nil
+	}
+	return 0, spaceSigns{}, cpu, err
+}
+
+// warmCommand prepares a warm command: in the sandbox, the checkout and
+// target bind-mounted at the canonical paths in a sealed store, in a PID
+// namespace that dies with this process; without it, in the checkout at its
+// host path, in a process group of its own that is killed on interruption
+// and gets SIGKILL when this process dies.
+func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.Cmd, error) {
+	src, _ := r.BuildPaths()
+	if r.HostPaths() {
+		c, err := sandbox.Inside(sandbox.Plan{Dir: src, Argv: []string{"sh", "-c", command}, Env: env})
+		if err != nil {
+			return nil, err
+		}
+		c.SysProcAttr = hostWarmAttr()
+		return c, nil
+	}
+	seal, err := o.Store.Seal()
+	if err != nil {
+		return nil, err
+	}
+	// The shim records the warm build's cargo calls in the base's
+	// warm-units/, which the sealed store must leave writable.
+	writable := append(seal.Writable, store.BaseFiles(r.Dir).WarmUnits)
+	binds := []sandbox.Bind{{Source: r.Src, Target: r.MntSrc}}
+	var overlays []sandbox.Overlay
+	if l := r.layer; l != nil {
+		// A layered refresh: the seed's target under the base's layer.
+		if err := resetLayerWork(r); err != nil {
+			return nil, err
+		}
+		overlays = append(overlays, sandbox.Overlay{Lower: l.Lower, Upper: l.Upper, Work: layerWork(r), Target: r.MntTarget, Volatile: true})
+	} else {
+		binds = append(binds, sandbox.Bind{Source: r.Target, Target: r.MntTarget})
+	}
+	return sandbox.Command(sandbox.Plan{
+		Store:             seal.Root,
+		Writable:          writable,
+		Masked:            seal.Masked,
+		Binds:             binds,
+		Overlays:          overlays,
+		Dir:               src,
+		Argv:              []string{"sh", "-c", command},
+		Env:               env,
+		KillOnParentDeath: true,
+	})
+}
+
+// warmEnv is the environment of a warm command: the caller's, with every
+// variable that could send Cargo's output elsewhere replaced (invariant 3);
+// in remap mode, with rustc run through wrapper (remap.Env).
+func warmEnv(env []string, r *Record, shimDir, wrapper string) []string {
+	// The bus's variables too: nothing a build runs reaches the bus.
+	out := config.WithoutBus(cargoenv.Without(env, "PWD", "OLDPWD", "FERRY_AGENT", "FERRY_WARM_SRC", "FERRY_WARM_TARGET", "FERRY_WARM_UNITS", "FERRY_WARM_CARGO", "PATH"))
+	if r.Modes.Remap {
+		out = append(cargoenv.Without(out, remap.EnvWrapper, remap.EnvChannel), remap.Env(wrapper, toolchain.Channel(r.Toolchain.RustcVersion))...)
+	}
+	path := cargoenv.Get(env, "PATH")
+	if shimDir != "" {
+		path = shimDir + string(filepath.ListSeparator) + path
+	}
+	out = append(out, "PATH="+path)
+	src, target := r.BuildPaths()
+	if shimDir != "" {
+		out = append(out, "FERRY_WARM_SRC="+src, "FERRY_WARM_TARGET="+target, "FERRY_WARM_UNITS="+store.BaseFiles(r.Dir).WarmUnits,
+			"FERRY_WARM_CARGO="+r.Toolchain.CargoVersion)
+	}
+	out = append(out, cargoenv.Target(target)...)
+	out = cargoenv.WithFreshness(out, r.FreshnessEnv())
+	return append(out,
+		"CARGO_BUILD_WARNINGS=warn",
+		"PWD="+src,
+	)
+}
+
+// prepareRemap lays out a remap base's checkout: the link through which
+// its builds reach the target (<src>/.ferry-target -> target, made before
+// stamping so the checkout's root holds the same entries as an agent's
+// worktree, which gets its link before it is compared), ignored by every
+// worktree of the repository through info/exclude so it is never counted
+// as anyone's change; and the rustc wrapper, installed in the store's bin/.
+func prepareRemap(o Options, r *Record) error {
+	if err := o.Store.InstallRemapWrapper(o.RustcBin); err != nil {
+		return fmt.Errorf("remap mode: %w", err)
+	}
+	if err := o.Repo.Exclude("/" + store.RemapLink); err != nil {
+		return fmt.Errorf("remap mode: %w", err)
+	}
+	_, link := r.BuildPaths()
+	if err := os.Symlink(r.Target, link); err != nil {
+		return fmt.Errorf("remap mode: link the checkout to the target: %w", err)
+	}
+	return nil
 }

@@ -26,7 +26,7 @@ type BuilderOptions struct {
 // unacknowledged, and whoever gets it next rebuilds from a clean slate.
 func RunBuilder(ctx context.Context, o BuilderOptions) error {
 	e := o.Env
-	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-base"), func(err error) { e.Logf("ferry-base: outbox: %v", err) })
+	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-base"), func(err error) { e.Logf("outbox: %v", err) })
 	if err != nil {
 		return err
 	}
@@ -43,9 +43,9 @@ func RunBuilder(ctx context.Context, o BuilderOptions) error {
 		}
 		return err
 	}
-	e.Logf("ferry-base: following commits of %s", e.Store.Key)
+	e.Logf("following commits of %s", e.Store.Key)
 	for {
-		m, err := next(ctx, cons, e, "ferry-base")
+		m, err := next(ctx, cons, e)
 		if m == nil || err != nil {
 			return err
 		}
@@ -55,7 +55,7 @@ func RunBuilder(ctx context.Context, o BuilderOptions) error {
 			continue
 		}
 		// ferry.toml as it is now: each build reads it again.
-		o.Env = o.Env.Reloaded("ferry-base")
+		o.Env = o.Env.Reloaded()
 		if err := buildOne(ctx, o, conn, m, cs); err != nil {
 			return err
 		}
@@ -76,7 +76,7 @@ func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Mess
 	}
 	_, err := BuildAndShare(ctx, e.OnConn(ctx, conn), base.Options{
 		Repo: e.Repo, Settings: e.Settings, Store: e.Store, Rev: cs.Commit,
-		Progress: e.Log, Shim: o.Shim,
+		Progress: e.Log, Prog: e.Prog, Shim: o.Shim,
 	}, publish)
 	stop()
 	if ctx.Err() != nil {
@@ -86,7 +86,7 @@ func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Mess
 		return nil
 	}
 	if err != nil {
-		e.Logf("ferry-base: %s failed: %v", Short(cs.Commit), err)
+		e.Logf("%s failed: %v", Short(cs.Commit), err)
 	}
 	return m.Ack(ctx)
 }
@@ -96,7 +96,7 @@ func buildOne(ctx context.Context, o BuilderOptions, conn *bus.Conn, m *bus.Mess
 // e.Observer.
 func Publisher(e Env, conn *bus.Conn) Share {
 	return func(ctx context.Context, r *base.Record) (string, error) {
-		signer, err := share.HostSigner(e.Settings.StoreParent, func(f string, a ...any) { e.Logf("ferry-base: "+f, a...) })
+		signer, err := share.HostSigner(e.Settings.StoreParent, func(f string, a ...any) { e.Logf(""+f, a...) })
 		if err != nil {
 			return "", err
 		}
@@ -107,7 +107,7 @@ func Publisher(e Env, conn *bus.Conn) Share {
 		if e.Observer != nil {
 			e.Observer.BasePublished(p.Meta.Compressed, p.Seconds)
 		}
-		e.Logf("ferry-base: published %s (%.1f MB) in %.1fs", p.Object, float64(p.Meta.Compressed)/1e6, p.Seconds)
+		e.Logf("published %s (%.1f MB) in %.1fs", p.Object, float64(p.Meta.Compressed)/1e6, p.Seconds)
 		return p.Object, nil
 	}
 }
@@ -122,11 +122,11 @@ func Short(c string) string {
 
 // next waits for the consumer's next message, logging and skipping one the
 // bus rejects (it does not decode); nil and no error once ctx is done.
-func next(ctx context.Context, cons *bus.Consumer, e Env, stage string) (*bus.Message, error) {
+func next(ctx context.Context, cons *bus.Consumer, e Env) (*bus.Message, error) {
 	for {
 		m, err := cons.Next(ctx)
 		if bus.Rejected(err) {
-			e.Logf("%s: rejected a message: %v", stage, err)
+			e.Logf("rejected a message: %v", err)
 			continue
 		}
 		if err != nil && ctx.Err() != nil {

@@ -15,7 +15,7 @@ import (
 // trigger for something already collected is a no-op: gc works from the
 // store, not from the event.
 func RunGC(ctx context.Context, e Env) error {
-	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-gc"), func(err error) { e.Logf("ferry-gc: outbox: %v", err) })
+	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-gc"), func(err error) { e.Logf("outbox: %v", err) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -42,7 +42,7 @@ func RunGC(ctx context.Context, e Env) error {
 	msgs, errc := make(chan *bus.Message), make(chan error, 1)
 	go func() {
 		for {
-			m, err := next(ctx, cons, e, "ferry-gc")
+			m, err := next(ctx, cons, e)
 			if err != nil {
 				errc <- err
 				return
@@ -70,16 +70,16 @@ func RunGC(ctx context.Context, e Env) error {
 			return err
 		case <-tick.C:
 			if err := collect(ctx, e, conn); err != nil && ctx.Err() == nil {
-				e.Logf("ferry-gc: %v", err)
+				e.Logf("%v", err)
 			}
 		case m := <-msgs:
 			if err := collect(ctx, e, conn); err != nil {
-				e.Logf("ferry-gc: %v", err)
+				e.Logf("%v", err)
 				m.Nak(0)
 				continue
 			}
 			if err := m.Ack(ctx); err != nil && ctx.Err() == nil {
-				e.Logf("ferry-gc: ack: %v", err)
+				e.Logf("ack: %v", err)
 			}
 		}
 	}
@@ -98,7 +98,7 @@ func collect(ctx context.Context, e Env, conn *bus.Conn) error {
 		return err
 	}
 	if len(res.Bases)+len(res.Agents)+len(res.Reaped) > 0 {
-		e.Logf("ferry-gc: deleted %d base(s), rolled back %d agent(s), reaped %d agent(s)", len(res.Bases), len(res.Agents), len(res.Reaped))
+		e.Logf("deleted %d base(s), rolled back %d agent(s), reaped %d agent(s)", len(res.Bases), len(res.Agents), len(res.Reaped))
 	}
 	Unpublish(ctx, e, conn, res.Bases)
 	return nil
@@ -125,10 +125,10 @@ func Unpublish(ctx context.Context, e Env, conn *bus.Conn, ids []string) []strin
 	b := share.Bucket{Name: e.Settings.BasesBucket}
 	deleted, err := share.Unpublish(ctx, conn, b, e.Store.Dir, ids)
 	if err != nil {
-		e.Logf("ferry-gc: warning: %v", err)
+		e.Logf("warning: %v", err)
 	}
 	if len(deleted) > 0 {
-		e.Logf("ferry-gc: deleted %d published base(s) from the bus", len(deleted))
+		e.Logf("deleted %d published base(s) from the bus", len(deleted))
 	}
 	return deleted
 }

@@ -26,7 +26,7 @@ import (
 func AdoptPending(a Announcer, e Env) []*agent.Adoption {
 	all, err := agent.PendingAll(e.Store)
 	if err != nil {
-		e.Logf("ferry: pending adoptions: %v", err)
+		e.Logf("pending adoptions: %v", err)
 		return nil
 	}
 	var out []*agent.Adoption
@@ -42,10 +42,10 @@ func AdoptPending(a Announcer, e Env) []*agent.Adoption {
 		}
 		agent.DropPending(e.Store, p.Worktree)
 		if err != nil {
-			e.Logf("ferry: not adopting %s, which %s made while no base was ready: %v", p.Worktree, p.Tool, err)
+			e.Logf("not adopting %s, which %s made while no base was ready: %v", p.Worktree, p.Tool, err)
 			continue
 		}
-		e.Logf("ferry: adopted %s as agent %s (made by %s while no base was ready): its next build is warm", p.Worktree, ad.Name, p.Tool)
+		e.Logf("adopted %s as agent %s (made by %s while no base was ready): its next build is warm", p.Worktree, ad.Name, p.Tool)
 		out = append(out, ad)
 	}
 	return out

@@ -36,6 +36,9 @@ type Env struct {
 	Settings *config.Settings
 	Store    *store.Store
 	Log      io.Writer // diagnostics; nil discards
+	// Prog is the program whose diagnostics these are: Logf starts each
+	// line with it, as the base builder's progress does (base.Options.Prog).
+	Prog string
 	// Bus overrides how to reach the bus (tests, in-process hosts); the zero
 	// value means: from the settings, FERRY_NATS_URL or bus.json.
 	Bus *bus.Config
@@ -53,20 +56,20 @@ type Env struct {
 // which changed since they were last read, and that the bus's own settings
 // (the connection is made) take effect at the next start. Settings that
 // cannot be read leave e as it is, with the error on the log.
-func (e Env) Reloaded(stage string) Env {
+func (e Env) Reloaded() Env {
 	if e.Reload == nil {
 		return e
 	}
 	s, err := e.Reload()
 	if err != nil {
-		e.Logf("%s: the settings could not be read again, so this one uses those read before: %v", stage, err)
+		e.Logf("the settings could not be read again, so those read before stay: %v", err)
 		return e
 	}
 	changed := config.Changed(e.Settings, s)
 	if len(changed) == 0 {
 		return e
 	}
-	msg := fmt.Sprintf("%s: settings changed since they were last read: %s", stage, strings.Join(changed, ", "))
+	msg := fmt.Sprintf("settings changed since they were last read: %s", strings.Join(changed, ", "))
 	for _, c := range changed {
 		if slices.Contains([]string{"bus-url", "bus-replicas", "ack-wait", "bus-monitor-port", "metrics-port"}, c) {
 			msg += " (the bus's and the metrics' take effect when the stage restarts)"
@@ -88,9 +91,13 @@ type Observer interface {
 
 // Logf writes one line of diagnostics to the log.
 func (e Env) Logf(format string, args ...any) {
-	if e.Log != nil {
-		fmt.Fprintf(e.Log, format+"\n", args...)
+	if e.Log == nil {
+		return
 	}
+	if e.Prog != "" {
+		format = e.Prog + ": " + format
+	}
+	fmt.Fprintf(e.Log, format+"\n", args...)
 }
 
 // BusConfig is how the stage called name reaches the bus: e.Bus when set
@@ -119,7 +126,7 @@ func Emit(e Env, name string, ev events.Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := bus.Emit(ctx, e.BusConfig(name), ev); err != nil {
-		e.Logf("%s: warning: event %s not recorded: %v", name, ev.Kind(), err)
+		e.Logf("warning: event %s not recorded: %v", ev.Kind(), err)
 	}
 }
 
@@ -128,7 +135,7 @@ func Emit(e Env, name string, ev events.Event) {
 func publish(ctx context.Context, e Env, c *bus.Conn, ev events.Event) {
 	ev = events.Stamp(ev, e.Store.Key)
 	if _, err := c.PublishOrQueue(ctx, ev); err != nil {
-		e.Logf("ferry: warning: event %s not recorded: %v", ev.Kind(), err)
+		e.Logf("warning: event %s not recorded: %v", ev.Kind(), err)
 	}
 }
 
@@ -152,7 +159,7 @@ func consumer(ctx context.Context, e Env, conn *bus.Conn, o bus.ConsumerOptions)
 		if err == nil || ctx.Err() != nil || !unanswered(err) {
 			return cons, err
 		}
-		e.Logf("%s: waiting for the bus: %v", o.Durable, err)
+		e.Logf("waiting for the bus (consumer %s): %v", o.Durable, err)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -47,7 +47,7 @@ const DefaultRunnerWait = 30 * time.Minute
 // and not announced again, so runners do not answer each other forever.
 func RunRunner(ctx context.Context, o RunnerOptions) error {
 	e := o.Env
-	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-base"), func(err error) { e.Logf("ferry-base: outbox: %v", err) })
+	conn, err := bus.DialWait(ctx, e.BusConfig("ferry-base"), func(err error) { e.Logf("outbox: %v", err) })
 	if err != nil {
 		return err
 	}
@@ -68,9 +68,9 @@ func RunRunner(ctx context.Context, o RunnerOptions) error {
 	if name == "" {
 		name = share.DefaultBucket
 	}
-	e.Logf("ferry-base: runner: installing the bases the fleet announces (bucket %s)", name)
+	e.Logf("runner: installing the bases the fleet announces (bucket %s)", name)
 	for {
-		m, err := next(ctx, cons, e, "ferry-base")
+		m, err := next(ctx, cons, e)
 		if m == nil || err != nil {
 			return err
 		}
@@ -81,7 +81,7 @@ func RunRunner(ctx context.Context, o RunnerOptions) error {
 		}
 		stop := m.KeepAlive() // heartbeat through long pulls and waits
 		// The settings as they are now (trusted keys rotate).
-		o.Env = o.Env.Reloaded("ferry-base")
+		o.Env = o.Env.Reloaded()
 		installOne(ctx, o, conn, br)
 		stop()
 		if ctx.Err() != nil {
@@ -93,7 +93,7 @@ func RunRunner(ctx context.Context, o RunnerOptions) error {
 		if err := m.Ack(ctx); err != nil && ctx.Err() == nil {
 			// The bus went away after the work was done: the message is
 			// redelivered, and the pull of a ready base is a no-op.
-			e.Logf("ferry-base: acknowledge base.ready of %s: %v", Short(br.BaseID), err)
+			e.Logf("acknowledge base.ready of %s: %v", Short(br.BaseID), err)
 		}
 	}
 }
@@ -112,21 +112,21 @@ func installOne(ctx context.Context, o RunnerOptions, conn *bus.Conn, br *events
 	if !hasCommit(e, br.Commit) {
 		// A commit pushed since this clone was made: fetch it.
 		if _, err := e.Repo.Run(e.Repo.Top, "fetch", "--quiet"); err != nil {
-			e.Logf("ferry-base: runner: fetch for %s: %v", Short(br.Commit), err)
+			e.Logf("runner: fetch for %s: %v", Short(br.Commit), err)
 		}
 		if !hasCommit(e, br.Commit) {
-			e.Logf("ferry-base: runner: base %s: commit %s is not in this repository (another repository's base?); skipped", id, Short(br.Commit))
+			e.Logf("runner: base %s: commit %s is not in this repository (another repository's base?); skipped", id, Short(br.Commit))
 			return
 		}
 	}
-	bo := base.Options{Repo: e.Repo, Settings: e.Settings, Store: e.Store, Rev: br.Commit, Progress: e.Log, Shim: o.Shim}
+	bo := base.Options{Repo: e.Repo, Settings: e.Settings, Store: e.Store, Rev: br.Commit, Progress: e.Log, Prog: e.Prog, Shim: o.Shim}
 	if br.Object == "" {
 		if e.Settings.RunnerBuilds {
-			e.Logf("ferry-base: runner: base %s was not published; building it ([bus] runner-builds)", id)
+			e.Logf("runner: base %s was not published; building it ([bus] runner-builds)", id)
 			runnerBuild(ctx, e, conn, bo)
 			return
 		}
-		e.Logf("ferry-base: runner: base %s was announced without an object (its builder does not share bases: [bus] share-bases); skipped", id)
+		e.Logf("runner: base %s was announced without an object (its builder does not share bases: [bus] share-bases); skipped", id)
 		return
 	}
 	wait := o.Wait
@@ -150,18 +150,18 @@ func installOne(ctx context.Context, o RunnerOptions, conn *bus.Conn, br *events
 		transient := share.NotYet(err) || failure.KindOf(err) == failure.Internal
 		if !transient || time.Now().After(deadline) {
 			if transient {
-				e.Logf("ferry-base: runner: gave up on base %s after %v: %v", id, wait, err)
+				e.Logf("runner: gave up on base %s after %v: %v", id, wait, err)
 			} else {
-				e.Logf("ferry-base: runner: cannot pull base %s: %v", id, err)
+				e.Logf("runner: cannot pull base %s: %v", id, err)
 			}
 			if e.Settings.RunnerBuilds {
-				e.Logf("ferry-base: runner: building base %s instead ([bus] runner-builds)", id)
+				e.Logf("runner: building base %s instead ([bus] runner-builds)", id)
 				runnerBuild(ctx, e, conn, bo)
 			}
 			return
 		}
 		if msg := err.Error(); msg != last {
-			e.Logf("ferry-base: runner: waiting for base %s: %v", id, err)
+			e.Logf("runner: waiting for base %s: %v", id, err)
 			last = msg
 		}
 		select {
@@ -177,7 +177,7 @@ func installOne(ctx context.Context, o RunnerOptions, conn *bus.Conn, br *events
 // build host would.
 func runnerBuild(ctx context.Context, e Env, conn *bus.Conn, bo base.Options) {
 	if _, err := BuildBase(ctx, e.OnConn(ctx, conn), bo); err != nil && ctx.Err() == nil {
-		e.Logf("ferry-base: runner: build of %s failed: %v", Short(bo.Rev), err)
+		e.Logf("runner: build of %s failed: %v", Short(bo.Rev), err)
 	}
 }
 

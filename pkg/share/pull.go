@@ -111,7 +111,7 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 
 	l, err := lock.TryTake(s.BaseLock(p.ID))
 	if err == lock.ErrBusy {
-		fmt.Fprintf(out, "ferry-base: waiting for another build or pull of %s\n", p.ID)
+		o.say("waiting for another build or pull of %s", p.ID)
 		l, err = lock.Take(s.BaseLock(p.ID))
 	}
 	if err != nil {
@@ -125,7 +125,7 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 		if err := base.SetCurrent(s, p.ID); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(out, "ferry-base: base %s is ready; reused\n", p.ID)
+		o.say("base %s is ready; reused", p.ID)
 		return &Pulled{Record: r, Reused: true, Seconds: time.Since(start).Seconds()}, nil
 	}
 	if err := base.Discard(o.Build, p.ID); err != nil {
@@ -137,12 +137,12 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 		// seed's files copied, is the same target for a fraction of the
 		// bytes.
 		d := m.Delta
-		fmt.Fprintf(out, "ferry-base: pulling base %s from bucket %s as a delta against base %s (%.1f MB, the full object %.1f MB)\n",
+		o.say("pulling base %s from bucket %s as a delta against base %s (%.1f MB, the full object %.1f MB)",
 			p.ID, o.Bucket.name(), d.Seed, float64(d.Compressed)/1e6, float64(m.Compressed)/1e6)
 		res, err = install(ctx, obs, o, p, m, object{name: d.Object, digest: d.Digest, seed: seed, signer: signer})
 		var se *SeedError
 		if errors.As(err, &se) || errors.Is(err, jetstream.ErrObjectNotFound) {
-			fmt.Fprintf(out, "ferry-base: the delta cannot be used: %v; pulling the full object\n", err)
+			o.say("the delta cannot be used: %v; pulling the full object", err)
 			if err = base.Discard(o.Build, p.ID); err != nil {
 				return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
 			}
@@ -150,7 +150,7 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 		}
 	}
 	if res == nil && err == nil {
-		fmt.Fprintf(out, "ferry-base: pulling base %s from bucket %s (%.1f MB)\n", p.ID, o.Bucket.name(), float64(m.Compressed)/1e6)
+		o.say("pulling base %s from bucket %s (%.1f MB)", p.ID, o.Bucket.name(), float64(m.Compressed)/1e6)
 		res, err = install(ctx, obs, o, p, m, object{name: p.ID, digest: m.Digest, signer: signer})
 	}
 	if err != nil {
@@ -162,7 +162,7 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 		return nil, err
 	}
 	res.Seconds = time.Since(start).Seconds()
-	fmt.Fprintf(out, "ferry-base: base %s pulled and ready in %.1fs\n", p.ID, res.Seconds)
+	o.say("base %s pulled and ready in %.1fs", p.ID, res.Seconds)
 	return res, nil
 }
 
@@ -420,7 +420,7 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 			return nil, fmt.Errorf("relocate the pulled target: %w", err)
 		}
 		res.Relocated, res.Rebuilds = &a, plan.Rebuilds
-		fmt.Fprintf(progress(o), "ferry-base: relocated the pulled target from %s: removed %d unit path(s) that recorded the publisher's paths\n", m.Store, a.Paths)
+		o.say("relocated the pulled target from %s: removed %d unit path(s) that recorded the publisher's paths", m.Store, a.Paths)
 	}
 	if r.HostPaths() {
 		// Forks of a base built at host paths plan against this base's
@@ -536,6 +536,12 @@ func (o *objReader) Read(p []byte) (int, error) {
 func corrupt(id string, err error) error {
 	return failure.Wrap(failure.Refused, err, "publish the base again from its build host (`ferry base --publish`), then pull again",
 		"the published base %s is corrupt; nothing was installed", id)
+}
+
+// say writes one progress line, started with the program's name
+// (o.Build.Prog).
+func (o PullOptions) say(format string, args ...any) {
+	fmt.Fprintf(progress(o), "%s: "+format+"\n", append([]any{o.Build.ProgName()}, args...)...)
 }
 
 func progress(o PullOptions) io.Writer {

@@ -76,7 +76,7 @@ func Main(name string, args []string, io cli.IO) int {
 }
 
 func env(fc *cli.Context, io cli.IO) pipeline.Env {
-	return pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr,
+	return pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr, Prog: "ferry-base",
 		Reload: func() (*config.Settings, error) { return config.Load(fc.Repo.Top, config.OSEnv()) }}
 }
 
@@ -98,7 +98,7 @@ func (c *buildCmd) run(io cli.IO) error {
 		}
 		if srv != nil {
 			defer srv.Close()
-			e.Logf("ferry-base: metrics at http://%s/metrics", srv.Addr())
+			e.Logf("metrics at http://%s/metrics", srv.Addr())
 			e.Observer = metrics.Recorder{}
 		}
 		if c.Pull {

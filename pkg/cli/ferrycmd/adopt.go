@@ -85,7 +85,7 @@ func adoptAgent(args []string, io cli.IO) int {
 					return nil
 				}
 			} else {
-				e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+				e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr, Prog: "ferry adopt"}
 				ad, err = pipeline.Adopt(e.OneShot("ferry-adopt"), o)
 			}
 			if err != nil {

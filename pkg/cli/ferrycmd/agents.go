@@ -242,7 +242,7 @@ func rmAgent(args []string, io cli.IO) int {
 				}
 				name = r.Name
 			}
-			e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+			e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr, Prog: "ferry rm"}
 			rm, err := pipeline.Remove(e.OneShot("ferry-rm"), e, name, agent.RemoveOptions{Force: c.Force, Worktree: c.Worktree})
 			if err != nil {
 				return err

@@ -217,7 +217,7 @@ func hookDirs(p *hook.Payload) []string {
 }
 
 func hookEnv(fc *cli.Context, io cli.IO) hook.Env {
-	e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+	e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr, Prog: "ferry hook"}
 	ferry, _ := selfPath()
 	return hook.Env{Env: e, Announcer: e.OneShot("ferry-hook"), Progress: io.Stderr, Ferry: ferry}
 }

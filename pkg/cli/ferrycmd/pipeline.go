@@ -139,7 +139,7 @@ func eventLog(args []string, io cli.IO) int {
 			}
 			stop := cli.StopOnSignals()
 			defer stop.Release()
-			e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+			e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr, Prog: "ferry events"}
 			cfg := e.BusConfig("ferry-events")
 			cfg.Bound = 2 * time.Second
 			conn, err := bus.Dial(stop.Context(), cfg)

@@ -51,7 +51,7 @@ func (c *grammar) run(io cli.IO) error {
 	if c.ReapAfter != nil {
 		settings.ReapAfter = *c.ReapAfter
 	}
-	e := pipeline.Env{Repo: fc.Repo, Settings: &settings, Store: fc.Store, Log: io.Stderr}
+	e := pipeline.Env{Repo: fc.Repo, Settings: &settings, Store: fc.Store, Log: io.Stderr, Prog: "ferry-gc"}
 	if c.Follow {
 		if err := fc.Store.Init(); err != nil {
 			return err
@@ -64,7 +64,7 @@ func (c *grammar) run(io cli.IO) error {
 		}
 		if srv != nil {
 			defer srv.Close()
-			e.Logf("ferry-gc: metrics at http://%s/metrics", srv.Addr())
+			e.Logf("metrics at http://%s/metrics", srv.Addr())
 		}
 		return stop.Err("ferry gc --follow", pipeline.RunGC(stop.Context(), e))
 	}

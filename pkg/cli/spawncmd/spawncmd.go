@@ -72,7 +72,7 @@ func (c *grammar) run(io cli.IO) error {
 	if err := fc.Store.InstallShim(""); err != nil {
 		return err
 	}
-	e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+	e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr, Prog: "ferry-spawn"}
 	deadline := time.Now().Add(c.Wait)
 	waited := false
 	var r *agent.Record

@@ -66,7 +66,7 @@ func (c *watchCmd) run(io cli.IO) error {
 	}
 	stop := cli.StopOnSignals()
 	defer stop.Release()
-	e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr}
+	e := pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr, Prog: "ferry-watch"}
 	stages := []string{"ferry-watch"}
 	if c.GC {
 		stages = append(stages, "ferry-gc") // its gc runs in this process
@@ -78,7 +78,8 @@ func (c *watchCmd) run(io cli.IO) error {
 		}
 		if srv != nil {
 			defer srv.Close()
-			e.Logf("%s: metrics at http://%s/metrics", stage, srv.Addr())
+			// Named by stage: this process serves gc's metrics too.
+			fmt.Fprintf(io.Stderr, "%s: metrics at http://%s/metrics\n", stage, srv.Addr())
 		}
 	}
 	err = watcher.Run(stop.Context(), watcher.Options{

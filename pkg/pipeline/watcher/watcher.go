@@ -53,12 +53,12 @@ func Run(ctx context.Context, o Options) error {
 		defer h.Shutdown()
 		cfg = h.ClientConfig("ferry-watch")
 		cfg.Parent = e.Store.Parent
-		e.Logf("ferry-watch: hosting the bus at %s", h.URL())
+		e.Logf("hosting the bus at %s", h.URL())
 		if m := h.MonitorURL(); m != "" {
-			e.Logf("ferry-watch: NATS monitoring at %s", m)
+			e.Logf("NATS monitoring at %s", m)
 		}
 	}
-	conn, err := bus.DialWait(ctx, cfg, func(err error) { e.Logf("ferry-watch: outbox: %v", err) })
+	conn, err := bus.DialWait(ctx, cfg, func(err error) { e.Logf("outbox: %v", err) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -80,7 +80,7 @@ func Run(ctx context.Context, o Options) error {
 	w, err := watch.New(watch.Options{
 		Repo: e.Repo, Rev: o.Rev, Interval: o.Interval, Skip: skip,
 		Announce: func(c string) error {
-			e.Logf("ferry-watch: %s is new at %s", pipeline.Short(c), o.Rev)
+			e.Logf("%s is new at %s", pipeline.Short(c), o.Rev)
 			ev := events.Stamp(&events.CommitSeen{Commit: c, Ref: o.Rev, Previous: previous}, e.Store.Key)
 			if _, err := conn.PublishOrQueue(ctx, ev); err != nil {
 				return err
@@ -117,7 +117,7 @@ func Run(ctx context.Context, o Options) error {
 			ge := e
 			ge.Bus = &cfg
 			if err := pipeline.RunGC(ctx, ge); err != nil && ctx.Err() == nil {
-				e.Logf("ferry-watch: gc: %v", err)
+				e.Logf("gc: %v", err)
 			}
 		}()
 	}
