@@ -209,7 +209,7 @@ func printWhy(w io.Writer, out whyJSON, all bool) error {
 	}
 	switch {
 	case kinds[demand.ReasonFeatures]+kinds[demand.ReasonProfile]+kinds[demand.ReasonAbsent]+kinds[demand.ReasonTarget]+kinds[demand.ReasonFlags] > 0:
-		fmt.Fprintln(w, "\nUnits the base does not hold are demand misses: once agents run this command often enough (ferry stats), the next base warms it (see [base] demand-min in the README).")
+		fmt.Fprintln(w, "\nUnits the base does not hold are demand misses: once agents run this command often enough (ferry stats), the next base warms it (see [base] demand-min in docs/configuration.md).")
 	case kinds[demand.ReasonEdit] > 0:
 		fmt.Fprintln(w, "\nThe units were compiled because of this worktree's own edits: no base could have held them.")
 	}

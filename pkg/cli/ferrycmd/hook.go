@@ -31,7 +31,7 @@ type hookCmd struct {
 		WorktreeRemove struct{}    `cmd:"" name:"WorktreeRemove" help:"Remove the agent of the worktree Claude Code is done with, when that loses nothing; otherwise keep it and say why (exit 6)."`
 		SessionStart   struct{}    `cmd:"" name:"SessionStart" help:"In an agent's worktree, put Ferry's cargo shim first on PATH for the session's shell commands (through CLAUDE_ENV_FILE); elsewhere do nothing."`
 		CwdChanged     struct{}    `cmd:"" name:"CwdChanged" help:"As SessionStart, for a session that moves into an agent's worktree (EnterWorktree, cd)."`
-		Install        settingsCmd `cmd:"" help:"Add Ferry's three hooks to a Claude Code settings file, keeping everything else in it."`
+		Install        settingsCmd `cmd:"" help:"Add Ferry's hooks (WorktreeCreate, WorktreeRemove, SessionStart, CwdChanged) to a Claude Code settings file, keeping everything else in it."`
 		Uninstall      settingsCmd `cmd:"" help:"Remove Ferry's hooks from a Claude Code settings file, keeping everything else in it."`
 	} `cmd:"" name:"claude-code" help:"Claude Code's hooks (https://code.claude.com/docs/en/hooks)."`
 	Git struct {
