@@ -318,7 +318,7 @@ ferry base`)
 		t.Errorf("the agent's first build compiled %d crates: in the namespace sandbox it is fresh from the base", compiled)
 	case container:
 		// At host paths the agent's workspace members are at other paths
-		// than the base's, and Cargo rebuilds them (README, sandbox mode).
+		// than the base's, and Cargo rebuilds them (docs/configuration.md, sandbox mode).
 		t.Logf("no-namespace mode: the agent's first build compiled %d crates", compiled)
 	}
 	if !strings.Contains(out, "Finished") {

@@ -1,6 +1,6 @@
 // Command ferry is the human front of Ferry: `ferry base`, `ferry spawn` …
-// run the stage binaries, git style; run, shell, env, list, rm, doctor,
-// setup, up, events and version are its own.
+// run the stage binaries, git style; the rest (run, shell, env, list, rm,
+// doctor, up, hook, completion, …: see ferrycmd's own) are its own.
 package main
 
 import (

@@ -7,6 +7,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/ferrydev/ferry/pkg/cli/complete"
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
@@ -35,7 +36,8 @@ const SeeExitCodes = "Exit codes are listed by `ferry --help`."
 // Parse parses args into grammar for the command called name. done is true
 // when the command has finished (help printed, or a usage error reported)
 // with exit status code. desc is the command's description; examples, one
-// per line, follow it under "Examples:".
+// per line, follow it under "Examples:". Args of complete.ModelFlag alone
+// print the grammar's model for completion scripts instead (done, 0).
 func Parse(name, desc string, examples []string, grammar any, args []string, io IO) (ctx *kong.Context, code int, done bool) {
 	exited := false
 	text := desc
@@ -50,6 +52,11 @@ func Parse(name, desc string, examples []string, grammar any, args []string, io 
 	)
 	if err != nil {
 		return nil, Report(io, name, err, false), true
+	}
+	if len(args) == 1 && args[0] == complete.ModelFlag {
+		// The front asks for the model of a stage it runs but does not
+		// link, to write completion scripts.
+		return nil, Report(io, name, WriteJSON(io.Stdout, complete.FromKong(parser.Model)), false), true
 	}
 	ctx, err = parser.Parse(args)
 	if exited {

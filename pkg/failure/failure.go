@@ -43,7 +43,19 @@ const (
 	// NoSpace is a filesystem that ran full (ENOSPC): the warm build, a
 	// fork, a state file or git could not write.
 	NoSpace
+
+	// numKinds counts the kinds above: a new kind goes before it.
+	numKinds
 )
+
+// Kinds returns every kind, in the order they are declared.
+func Kinds() []Kind {
+	kinds := make([]Kind, numKinds)
+	for i := range kinds {
+		kinds[i] = Kind(i)
+	}
+	return kinds
+}
 
 // ExitCode returns the documented process exit code for k.
 func (k Kind) ExitCode() int {

@@ -9,7 +9,7 @@ import (
 
 // The layout: every path under the store parent is named here, and nowhere
 // else (TestNoStorePathJoinedElsewhere checks the code, and
-// TestReadmeShowsTheLayout the README's tree):
+// TestReadmeShowsTheLayout the tree in docs/store.md):
 //
 //	<parent>/                         FERRY_HOME, [store] dir, or the platform cache dir
 //	  bin/cargo                       the shim (a link to ferry-shim)
@@ -40,8 +40,8 @@ import (
 //	      seen/                       a file per command the agent has run (package demand)
 //	      last-build.json             the units its last build that compiled units compiled (ferry why)
 
-// Names are the file and directory names of the layout, as the README's
-// store tree shows them.
+// Names are the file and directory names of the layout, as the store tree
+// of docs/store.md shows them.
 var Names = []string{
 	"bin", "cargo", "ferry-rustc", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",

@@ -102,17 +102,17 @@ func joinsOfStoreNames(t *testing.T, path string, names map[string]bool) []strin
 	return out
 }
 
-// TestReadmeShowsTheLayout holds the README's store tree against Names:
-// every name of the layout appears in it, and every file or directory name
-// it shows is one of the layout's.
+// TestReadmeShowsTheLayout holds the store tree of docs/store.md against
+// Names: every name of the layout appears in it, and every file or
+// directory name it shows is one of the layout's.
 func TestReadmeShowsTheLayout(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "README.md"))
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "store.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(data), "\n## The store\n")
+	_, after, ok := strings.Cut(string(data), "\n## Layout\n")
 	if !ok {
-		t.Fatal(`README.md has no "## The store" section`)
+		t.Fatal(`docs/store.md has no "## Layout" section`)
 	}
 	_, block, ok := strings.Cut(after, "```\n")
 	block, _, ok2 := strings.Cut(block, "```")
@@ -138,12 +138,12 @@ func TestReadmeShowsTheLayout(t *testing.T) {
 	}
 	for _, n := range Names {
 		if !shown[n] {
-			t.Errorf("README's store tree does not show %q", n)
+			t.Errorf("docs/store.md's store tree does not show %q", n)
 		}
 	}
 	for w := range shown {
 		if !slices.Contains(Names, w) {
-			t.Errorf("README's store tree shows %q, which is not in the layout (store.Names)", w)
+			t.Errorf("docs/store.md's store tree shows %q, which is not in the layout (store.Names)", w)
 		}
 	}
 }

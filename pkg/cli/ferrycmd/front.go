@@ -1,8 +1,8 @@
 // Package ferrycmd is the command layer of ferry, the human front: `ferry
 // base`, `ferry spawn`, `ferry gc` and `ferry watch` run the stage binaries
 // (git style, telling them the command as typed so their usage lines say
-// it), and run, shell, env, list, rm, doctor, setup, up, events, version
-// and hook (what agent tools run) are its own. It links the NATS client
+// it), and the commands in own (run, shell, env, list, rm, adopt, doctor,
+// up, events, hook for agent tools, completion, …) are its own. It links the NATS client
 // (rm, events and hook), not the server: `ferry up` supervises the stage
 // processes, and `ferry events` without a running bus runs `ferry-watch
 // log`.
@@ -31,26 +31,27 @@ var stages = map[string]string{
 
 // own are the front's own commands.
 var own = map[string]string{
-	"run":     "run a command in an agent's sandbox: ferry run [NAME] -- CMD",
-	"shell":   "open a shell in an agent's sandbox",
-	"env":     "print the environment that builds as an agent",
-	"list":    "list agents",
-	"stats":   "show how warm agents' first builds were, per command (hit rates)",
-	"why":     "say why an agent's last build compiled what it did",
-	"rm":      "remove an agent",
-	"adopt":   "make an existing worktree (made by any tool) an agent, in place",
-	"doctor":  "diagnose this host and what spawn would do here",
-	"setup":   "print what the host needs and the script that does it: ferry setup apparmor",
-	"up":      "keep bases warm: start watcher (hosting the bus), builder and gc",
-	"events":  "print the event log",
-	"key":     "print this host's signing key for published bases (made on first use)",
-	"version": "print Ferry's version",
-	"hook":    "agent-tool hooks: ferry hook claude-code|git|codex|cursor|conductor install, and the hooks they run",
+	"run":        "run a command in an agent's sandbox: ferry run [NAME] -- CMD",
+	"shell":      "open a shell in an agent's sandbox",
+	"env":        "print the environment that builds as an agent",
+	"list":       "list agents",
+	"stats":      "show how warm agents' first builds were, per command (hit rates)",
+	"why":        "say why an agent's last build compiled what it did",
+	"rm":         "remove an agent",
+	"adopt":      "make an existing worktree (made by any tool) an agent, in place",
+	"doctor":     "diagnose this host and what spawn would do here",
+	"setup":      "print what the host needs and the script that does it: ferry setup apparmor",
+	"up":         "keep bases warm: start watcher (hosting the bus), builder and gc",
+	"events":     "print the event log",
+	"key":        "print this host's signing key for published bases (made on first use)",
+	"version":    "print Ferry's version",
+	"hook":       "agent-tool hooks: ferry hook claude-code|git|codex|cursor|conductor install, and the hooks they run",
+	"completion": "print the shell completion script: ferry completion bash|zsh|fish",
 }
 
 // jsonCommands are the commands that take --json; the wrappers (run,
 // shell) and the supervisor (up) print their children's output instead.
-var jsonCommands = []string{"base", "spawn", "gc", "watch", "env", "list", "stats", "why", "rm", "adopt", "doctor", "setup", "events", "key", "version", "hook (install, uninstall)"}
+var jsonCommands = []string{"base", "spawn", "gc", "watch", "env", "list", "stats", "why", "rm", "adopt", "doctor", "setup", "events", "key", "version", "hook (install, uninstall)", "completion"}
 
 // Main runs ferry with args and returns its exit code.
 func Main(args []string, io cli.IO) int {
@@ -96,6 +97,8 @@ func Main(args []string, io cli.IO) int {
 		return hookAgent(args[1:], io)
 	case "key":
 		return signingKey(args[1:], io)
+	case "completion":
+		return completion(args[1:], io)
 	}
 	return cli.Report(io, "ferry", failure.New(failure.Usage, "run `ferry --help` for the commands", "unknown command %q", name), false)
 }
@@ -136,7 +139,7 @@ func help(io cli.IO) {
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			fmt.Fprintf(io.Stdout, "  %-8s %s\n", n, m[n])
+			fmt.Fprintf(io.Stdout, "  %-10s %s\n", n, m[n])
 		}
 	}
 	list(stages)
