@@ -10,7 +10,7 @@ XFS      := /mnt/ferry-xfs
 CLAUDE_VERSION := 2.1.332
 CLAUDE_DIR     ?= $(HOME)/.cache/ferry-test/claude-code-$(CLAUDE_VERSION)
 
-.PHONY: all bootstrap build install test demo bench vet cross clean
+.PHONY: all bootstrap build install test demo bench vet cross dist clean
 
 all: build
 
@@ -61,6 +61,17 @@ cross:
 		GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build -ldflags='-s -w' ./cmd/...; \
 	done
 
+# Release files in $(DIST) (docs/releases.md): for each of linux/amd64,
+# linux/arm64, darwin/amd64 and darwin/arm64 an archive of every binary with
+# the docs, an SBOM of the Go modules they link, and SHA256SUMS; the same
+# bytes on every run from the same commit. The linux/arm64 shim links its C
+# constructor with a C cross compiler: when it is missing, dist names the
+# Debian packages to install (script/bootstrap does not: the tests need none).
+DIST := dist
+dist:
+	rm -rf $(DIST)
+	GO=$(GO) $(GO) run ./internal/cmd/dist -version '$(VERSION)' -out $(DIST) $(BINARIES)
+
 # The tests: real git, real cargo, real namespaces. As root they also re-run
 # the sandbox tests as the unprivileged user script/bootstrap creates
 # (ferrytest). A prerequisite bootstrap could have provided fails a test here
@@ -85,4 +96,4 @@ bench:
 	$(GO) run ./internal/cmd/bench -bin $(CURDIR)/$(BIN)/ferrytest
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)
