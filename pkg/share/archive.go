@@ -19,6 +19,7 @@ import (
 
 	"github.com/ferrydev/ferry/internal/failpoint"
 	"github.com/ferrydev/ferry/pkg/store"
+	"golang.org/x/sys/unix"
 )
 
 // The stream: one tar (PAX headers, so mtimes keep their nanoseconds)
@@ -183,7 +184,8 @@ type extracted struct {
 	record     []byte
 	relocation []byte
 	files      int
-	seeded     int // files copied from the seed
+	seeded     int // files taken from the seed
+	linked     int // of them, hard links of the seed's file
 }
 
 // SeedError is a delta stream's file that the local seed base does not
@@ -278,10 +280,14 @@ func extract(r io.Reader, root *os.Root, seed string) (*extracted, error) {
 				if seed == "" || !strings.HasPrefix(name, targetPrefix+"/") || h.Size != 0 {
 					return nil, fmt.Errorf("the stream takes %s from a seed base, which this pull has none of", name)
 				}
-				if err := f.copySeed(big, filepath.Join(seed, filepath.FromSlash(name)), sum, buf); err != nil {
+				linked, err := f.fromSeed(big, filepath.Join(seed, filepath.FromSlash(name)), sum, buf)
+				if err != nil {
 					return nil, err
 				}
 				out.seeded++
+				if linked {
+					out.linked++
+				}
 			} else if h.Size <= pooledFileMax {
 				// Read here, written by the writer.
 				f.data = make([]byte, h.Size)
@@ -399,23 +405,67 @@ func (f *file) write(d *dirRoot, r io.Reader, buf []byte) error {
 	return root.Chtimes(name, f.mtime, f.mtime)
 }
 
-// copySeed writes the file with the content of the seed's file from,
-// which must have SHA-256 sum.
-func (f *file) copySeed(d *dirRoot, from, sum string, buf []byte) error {
+// fromSeed makes the file from the seed's file from, whose content must
+// have SHA-256 sum. When that file is this one already (content, mode and
+// mtime), the file is a hard link of it, as a layered refresh's unchanged
+// files are of its seed's: a ready base's files are never written (the
+// store is read-only in every sandbox, and forks get new inodes), and a
+// write on the host shows in the seal of each base holding the inode.
+// Otherwise the content is copied. linked says which.
+func (f *file) fromSeed(d *dirRoot, from, sum string, buf []byte) (linked bool, err error) {
 	in, err := os.Open(from)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &SeedError{Name: f.name, Why: "is missing"}
+		return false, &SeedError{Name: f.name, Why: "is missing"}
 	}
+	if err != nil {
+		return false, err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return false, err
+	}
+	h := sha256.New()
+	same := fi.Mode().IsRegular() && fi.Mode().Perm() == f.perm && fi.ModTime().Equal(f.mtime)
+	if same {
+		_, err = io.CopyBuffer(h, in, buf)
+	} else {
+		err = f.write(d, io.TeeReader(in, h), buf)
+	}
+	if err != nil {
+		return false, err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+		return false, &SeedError{Name: f.name, Why: "has other content than the published base's"}
+	}
+	if !same {
+		return false, nil
+	}
+	switch err := f.link(d, from); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, &SeedError{Name: f.name, Why: "is missing"} // gone since it was read
+	default:
+		// A link the filesystem refuses (too many links to the inode, say):
+		// the content, checked above, is copied instead.
+		if _, err := in.Seek(0, io.SeekStart); err != nil {
+			return false, err
+		}
+		return false, f.write(d, in, buf)
+	}
+}
+
+// link makes the file a hard link of from, a file outside the base
+// directory (the seed's), created in its directory as resolved in the
+// base directory.
+func (f *file) link(d *dirRoot, from string) error {
+	dir, name, err := d.dirFile(f.name)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	h := sha256.New()
-	if err := f.write(d, io.TeeReader(in, h), buf); err != nil {
-		return err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return &SeedError{Name: f.name, Why: "has other content than the published base's"}
+	if err := unix.Linkat(unix.AT_FDCWD, from, int(dir.Fd()), name, 0); err != nil {
+		return fmt.Errorf("link %s to the seed's file: %w", f.name, err)
 	}
 	return nil
 }
@@ -429,6 +479,7 @@ type dirRoot struct {
 	root *os.Root // the base directory
 	name string
 	dir  *os.Root
+	file *os.File // dir opened, for the calls os.Root does not make (linkat)
 }
 
 // of returns the root of name's directory and name's last element.
@@ -446,7 +497,25 @@ func (d *dirRoot) of(name string) (*os.Root, string, error) {
 	return d.dir, base, nil
 }
 
+// dirFile is of with name's directory as an open file.
+func (d *dirRoot) dirFile(name string) (*os.File, string, error) {
+	dir, base, err := d.of(name)
+	if err != nil {
+		return nil, "", err
+	}
+	if d.file == nil {
+		if d.file, err = dir.Open("."); err != nil {
+			return nil, "", err
+		}
+	}
+	return d.file, base, nil
+}
+
 func (d *dirRoot) close() {
+	if d.file != nil {
+		d.file.Close()
+		d.file = nil
+	}
 	if d.dir != nil {
 		d.dir.Close()
 		d.dir = nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,8 +88,9 @@ func TestPullOfARefreshTransfersTheDelta(t *testing.T) {
 	}
 	clone(t, origin, repoA.Dir)
 	c := newHost(t, bin, repoA.Dir, filepath.Join(root, "a"), f.url)
-	if p := c.pull(t, "--rev", first.Commit); p.Relocated != nil || p.Transferred != first.Published.Meta.Compressed {
-		t.Fatalf("C's pull of the first base: %+v", p)
+	seedPull := c.pull(t, "--rev", first.Commit)
+	if seedPull.Relocated != nil || seedPull.Transferred != first.Published.Meta.Compressed {
+		t.Fatalf("C's pull of the first base: %+v", seedPull)
 	}
 
 	// A corrupted delta: one byte of its stream changed.
@@ -105,11 +107,20 @@ func TestPullOfARefreshTransfersTheDelta(t *testing.T) {
 	}
 
 	p := c.pull(t, "--rev", c2)
-	t.Logf("C pulled %s: %d bytes read, %d files from the seed, %.2fs", p.Record.ID, p.Transferred, p.Seeded, p.Seconds)
+	t.Logf("C pulled %s: %d bytes read, %d files from the seed (%d linked), %.2fs", p.Record.ID, p.Transferred, p.Seeded, p.Linked, p.Seconds)
 	if p.Record.ID != second.ID || p.Object != d.Object || p.Transferred != d.Compressed || p.Seeded != d.Seeded {
 		t.Fatalf("C's pull of the refresh: object %s, %d bytes read, %d files from the seed; want the delta %s, %d bytes, %d files",
 			p.Object, p.Transferred, p.Seeded, d.Object, d.Compressed, d.Seeded)
 	}
+	// The seed's files with the published content, mode and mtime are
+	// hard links of the seed's, not copies; the seed still verifies.
+	if p.Linked == 0 || p.Linked > p.Seeded {
+		t.Fatalf("C's delta pull linked %d of the %d files it took from the seed, want some and at most all", p.Linked, p.Seeded)
+	}
+	if n := sameInodes(t, seedPull.Record.Target, p.Record.Target); n < p.Linked {
+		t.Fatalf("%d files of the pulled target share the seed's inode, want at least the %d linked", n, p.Linked)
+	}
+	c.must(t, "base", "verify")
 	compiled, marker, _, wt := c.agentRun(t, "c1")
 	want, err := fixture.ExpectedMarker(wt)
 	if err != nil {
@@ -129,4 +140,29 @@ func TestPullOfARefreshTransfersTheDelta(t *testing.T) {
 			t.Errorf("object %s after its base was unpublished: %v", name, err)
 		}
 	}
+}
+
+// sameInodes counts the regular files of target b that are the file at
+// the same path in target a (the same inode).
+func sameInodes(t *testing.T, a, b string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(b, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, _ := filepath.Rel(b, p)
+		fb, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fa, err := os.Stat(filepath.Join(a, rel)); err == nil && os.SameFile(fa, fb) {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -46,9 +46,11 @@ type Pulled struct {
 	Rebuilds []string `json:"rebuilds,omitempty"`
 	// Transferred is the bytes read from the bucket: the full object's, or
 	// the delta's when Object is the delta, with Seeded target files
-	// copied from the local seed base.
+	// taken from the local seed base: Linked of them as hard links of the
+	// seed's (the same content, mode and mtime), the others copied.
 	Transferred int64   `json:"transferred"`
 	Seeded      int     `json:"seeded,omitempty"`
+	Linked      int     `json:"linked,omitempty"`
 	Seconds     float64 `json:"seconds"`
 }
 
@@ -401,7 +403,7 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	// The record, as this store has the base.
 	r.Store, r.Dir, r.Src, r.Target = s.Dir, files.Dir, files.Src, files.Target
 	r.MntSrc, r.MntTarget = s.MntSrc(), s.MntTarget()
-	res := &Pulled{Object: ob.name, Meta: m, Transferred: src.n, Seeded: x.seeded}
+	res := &Pulled{Object: ob.name, Meta: m, Transferred: src.n, Seeded: x.seeded, Linked: x.linked}
 
 	here, err := base.RelocationRoots(&r)
 	if err != nil {

@@ -161,6 +161,7 @@ type pulled struct {
 	Record struct {
 		ID     string `json:"id"`
 		Store  string `json:"store"`
+		Target string `json:"target"`
 		Pulled *struct {
 			From string `json:"from"`
 		} `json:"pulled"`
@@ -173,6 +174,7 @@ type pulled struct {
 	Object      string   `json:"object"`
 	Transferred int64    `json:"transferred"`
 	Seeded      int      `json:"seeded"`
+	Linked      int      `json:"linked"`
 	Seconds     float64  `json:"seconds"`
 }
 
