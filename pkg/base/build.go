@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
@@ -144,6 +145,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := Discard(o, p.ID); err != nil {
 		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
 	}
+	// The commit is checked out while a seed is chosen (its seal checked):
+	// neither needs the other.
+	checkedOut := startCheckout(o, p)
 	var seed *Record
 	p.SeedWhy = "cold: --cold"
 	if !o.Cold {
@@ -160,8 +164,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		o.OnBuilding(p)
 	}
 
-	r, err := build(ctx, o, p, seed, start)
+	r, err := build(ctx, o, p, seed, start, checkedOut)
 	if err != nil {
+		checkedOut() // the checkout is done before it is discarded
 		if derr := Discard(o, p.ID); derr != nil {
 			err = errors.Join(err, fmt.Errorf("discard the failed base: %w", derr))
 		} else if rerr := l.Remove(); rerr != nil {
@@ -172,7 +177,27 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	return &Result{Record: r}, nil
 }
 
-func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Time) (*Record, error) {
+// startCheckout checks p's commit out at its base's src and locks the
+// worktree, in the background; the function it returns waits for that
+// and says how it went (each time it is called).
+func startCheckout(o Options, p *Plan) func() error {
+	src := o.Store.Base(p.ID).Src
+	done := make(chan error, 1)
+	go func() {
+		err := os.MkdirAll(o.Store.BaseDir(p.ID), 0o755)
+		if err == nil {
+			err = o.Repo.WorktreeAddDetached(src, p.Commit)
+		}
+		if err == nil {
+			err = o.Repo.WorktreeLock(src, "ferry base "+p.ID)
+		}
+		done <- err
+	}()
+	return sync.OnceValue(func() error { return <-done })
+}
+
+// build builds base p once checkedOut says its commit is checked out.
+func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Time, checkedOut func() error) (*Record, error) {
 	s := o.Store
 	dir := s.BaseDir(p.ID)
 	r := &Record{
@@ -225,10 +250,7 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 		}
 		defer cloned() // nothing returns while the clone still writes
 	}
-	if err := o.Repo.WorktreeAddDetached(r.Src, p.Commit); err != nil {
-		return nil, err
-	}
-	if err := o.Repo.WorktreeLock(r.Src, "ferry base "+p.ID); err != nil {
+	if err := checkedOut(); err != nil {
 		return nil, err
 	}
 	if r.Modes.Remap {
@@ -298,9 +320,24 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	}
 
 	t = time.Now()
+	// base.json promises a complete target: the build's writes are made
+	// durable before it is written, so a crash after the marker cannot
+	// leave a ready base with torn files (and the first reflink fork does
+	// not pay for the writeback). The sync runs while the checkout is
+	// checked and the target sealed, which read and write nothing it must
+	// cover (status takes no index lock; the relocation plan is written
+	// durably by itself).
+	synced := make(chan error, 1)
+	go func() { synced <- atomicfile.SyncTree(r.Target) }()
+	finish := func(err error) error {
+		if serr := <-synced; err == nil {
+			err = serr
+		}
+		return err
+	}
 	dirty, err := o.Repo.Dirty(r.Src)
 	if err != nil {
-		return nil, err
+		return nil, finish(err)
 	}
 	for _, d := range dirty {
 		if (d.X == '?' || d.X == '!') && filepath.Base(d.Path) == "Cargo.lock" {
@@ -315,21 +352,18 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 		r.Warnings = append(r.Warnings, msg)
 		o.say("warning: %s", msg)
 	}
-	// base.json promises a complete target: make the build's writes durable
-	// first, so a crash after the marker cannot leave a ready base with torn
-	// files (and the first reflink fork does not pay for the writeback).
-	if err := atomicfile.SyncTree(r.Target); err != nil {
-		return nil, err
-	}
 	if r.HostPaths() {
 		// Forks of this base build at their own paths: what they must
 		// rebuild is planned once, here.
 		if err := planRelocation(r); err != nil {
-			return nil, err
+			return nil, finish(err)
 		}
 	}
 	if r.TargetSeal, err = Seal(r.Target); err != nil {
-		return nil, fmt.Errorf("seal the base's target: %w", err)
+		return nil, finish(fmt.Errorf("seal the base's target: %w", err))
+	}
+	if err := finish(nil); err != nil {
+		return nil, err
 	}
 	r.Created = time.Now().UTC()
 	r.Timings.Finish = since(t)
