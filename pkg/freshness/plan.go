@@ -172,8 +172,9 @@ func Verify(in Input) (*StampPlan, error) {
 	var wg sync.WaitGroup
 	for range min(8, max(1, len(todo))) {
 		wg.Go(func() {
+			var bufs compareBuffers
 			for i := range work {
-				results[i] = v.compareFile(todo[i])
+				results[i] = v.compareFile(todo[i], &bufs)
 			}
 		})
 	}
@@ -274,7 +275,7 @@ type fileResult struct {
 // compareFile compares the agent's file rel with the base checkout's, byte
 // for byte. The agent file's metadata is taken before reading and must be
 // the same after, and the descriptor read must be the inode lstat saw.
-func (v *verifier) compareFile(rel string) fileResult {
+func (v *verifier) compareFile(rel string, bufs *compareBuffers) fileResult {
 	ap, bp := v.agentPath(rel), v.basePath(rel)
 	before, err := lstatMeta(ap)
 	if err != nil || !before.isRegular() {
@@ -287,7 +288,7 @@ func (v *verifier) compareFile(rel string) fileResult {
 	if before.size != bm.size {
 		return fileResult{reason: ReasonContent}
 	}
-	same, err := sameBytes(ap, before, bp, bm)
+	same, err := bufs.sameBytes(ap, before, bp, bm)
 	if err != nil {
 		if errors.Is(err, errRacy) {
 			return fileResult{reason: ReasonRacy}
@@ -306,9 +307,16 @@ func (v *verifier) compareFile(rel string) fileResult {
 
 var errRacy = errors.New("file replaced while being verified")
 
+// compareBuffers are one comparing goroutine's read buffers, grown to the
+// largest file it compared up to a chunk. Most tracked files are small,
+// and a fresh pair of 64 KiB chunks per file cost more than the reads: on
+// the benchmark's large workspace (1,238 files) Verify took 74-96 ms with
+// them, 26-35 ms without.
+type compareBuffers struct{ a, b []byte }
+
 // sameBytes streams both files and compares them; each must still be the
 // inode described by its meta once open.
-func sameBytes(ap string, am meta, bp string, bm meta) (bool, error) {
+func (bufs *compareBuffers) sameBytes(ap string, am meta, bp string, bm meta) (bool, error) {
 	af, err := openChecked(ap, am)
 	if err != nil {
 		return false, err
@@ -320,7 +328,12 @@ func sameBytes(ap string, am meta, bp string, bm meta) (bool, error) {
 	}
 	defer bf.Close()
 	const chunk = 64 << 10
-	abuf, bbuf := make([]byte, chunk), make([]byte, chunk)
+	// One more byte than the file: a file that grew since lstat fills
+	// the buffer and is read on, to be caught below.
+	if n := int(min(am.size+1, chunk)); len(bufs.a) < n {
+		bufs.a, bufs.b = make([]byte, n), make([]byte, n)
+	}
+	abuf, bbuf := bufs.a, bufs.b
 	var total int64
 	for {
 		an, aerr := io.ReadFull(af, abuf)

@@ -34,7 +34,7 @@ type Toolchain struct {
 	Host         string // the "host:" line, e.g. "x86_64-unknown-linux-gnu"
 	Cargo        string // `cargo -V` output line, e.g. "cargo 1.95.0 (f2d3ce0bd 2026-03-21)"
 	CargoVersion string // e.g. "1.95.0" or "1.97.0-nightly"
-	Clippy       bool   // `cargo clippy --version` succeeded
+	Clippy       bool   // `cargo clippy --version` succeeded (false when not probed: DetectWith)
 }
 
 const installHint = "install Rust with rustup (https://rustup.rs), or add the directory holding cargo and rustc to PATH"
@@ -50,6 +50,18 @@ const installHint = "install Rust with rustup (https://rustup.rs), or add the di
 // cargo or rustc is an error carrying the tool's standard error. A failing
 // clippy only sets Clippy to false.
 func Detect(dir string, env []string) (*Toolchain, error) {
+	return DetectWith(dir, env, Probe{Clippy: true})
+}
+
+// Probe says which of Detect's optional calls to make.
+type Probe struct {
+	// Clippy runs `cargo clippy --version` (through rustup's proxies the
+	// slowest of the calls). Without it, Toolchain.Clippy is false.
+	Clippy bool
+}
+
+// DetectWith is Detect making probe's optional calls only.
+func DetectWith(dir string, env []string, probe Probe) (*Toolchain, error) {
 	if env == nil {
 		env = os.Environ()
 	}
@@ -73,7 +85,10 @@ func Detect(dir string, env []string) (*Toolchain, error) {
 		out string
 		err error
 	}
-	calls := [][]string{{rustc, "-vV"}, {cargo, "-V"}, {cargo, "clippy", "--version"}}
+	calls := [][]string{{rustc, "-vV"}, {cargo, "-V"}}
+	if probe.Clippy {
+		calls = append(calls, []string{cargo, "clippy", "--version"})
+	}
 	results := make([]chan result, len(calls))
 	for i, c := range calls {
 		results[i] = make(chan result, 1)
@@ -82,7 +97,7 @@ func Detect(dir string, env []string) (*Toolchain, error) {
 			results[i] <- result{out, err}
 		}()
 	}
-	rustcV, cargoV, clippyV := <-results[0], <-results[1], <-results[2]
+	rustcV, cargoV := <-results[0], <-results[1]
 
 	t := &Toolchain{}
 	out, err := rustcV.out, rustcV.err
@@ -117,7 +132,9 @@ func Detect(dir string, env []string) (*Toolchain, error) {
 	}
 	t.CargoVersion = f[1]
 
-	t.Clippy = clippyV.err == nil
+	if probe.Clippy {
+		t.Clippy = (<-results[2]).err == nil
+	}
 	return t, nil
 }
 
