@@ -125,6 +125,10 @@ func layerOf(r, seed *Record) fork.Layers {
 // layerWork is the overlay's work dir.
 func layerWork(r *Record) string { return store.AgentFiles(store.BaseFiles(r.Dir).Layer).Work }
 
+// layerNext is where the seed's target is laid beside the layer
+// (finishing.prefold).
+func layerNext(r *Record) string { return store.BaseFiles(r.Dir).LayerNext }
+
 // startLayer makes r's layer: an empty upper over seed's target (the
 // overlay backend's fork, made in r's layer/), and, when the seed has other
 // unit inputs, hides the seed's nested workspaces' target dirs there, as
@@ -153,18 +157,31 @@ func startLayer(r, seed *Record) error {
 func ptr[T any](v T) *T { return &v }
 
 // foldLayer folds r's layer into its target once the warm commands are
-// done (fork.Fold), and removes the layer's directory. A no-op for a base
-// not building on a layer.
-func foldLayer(o Options, r *Record) error {
+// done, and removes the layer's directory. A no-op for a base not building
+// on a layer. With laid, the seed's target laid beside the layer while the
+// warm commands ran (finishing.prefold), the upper's entries move into it
+// (fork.Merge); without, the seed's entries are linked into the upper
+// (fork.Fold). Both leave the same target.
+func foldLayer(o Options, r *Record, laid task[fork.FoldStats]) error {
 	if r.layer == nil {
 		return nil
 	}
-	st, err := fork.Fold(r.layer.Lower, r.layer.Upper)
+	var st fork.FoldStats
+	folded, err := r.layer.Upper, error(nil)
+	if laid != nil {
+		var prior fork.FoldStats
+		if prior, err = laid(); err == nil {
+			folded = layerNext(r)
+			st, err = fork.Merge(r.layer.Upper, folded, prior)
+		}
+	} else {
+		st, err = fork.Fold(r.layer.Lower, r.layer.Upper)
+	}
 	if err != nil {
 		return fmt.Errorf("fold the new base's layer into its target: %w", err)
 	}
 	failpoint.Hit("base/layer-folded")
-	if err := os.Rename(r.layer.Upper, r.Target); err != nil {
+	if err := os.Rename(folded, r.Target); err != nil {
 		return err
 	}
 	failpoint.Hit("base/layer-moved")

@@ -334,6 +334,7 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 			return err
 		}
 		r.Warm, r.Incomplete = r.Warm[:0], r.Incomplete[:incomplete]
+		fin.prefold()
 		for i, w := range p.Warm {
 			if w.Demanded > 0 {
 				o.say("[%d/%d] %s (%s)", i+1, len(p.Warm), w.Command, w.Why)
@@ -345,9 +346,10 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 			}
 		}
 		fin.warmed()
-		if err := foldLayer(o, r); err != nil {
+		if err := foldLayer(o, r, fin.laid); err != nil {
 			return err
 		}
+		fin.folded()
 		if !across {
 			fin.final() // nothing changes the target from here on
 		}

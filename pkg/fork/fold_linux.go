@@ -107,7 +107,6 @@ func readEntries(fd int, path string) ([]fs.DirEntry, error) {
 	return d.ReadDir(-1)
 }
 
-
 // dir folds the upper directory ufd (at upath, whose stat is st) over the
 // lower directory lfd (at lpath; -1 when nothing below shows through).
 func (f *folder) dir(lfd, ufd int, lpath, upath string, st *unix.Stat_t) error {

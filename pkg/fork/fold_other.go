@@ -27,3 +27,13 @@ func (l Layers) Show(rel string) (string, bool) { return "", false }
 
 // Hide needs overlayfs.
 func (l Layers) Hide(rel string) error { return errors.New("overlay layers need Linux") }
+
+// Prefold needs overlayfs's layers, which only Linux makes.
+func Prefold(lower, next string) (FoldStats, error) {
+	return FoldStats{}, errors.New("folding an overlay's layers needs Linux")
+}
+
+// Merge needs overlayfs's layers, which only Linux makes.
+func Merge(upper, next string, laid FoldStats) (FoldStats, error) {
+	return FoldStats{}, errors.New("folding an overlay's layers needs Linux")
+}

@@ -46,7 +46,7 @@ var Names = []string{
 	"bin", "cargo", "ferry-rustc", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
-	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending", "layer", "keys",
+	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending", "layer", "next", "keys",
 }
 
 // ShimDir is where the shim is installed as cargo: <parent>/bin.
@@ -165,10 +165,14 @@ type Base struct {
 	// relocate).
 	Relocation string
 	// Layer holds, while a layered refresh builds (package base), the
-	// overlay it writes into: upper/ over the seed's target, and work/.
-	// The upper becomes the target when the warm build is done.
+	// overlay it writes into: upper/ over the seed's target, and work/;
+	// and next/, the seed's target laid as links while the warm build
+	// runs. The upper's entries move into next/, which becomes the
+	// target, when the warm build is done.
 	Layer string
-	Lock  string
+	// LayerNext is next/ in Layer.
+	LayerNext string
+	Lock      string
 }
 
 // Base returns the paths of base id.
@@ -182,7 +186,8 @@ func (s *Store) Base(id string) Base {
 // lives beside the directory).
 func BaseFiles(dir string) Base {
 	return Base{Dir: dir, Record: filepath.Join(dir, "base.json"), Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target"),
-		WarmUnits: filepath.Join(dir, "warm-units"), Relocation: filepath.Join(dir, "relocation.json"), Layer: filepath.Join(dir, "layer")}
+		WarmUnits: filepath.Join(dir, "warm-units"), Relocation: filepath.Join(dir, "relocation.json"), Layer: filepath.Join(dir, "layer"),
+		LayerNext: filepath.Join(dir, "layer", "next")}
 }
 
 // Agent names the paths of one agent.
