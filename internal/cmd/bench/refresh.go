@@ -22,11 +22,15 @@ import (
 type refreshRun struct {
 	cold, leaf, manifest       time.Duration // ferry base, process wall time
 	leafSeeded, manifestSeeded bool
-	leafBy                     string        // how the leaf refresh started from its seed (seed_by)
-	plainLeaf, plainManifest   time.Duration // incremental cargo build of the same change
-	clone                      time.Duration // cloning the base's target alone
-	addedBytes                 int64         // what the leaf refresh took from the filesystem
-	written                    int64         // what its warm build wrote (a layered refresh's own bytes), 0 unknown
+	leafBy                     string // how the leaf refresh started from its seed (seed_by)
+	// The leaf refresh's phases as its base.json times them: before the
+	// warm commands (resolving, the checkout, stamping), the warm
+	// commands with the fold, and what follows (seal, writeback).
+	leafBefore, leafWarm, leafAfter time.Duration
+	plainLeaf, plainManifest        time.Duration // incremental cargo build of the same change
+	clone                           time.Duration // cloning the base's target alone
+	addedBytes                      int64         // what the leaf refresh took from the filesystem
+	written                         int64         // what its warm build wrote (a layered refresh's own bytes), 0 unknown
 	// The same kind of edit refreshed by a copy of the seed ([base]
 	// layered = false), where the leaf refresh was layered, with its limit.
 	copied, plainCopied time.Duration
@@ -91,6 +95,9 @@ func runRefresh(bin string, n, large int, xfs string) error {
 		row("cold base (ferry base --cold)", cold)
 		row(fmt.Sprintf("ferry base after a one-leaf edit (%s)", seededWord(runs[0].leafSeeded, runs[0].leafBy)), leaf)
 		row("  limit: incremental cargo build of that edit, warm checkout", plainLeaf)
+		row("  its phases: before the warm commands (plan, checkout, stamps)", med(func(r refreshRun) time.Duration { return r.leafBefore }))
+		row("    the warm commands, the fold and the observation", med(func(r refreshRun) time.Duration { return r.leafWarm }))
+		row("    after them (the checkout's check, seal, writeback)", med(func(r refreshRun) time.Duration { return r.leafAfter }))
 		row("  cloning the base's target alone", clone)
 		layered := runs[0].leafBy == "layer"
 		if layered {
@@ -226,6 +233,14 @@ func refreshRound(bin, dir string, opts fixture.Options, n int, depth bool) (ref
 	}
 	r.leaf, r.plainLeaf, r.addedBytes = ch.refresh, ch.plain, ch.added
 	r.leafSeeded, r.leafBy = seededBy(ch.rec)
+	if tm, ok := ch.rec["timings"].(map[string]any); ok {
+		sec := func(k string) time.Duration {
+			v, _ := tm[k].(float64)
+			return time.Duration(v * float64(time.Second))
+		}
+		r.leafWarm, r.leafAfter = sec("warm"), sec("finish")
+		r.leafBefore = sec("total") - r.leafWarm - r.leafAfter
+	}
 	if layer, ok := ch.rec["layer"].(map[string]any); ok {
 		own, _ := layer["own_bytes"].(float64)
 		r.written = int64(own)
