@@ -124,8 +124,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	defer l.Release()
+	known, _ := likely()
 	if co == nil {
-		if res, err := reuse(o, p.ID); res != nil || err != nil {
+		if res, err := reuse(o, p.ID, known); res != nil || err != nil {
 			return res, err
 		}
 		// The commit is checked out while a seed is chosen (its seal
@@ -136,7 +137,6 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	p.SeedWhy = "cold: --cold"
 	if !o.Cold {
 		var held *lock.Lock
-		known, _ := likely()
 		seed, held, p.SeedWhy = chooseSeed(o.Store, p, o.Settings.Prune, known)
 		if held != nil {
 			defer held.Release()
@@ -164,8 +164,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 
 // reuse serves base id when it is ready, and returns nil, nil when it is
 // to be built: it does not exist, or o.Rebuild asks for it again (then it
-// is made a partial base first). The caller holds the base lock.
-func reuse(o Options, id string) (*Result, error) {
+// is made a partial base first). The caller holds the base lock; known is
+// the current base's seal check, taken for id's when it is that base.
+func reuse(o Options, id string, known verified) (*Result, error) {
 	r, err := Read(o.Store, id)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -181,8 +182,10 @@ func reuse(o Options, id string) (*Result, error) {
 		return nil, nil
 	}
 	// Never serve a base something changed since it was built.
-	if err := Verify(r); err != nil {
-		return nil, err
+	if !known.of(r) {
+		if err := Verify(r); err != nil {
+			return nil, err
+		}
 	}
 	if r.Modes.Remap {
 		// Its agents run rustc through the installed wrapper: put back a

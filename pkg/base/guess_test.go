@@ -127,3 +127,33 @@ func TestChangedBaseSeedsNothing(t *testing.T) {
 		t.Fatalf("the refresh was seeded from %s, whose target was changed", res.Record.Seed)
 	}
 }
+
+// A ready base whose target was written on the host is not served again:
+// building its commit is refused, naming the fix, until it is rebuilt.
+func TestChangedBaseIsNotReused(t *testing.T) {
+	e := setup(t, "cargo build -p "+fixture.ChainC)
+	first, err := e.build(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(first.Record.Target, "stray"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	settings, err := config.Load(e.repo.Dir, e.vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := base.Options{Repo: e.g, Settings: settings, Store: e.store, Progress: io.Discard}
+	res, err := base.Build(context.Background(), o)
+	if failure.KindOf(err) != failure.Refused || !strings.Contains(failure.HintOf(err), "--rebuild") {
+		t.Fatalf("building the changed base's commit: %v (reused: %v), want a refusal naming --rebuild", err, res != nil)
+	}
+	o.Rebuild = true
+	res, err = base.Build(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reused || base.Verify(res.Record) != nil {
+		t.Fatalf("after --rebuild: reused %v, verify %v", res.Reused, base.Verify(res.Record))
+	}
+}

@@ -217,9 +217,10 @@ type verified struct {
 }
 
 // verifyCurrent checks the current base's seal, and returns it when it
-// holds. The current base is almost always the seed of the next build, so
-// Build checks it while the plan resolves: the check (about 20 ms on the
-// benchmark's large target) then leaves the seed's choice.
+// holds. The current base is almost always the seed of the next build, or
+// the base a build of the same commit reuses, so Build checks it while the
+// plan resolves: the check (about 20 ms on the benchmark's large target)
+// then leaves the seed's choice and the reuse.
 func verifyCurrent(s *store.Store) verified {
 	id, err := s.Current()
 	if err != nil || id == "" {
