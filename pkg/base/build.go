@@ -444,7 +444,8 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	// durable before it is written, so a crash after the marker cannot
 	// leave a ready base with torn files (and the first reflink fork does
 	// not pay for the writeback). Most of them were written back while
-	// the target was folded and sealed (finishing); this covers the rest.
+	// the target was observed and sealed (finishing); this covers the
+	// rest, and what pruning changed.
 	if _, err := fin.flush(); err != nil {
 		return nil, err
 	}
