@@ -166,8 +166,9 @@ func foldLayer(o Options, r *Record, laid task[fork.FoldStats]) error {
 	if r.layer == nil {
 		return nil
 	}
+	folded := r.layer.Upper
 	var st fork.FoldStats
-	folded, err := r.layer.Upper, error(nil)
+	var err error
 	if laid != nil {
 		var prior fork.FoldStats
 		if prior, err = laid(); err == nil {
