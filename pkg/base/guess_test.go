@@ -61,11 +61,7 @@ func TestWrongGuessLeavesNothing(t *testing.T) {
 	if _, err := e.repo.Commit("no manifest"); err != nil {
 		t.Fatal(err)
 	}
-	settings, err := config.Load(e.repo.Dir, e.vars)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = base.Build(context.Background(), base.Options{Repo: e.g, Settings: settings, Store: e.store, Progress: io.Discard})
+	_, err = base.Build(context.Background(), e.quiet(t))
 	if failure.KindOf(err) != failure.Prereq {
 		t.Fatalf("err = %v, want the missing Cargo.toml refused", err)
 	}
@@ -104,15 +100,7 @@ func (e *env) checkOnly(t *testing.T, ids ...string) {
 // is current (Build checks the current base's seal while the plan
 // resolves, and the seed's choice takes that check).
 func TestChangedBaseSeedsNothing(t *testing.T) {
-	e := setup(t, "cargo build -p "+fixture.ChainC)
-	first, err := e.build(t, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A write on the host, outside any sandbox.
-	if err := os.WriteFile(filepath.Join(first.Record.Target, "stray"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e := changedBase(t)
 	if err := e.repo.Append(fixture.LibPath(fixture.ChainC), "\n// after the change\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -131,19 +119,8 @@ func TestChangedBaseSeedsNothing(t *testing.T) {
 // A ready base whose target was written on the host is not served again:
 // building its commit is refused, naming the fix, until it is rebuilt.
 func TestChangedBaseIsNotReused(t *testing.T) {
-	e := setup(t, "cargo build -p "+fixture.ChainC)
-	first, err := e.build(t, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(first.Record.Target, "stray"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	settings, err := config.Load(e.repo.Dir, e.vars)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := base.Options{Repo: e.g, Settings: settings, Store: e.store, Progress: io.Discard}
+	e := changedBase(t)
+	o := e.quiet(t)
 	res, err := base.Build(context.Background(), o)
 	if failure.KindOf(err) != failure.Refused || !strings.Contains(failure.HintOf(err), "--rebuild") {
 		t.Fatalf("building the changed base's commit: %v (reused: %v), want a refusal naming --rebuild", err, res != nil)
@@ -156,4 +133,30 @@ func TestChangedBaseIsNotReused(t *testing.T) {
 	if res.Reused || base.Verify(res.Record) != nil {
 		t.Fatalf("after --rebuild: reused %v, verify %v", res.Reused, base.Verify(res.Record))
 	}
+}
+
+// changedBase builds a base and writes into its target on the host,
+// outside any sandbox.
+func changedBase(t *testing.T) *env {
+	t.Helper()
+	e := setup(t, "cargo build -p "+fixture.ChainC)
+	first, err := e.build(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(first.Record.Target, "stray"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// quiet is the options of a build of HEAD whose progress goes nowhere, for
+// builds that may fail before they say anything.
+func (e *env) quiet(t *testing.T) base.Options {
+	t.Helper()
+	settings, err := config.Load(e.repo.Dir, e.vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base.Options{Repo: e.g, Settings: settings, Store: e.store, Progress: io.Discard}
 }
