@@ -3,7 +3,6 @@
 package freshness
 
 import (
-	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -11,7 +10,7 @@ import (
 
 // futimens sets both times of the open file f to t (futimes(2), microsecond
 // precision; StampTime is a whole second).
-func futimens(f *os.File, t time.Time) error {
+func futimens(f fd, t time.Time) error {
 	tv := unix.NsecToTimeval(t.UnixNano())
-	return unix.Futimes(int(f.Fd()), []unix.Timeval{tv, tv})
+	return unix.Futimes(int(f), []unix.Timeval{tv, tv})
 }

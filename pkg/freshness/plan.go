@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -321,12 +320,12 @@ func (bufs *compareBuffers) sameBytes(ap string, am meta, bp string, bm meta) (b
 	if err != nil {
 		return false, err
 	}
-	defer af.Close()
+	defer af.close()
 	bf, err := openChecked(bp, bm)
 	if err != nil {
 		return false, err
 	}
-	defer bf.Close()
+	defer bf.close()
 	const chunk = 64 << 10
 	// One more byte than the file: a file that grew since lstat fills
 	// the buffer and is read on, to be caught below.
@@ -336,21 +335,21 @@ func (bufs *compareBuffers) sameBytes(ap string, am meta, bp string, bm meta) (b
 	abuf, bbuf := bufs.a, bufs.b
 	var total int64
 	for {
-		an, aerr := io.ReadFull(af, abuf)
-		bn, berr := io.ReadFull(bf, bbuf)
-		if aerr != nil && aerr != io.EOF && aerr != io.ErrUnexpectedEOF {
-			return false, aerr
-		}
-		if berr != nil && berr != io.EOF && berr != io.ErrUnexpectedEOF {
-			return false, berr
+		an, aerr := af.read(abuf)
+		bn, berr := bf.read(bbuf)
+		if err := errors.Join(aerr, berr); err != nil {
+			return false, err
 		}
 		if an != bn || !bytes.Equal(abuf[:an], bbuf[:bn]) {
 			return false, nil
 		}
 		total += int64(an)
-		if aerr != nil {
-			// Both ended at the same point (an == bn); a length other than
-			// the one lstat gave means a file changed while it was read.
+		if an < len(abuf) {
+			// A read of a regular file returns less than asked only
+			// at its end, so both ended here, without the read that
+			// returns nothing. A length other than the one lstat gave
+			// means a file changed while it was read (or a read
+			// returned short: not stamped either).
 			if total != am.size || total != bm.size {
 				return false, errRacy
 			}
@@ -359,19 +358,19 @@ func (bufs *compareBuffers) sameBytes(ap string, am meta, bp string, bm meta) (b
 	}
 }
 
-func openChecked(p string, want meta) (*os.File, error) {
+func openChecked(p string, want meta) (fd, error) {
 	f, err := openNoFollow(p, false)
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
-	got, err := fstatMeta(f)
+	got, err := f.meta()
 	if err != nil {
-		f.Close()
-		return nil, err
+		f.close()
+		return -1, &os.PathError{Op: "fstat", Path: p, Err: err}
 	}
 	if got.dev != want.dev || got.ino != want.ino {
-		f.Close()
-		return nil, errRacy
+		f.close()
+		return -1, errRacy
 	}
 	return f, nil
 }

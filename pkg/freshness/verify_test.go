@@ -622,3 +622,61 @@ func TestApplyCopiesTheBaseMtime(t *testing.T) {
 		}
 	}
 }
+
+// TestSameBytes compares files around the read chunk's size: equal bytes,
+// one byte changed at the end, and a size other than the one lstat gave
+// (a file that grew or shrank while verified).
+func TestSameBytes(t *testing.T) {
+	const chunk = 64 << 10
+	dir := t.TempDir()
+	var bufs compareBuffers // reused across sizes, as a comparing goroutine does
+	for _, size := range []int{0, 1, 100, chunk - 1, chunk, chunk + 1, 3 * chunk, 3*chunk + 7} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i*7 + i/251)
+		}
+		a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		check(t, os.WriteFile(a, data, 0o644))
+		check(t, os.WriteFile(b, data, 0o644))
+		compare := func() (bool, error) {
+			am, err := lstatMeta(a)
+			check(t, err)
+			bm, err := lstatMeta(b)
+			check(t, err)
+			return bufs.sameBytes(a, am, b, bm)
+		}
+		if same, err := compare(); err != nil || !same {
+			t.Errorf("size %d: equal files compared %t, %v", size, same, err)
+		}
+		if size > 0 {
+			other := slices.Clone(data)
+			other[size-1] ^= 0xff
+			check(t, os.WriteFile(b, other, 0o644))
+			if same, err := compare(); err != nil || same {
+				t.Errorf("size %d: files differing in their last byte compared %t, %v", size, same, err)
+			}
+			check(t, os.WriteFile(b, data, 0o644))
+		}
+		// Both files one byte longer than their lstat said.
+		am, err := lstatMeta(a)
+		check(t, err)
+		bm, err := lstatMeta(b)
+		check(t, err)
+		for _, p := range []string{a, b} {
+			check(t, os.WriteFile(p, append(slices.Clone(data), 'x'), 0o644))
+		}
+		if same, err := bufs.sameBytes(a, am, b, bm); err != errRacy {
+			t.Errorf("size %d: files grown after lstat compared %t, %v; want errRacy", size, same, err)
+		}
+		// And one byte shorter.
+		if size > 0 {
+			for _, p := range []string{a, b} {
+				check(t, os.WriteFile(p, data[:size-1], 0o644))
+			}
+			am.size, bm.size = int64(size), int64(size)
+			if same, err := bufs.sameBytes(a, am, b, bm); err != errRacy {
+				t.Errorf("size %d: files shrunk after lstat compared %t, %v; want errRacy", size, same, err)
+			}
+		}
+	}
+}
