@@ -138,19 +138,30 @@ func digest(t *testing.T, root string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// registered lists the worktrees registered besides the repository's own
+// and the store's spare checkout (spare_test.go checks that one).
 func (e *env) registered(t *testing.T) []string {
 	t.Helper()
 	wts, err := e.g.Worktrees()
 	if err != nil {
 		t.Fatal(err)
 	}
+	spare := resolved(e.store.Spare().Src)
 	var out []string
 	for _, w := range wts {
-		if w.Path != e.g.Top {
+		if w.Path != e.g.Top && resolved(w.Path) != spare {
 			out = append(out, w.Path)
 		}
 	}
 	return out
+}
+
+// resolved is p with its symlinks resolved, as git records worktree paths.
+func resolved(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
 }
 
 // The full default build: a base at canonical paths, reused without building,

@@ -210,8 +210,9 @@ type checkout struct {
 }
 
 // startCheckout discards what a crash may have left of base id (the
-// caller holds its lock), then checks commit out at the base's src and
-// locks the worktree, in the background.
+// caller holds its lock), then checks commit out at the base's src (from
+// the spare checkout when it can: takeSpare) and locks the worktree, in
+// the background.
 func startCheckout(o Options, id, commit string) *checkout {
 	discarded := begin(func() (struct{}, error) {
 		if err := Discard(o, id); err != nil {
@@ -227,7 +228,13 @@ func startCheckout(o Options, id, commit string) *checkout {
 		if err := os.MkdirAll(o.Store.BaseDir(id), 0o755); err != nil {
 			return struct{}{}, err
 		}
-		if err := o.Repo.WorktreeAddDetached(src, commit); err != nil {
+		took, err := takeSpare(o, src, commit)
+		if err != nil {
+			o.say("warning: the spare checkout could not be taken (%v); checking the commit out", err)
+		}
+		if took {
+			o.say("checked the commit out from the spare checkout")
+		} else if err := o.Repo.WorktreeAddDetached(src, commit); err != nil {
 			return struct{}{}, err
 		}
 		return struct{}{}, o.Repo.WorktreeLock(src, "ferry base "+id)
@@ -338,7 +345,9 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	// touch different directories, and neither needs the other.
 	cloned := func() error { return nil }
 	seedHow := ""
+	var seedTree task[[]git.Entry]
 	if seed != nil {
+		seedTree = begin(func() ([]git.Entry, error) { return o.Repo.LsTree(seed.Commit) })
 		clone := begin(func() (struct{}, error) {
 			// The probes too run beside the checkout; r.SeedBy and
 			// seedHow are read once cloned returns.
@@ -368,7 +377,7 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 		}
 		o.say("%s", seedHow)
 		var err error
-		if r.Stamped, err = seedFrom(o, r, seed); err != nil {
+		if r.Stamped, err = seedFrom(o, p, r, seed, seedTree); err != nil {
 			return nil, err
 		}
 		r.Seed = seed.ID
@@ -381,11 +390,7 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 			o.say("relocated the seed's target: removed %d unit path(s) that recorded the seed's paths", a.Paths)
 		}
 	} else {
-		entries, err := o.Repo.LsFiles(r.Src)
-		if err != nil {
-			return nil, err
-		}
-		st, err := freshness.StampBaseCheckout(r.Src, entries)
+		st, err := freshness.StampBaseCheckout(r.Src, p.tree)
 		if err != nil {
 			return nil, err
 		}
@@ -439,6 +444,15 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	}
 	if r.TargetSeal, err = fin.seal(); err != nil {
 		return nil, fmt.Errorf("seal the base's target: %w", err)
+	}
+	if err := fin.observed(); err != nil {
+		return nil, err
+	}
+	if fin.spare != nil {
+		if _, err := fin.spare(); err != nil {
+			// The next build checks its commit out itself.
+			o.say("warning: the spare checkout was not made: %v", err)
+		}
 	}
 	// base.json promises a complete target: the build's writes are made
 	// durable before it is written, so a crash after the marker cannot

@@ -36,6 +36,9 @@ type Plan struct {
 	// Learned is what the plan learned from demand (demand.go), nil when
 	// the settings do not learn; the commands it picked end Warm.
 	Learned *Learned
+	// tree is the commit's tree (`git ls-tree -r`): what the index of a
+	// checkout of it holds, so the build need not list the index.
+	tree []git.Entry
 }
 
 // Fingerprint is the fingerprint part of the plan's base id.
@@ -113,6 +116,7 @@ func resolveAt(o Options, commit string) (*Plan, error) {
 		},
 		Modes:    Modes{Freshness: fresh, Isolation: iso.Isolation, Remap: remapMode},
 		Fallback: iso.Warning(),
+		tree:     tree,
 	}
 	why := "configured"
 	if o.Settings.WarmIsDefault {

@@ -267,24 +267,20 @@ func cloneSeed(r, seed *Record) error {
 	return nil
 }
 
-// seedFrom stamps r's fresh checkout against the seed's (see Seeding), for
+// seedFrom stamps r's fresh checkout of p's commit (whose index is p's
+// tree) against the seed's, whose tree seedTree lists (see Seeding), for
 // the seed's target cloneSeed gave r (a reflink or a copy: either keeps
 // every mtime). What the verifier cannot prove identical to the seed's
 // checkout gets an mtime no older than now, after the seed's build. The
 // units the link_rebuilds rule names get their Cargo dep-info emptied
 // (package freshness; r.LinkRebuilds lists them), in both modes, as at
 // spawn (agent's create says why mtime mode needs it too).
-func seedFrom(o Options, r, seed *Record) (StampCount, error) {
-	seedTree := begin(func() ([]git.Entry, error) { return o.Repo.LsTree(seed.Commit) })
-	index, err := o.Repo.LsFiles(r.Src)
-	tree, terr := seedTree()
+func seedFrom(o Options, p *Plan, r, seed *Record, seedTree task[[]git.Entry]) (StampCount, error) {
+	tree, err := seedTree()
 	if err != nil {
 		return StampCount{}, err
 	}
-	if terr != nil {
-		return StampCount{}, terr
-	}
-	in := freshness.Input{AgentDir: r.Src, AgentIndex: index, BaseDir: seed.Src, BaseTree: tree}
+	in := freshness.Input{AgentDir: r.Src, AgentIndex: p.tree, BaseDir: seed.Src, BaseTree: tree}
 	plan, err := freshness.Verify(in)
 	if err != nil {
 		return StampCount{}, err
@@ -319,7 +315,8 @@ func seedFrom(o Options, r, seed *Record) (StampCount, error) {
 // commands run again from nothing (invariant 2's third route never
 // publishes an unchecked unit). Either way r records whether its own warm
 // build was observed, which decides whether it may seed across unit inputs
-// later.
+// later; without a seed across unit inputs the observation runs in the
+// background (finishing.observe), and build takes it before the record.
 func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shimDir string, fin *finishing) error {
 	wu := store.BaseFiles(r.Dir).WarmUnits
 	across := seed != nil && seed.UnitInputs != p.UnitInputs
@@ -336,6 +333,7 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 		}
 		r.Warm, r.Incomplete = r.Warm[:0], r.Incomplete[:incomplete]
 		fin.prefold()
+		fin.spared()
 		for i, w := range p.Warm {
 			if w.Demanded > 0 {
 				o.say("[%d/%d] %s (%s)", i+1, len(p.Warm), w.Command, w.Why)
@@ -352,21 +350,15 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 		}
 		fin.folded()
 		if !across {
-			fin.final() // nothing changes the target from here on
+			// Nothing changes the target from here on, and nothing
+			// but the record needs the observation: it runs beside
+			// the seal and the writeback.
+			fin.final()
+			fin.observe(wu)
+			return nil
 		}
 		obs, err := units.Observe(r.Target, wu)
-		if err == nil {
-			r.Observed = obs.Complete()
-			r.Unobserved = nil
-			for _, why := range obs.Incomplete {
-				r.Unobserved = append(r.Unobserved, why.String())
-			}
-		} else {
-			r.Observed, r.Unobserved = false, []string{err.Error()}
-		}
-		if !across {
-			break
-		}
+		r.observed(obs, err)
 		if r.Observed {
 			pr, err := units.Prune(obs)
 			if err != nil {
@@ -387,6 +379,19 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 		r.Seed, r.SeedBy, r.Layer, across = "", "", nil, false
 	}
 	return os.RemoveAll(wu)
+}
+
+// observed records in r whether its warm build was observed completely,
+// and if not why.
+func (r *Record) observed(obs *units.Observation, err error) {
+	if err != nil {
+		r.Observed, r.Unobserved = false, []string{err.Error()}
+		return
+	}
+	r.Observed, r.Unobserved = obs.Complete(), nil
+	for _, why := range obs.Incomplete {
+		r.Unobserved = append(r.Unobserved, why.String())
+	}
 }
 
 // unseed empties r's target and stamps its checkout as a cold build's.

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -247,15 +247,6 @@ func (x *Session) tryEnter(a Agent, plan sandbox.Plan, ov sandbox.Overlay) (bool
 // is then the base's again, exactly as spawn left it, and Cargo rebuilds
 // what the worktree changed since.
 
-// bootID names this boot of the kernel.
-func bootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
 // trustUpper readies an overlay agent's layers for a new mount; the caller
 // holds the agent lock and mount.lock exclusively, and nothing has the
 // overlay mounted.
@@ -263,7 +254,7 @@ func trustUpper(a Agent, ov sandbox.Overlay) error {
 	if _, err := os.Lstat(ov.VolatileMarker()); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if rec, err := readNS(a); err == nil && rec.Boot != "" && rec.Boot == bootID() {
+	if rec, err := readNS(a); err == nil && rec.Boot != "" && rec.Boot == platform.BootID() {
 		// Same boot: the overlay recreates work/work on mount anyway.
 		inner := filepath.Join(ov.Work, "work") // overlayfs's own layout: not a store path
 		if err := RemoveTree(inner); err != nil {
@@ -283,7 +274,7 @@ func recordNamespace(a Agent, pid int, user, mnt string, ov sandbox.Overlay, hol
 		return fmt.Errorf("record agent %s's namespace: the sandbox did not name it", a.Name)
 	}
 	return atomicfile.ReplaceJSON(a.Files.NS, &nsRecord{
-		Pid: pid, User: user, Mount: mnt, Upper: ov.Upper, Work: ov.Work, Boot: bootID(), Created: time.Now().UTC(),
+		Pid: pid, User: user, Mount: mnt, Upper: ov.Upper, Work: ov.Work, Boot: platform.BootID(), Created: time.Now().UTC(),
 		Lower: ov.Lower, Holder: holder,
 	}, 0o644)
 }

@@ -92,6 +92,19 @@ func (r *Repo) LsTree(commit string) ([]Entry, error) {
 	return entries, nil
 }
 
+// TreesDiffer reports whether commits a and b differ in the paths that
+// pathspecs match (`git diff-tree --quiet`).
+func (r *Repo) TreesDiffer(a, b string, pathspecs ...string) (bool, error) {
+	_, err := run(r.Top, append([]string{"diff-tree", "--quiet", "-r", "--end-of-options", a, b, "--"}, pathspecs...)...)
+	if err == nil {
+		return false, nil
+	}
+	if exitCode(err) == 1 {
+		return true, nil
+	}
+	return false, wrapf(err, "compare %s with %s", a, b)
+}
+
 // eachRecord calls fn for each NUL-terminated record of out.
 func eachRecord(out []byte, fn func(string) error) error {
 	for len(out) > 0 {

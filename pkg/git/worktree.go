@@ -115,6 +115,33 @@ func (r *Repo) WorktreeAddDetached(path, commit string) error {
 	return nil
 }
 
+// WorktreeMove moves the unlocked worktree at from to the new path to
+// (`git worktree move`), which must not exist.
+func (r *Repo) WorktreeMove(from, to string) error {
+	absFrom, err := filepath.Abs(from)
+	if err != nil {
+		return fmt.Errorf("move worktree %s: %w", from, err)
+	}
+	absTo, err := filepath.Abs(to)
+	if err != nil {
+		return fmt.Errorf("move worktree %s: %w", from, err)
+	}
+	if _, err := run(r.Top, "worktree", "move", "--", absFrom, absTo); err != nil {
+		return wrapf(noSpaceIn(absTo, err), "move worktree %s to %s", absFrom, absTo)
+	}
+	return nil
+}
+
+// CheckoutDetached checks commit out, detached, in the worktree at dir
+// (`git checkout --detach`): git rewrites only the files that differ
+// from the commit it leaves. It refuses to overwrite local changes.
+func (r *Repo) CheckoutDetached(dir, commit string) error {
+	if _, err := run(dir, "checkout", "-q", "--detach", commit, "--"); err != nil {
+		return wrapf(noSpaceIn(dir, err), "check %s out in %s", commit, dir)
+	}
+	return nil
+}
+
 // WorktreeAddBranch adds a worktree at path on a new branch starting at
 // commit (`worktree add -b`). It fails if the branch exists.
 func (r *Repo) WorktreeAddBranch(path, branch, commit string) error {

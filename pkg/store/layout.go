@@ -24,6 +24,8 @@ import (
 //	    demand.log                    the agents' cargo calls, one JSON line each (package demand)
 //	    pending/                      worktrees to adopt once a base is ready, one record each (package agent)
 //	    tmp/                          scratch
+//	    spare/src/ spare/ready        a checkout made for the next base's to take (package base)
+//	    spare.lock
 //	    bases/<commit>-<fp>/          immutable once base.json exists
 //	      base.json src/ target/
 //	      warm-units/                 the shim's records of the warm build's cargo calls (package units)
@@ -47,6 +49,7 @@ var Names = []string{
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
 	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending", "layer", "next", "keys",
+	"spare", "spare.lock", "ready",
 }
 
 // ShimDir is where the shim is installed as cargo: <parent>/bin.
@@ -139,6 +142,21 @@ func (s *Store) AgentsDir() string     { return filepath.Join(s.Dir, "agents") }
 func (s *Store) TmpDir() string        { return filepath.Join(s.Dir, "tmp") }
 func (s *Store) PendingDir() string    { return filepath.Join(s.Dir, "pending") }
 func (s *Store) OutboxDir() string     { return OutboxDir(s.Parent, s.Key) }
+
+// Spare names the spare checkout: a checkout made while a base builds,
+// for the next base's checkout to take (package base).
+type Spare struct {
+	Dir   string
+	Src   string // the checkout, a registered worktree
+	Ready string // the commit it holds, written once it is complete
+	Lock  string // beside Dir: held by whoever makes, takes or drops it
+}
+
+// Spare returns the paths of the store's spare checkout.
+func (s *Store) Spare() Spare {
+	dir := filepath.Join(s.Dir, "spare")
+	return Spare{Dir: dir, Src: filepath.Join(dir, "src"), Ready: filepath.Join(dir, "ready"), Lock: filepath.Join(s.Dir, "spare.lock")}
+}
 
 // DemandLog is the log of the agents' cargo calls (package demand).
 func (s *Store) DemandLog() string { return filepath.Join(s.Dir, "demand.log") }
