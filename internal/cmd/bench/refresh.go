@@ -14,23 +14,23 @@ import (
 
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/platform"
 )
 
 // refreshRun is one round of the refresh table: a cold base, then bases of
 // the next commits, seeded where Ferry can, against the limit, an
 // incremental cargo build of the same change in a warm plain checkout.
 type refreshRun struct {
-	cold, leaf, manifest       time.Duration // ferry base, process wall time
+	cold, manifest             time.Duration // ferry base, process wall time
 	leafSeeded, manifestSeeded bool
-	leafBy                     string // how the leaf refresh started from its seed (seed_by)
-	// The leaf refresh's phases as its base.json times them: before the
-	// warm commands (resolving, the checkout, stamping), the warm
-	// commands with the fold, and what follows (seal, writeback).
-	leafBefore, leafWarm, leafAfter time.Duration
-	plainLeaf, plainManifest        time.Duration // incremental cargo build of the same change
-	clone                           time.Duration // cloning the base's target alone
-	addedBytes                      int64         // what the leaf refresh took from the filesystem
-	written                         int64         // what its warm build wrote (a layered refresh's own bytes), 0 unknown
+	leafBy                     string // how the first leaf refresh started from its seed (seed_by)
+	// leafEdits one-leaf edits in a row, the first seeded from the cold
+	// base, each from the one before.
+	leaves        []leafRefresh
+	plainManifest time.Duration // incremental cargo build of the same change
+	clone         time.Duration // cloning the base's target alone
+	addedBytes    int64         // what the first leaf refresh took from the filesystem
+	written       int64         // what its warm build wrote (a layered refresh's own bytes), 0 unknown
 	// The same kind of edit refreshed by a copy of the seed ([base]
 	// layered = false), where the leaf refresh was layered, with its limit.
 	copied, plainCopied time.Duration
@@ -38,6 +38,21 @@ type refreshRun struct {
 	// An agent's spawn and first build from the base one and eight
 	// layered refreshes deep (round 1 only).
 	depth1, depth8 []time.Duration
+}
+
+// leafEdits is how many one-leaf edits a round refreshes, one after the
+// other: a refresh takes about a second, and on a shared machine one
+// sample per round (after a cold build of half a minute or more) moved
+// the median by 0.2x between identical runs.
+const leafEdits = 3
+
+// leafRefresh is one one-leaf edit's refresh against its limit.
+type leafRefresh struct {
+	refresh, plain time.Duration // ferry base, process wall time; incremental cargo build of the same edit
+	// The refresh's phases as its base.json times them: before the warm
+	// commands (resolving, the checkout, stamping), the warm commands
+	// with the fold, and what follows (seal, writeback).
+	before, warm, after time.Duration
 }
 
 // runRefresh measures refreshing a base: the fixture and, with large > 0,
@@ -59,7 +74,7 @@ func runRefresh(bin string, n, large int, xfs string) error {
 		return err
 	}
 	defer os.RemoveAll(root)
-	where := "the temporary directory's filesystem (forks copy)"
+	where := "the temporary directory's filesystem, " + fsWords(root) + " (forks copy)"
 	if parent != "" {
 		where = "XFS with reflink (" + parent + ")"
 	}
@@ -73,8 +88,10 @@ func runRefresh(bin string, n, large int, xfs string) error {
 				return err
 			}
 			runs = append(runs, r)
-			fmt.Fprintf(os.Stderr, "bench: refresh %s round %d: cold %.1fs, leaf refresh %.2fs (plain incremental %.2fs)\n",
-				set.name, i+1, r.cold.Seconds(), r.leaf.Seconds(), r.plainLeaf.Seconds())
+			for _, l := range r.leaves {
+				fmt.Fprintf(os.Stderr, "bench: refresh %s round %d: cold %.1fs, leaf refresh %.2fs (plain incremental %.2fs)\n",
+					set.name, i+1, r.cold.Seconds(), l.refresh.Seconds(), l.plain.Seconds())
+			}
 		}
 		med := func(f func(refreshRun) time.Duration) time.Duration {
 			var ds []time.Duration
@@ -83,21 +100,30 @@ func runRefresh(bin string, n, large int, xfs string) error {
 			}
 			return median(ds)
 		}
+		medLeaf := func(f func(leafRefresh) time.Duration) time.Duration {
+			var ds []time.Duration
+			for _, r := range runs {
+				for _, l := range r.leaves {
+					ds = append(ds, f(l))
+				}
+			}
+			return median(ds)
+		}
 		cold := med(func(r refreshRun) time.Duration { return r.cold })
-		leaf := med(func(r refreshRun) time.Duration { return r.leaf })
-		plainLeaf := med(func(r refreshRun) time.Duration { return r.plainLeaf })
+		leaf := medLeaf(func(l leafRefresh) time.Duration { return l.refresh })
+		plainLeaf := medLeaf(func(l leafRefresh) time.Duration { return l.plain })
 		clone := med(func(r refreshRun) time.Duration { return r.clone })
 		manifest := med(func(r refreshRun) time.Duration { return r.manifest })
 		plainManifest := med(func(r refreshRun) time.Duration { return r.plainManifest })
-		fmt.Printf("\n== Refreshing a base, %s workspace, store on %s (median of %d)\n", set.name, where, n)
+		fmt.Printf("\n== Refreshing a base, %s workspace, store on %s (median of %d; leaf edits: of %d, %d a round)\n", set.name, where, n, n*leafEdits, leafEdits)
 		fmt.Printf("  %-62s %9s\n", "build", "seconds")
 		row := func(name string, d time.Duration) { fmt.Printf("  %-62s %9.2f\n", name, d.Seconds()) }
 		row("cold base (ferry base --cold)", cold)
 		row(fmt.Sprintf("ferry base after a one-leaf edit (%s)", seededWord(runs[0].leafSeeded, runs[0].leafBy)), leaf)
 		row("  limit: incremental cargo build of that edit, warm checkout", plainLeaf)
-		row("  its phases: before the warm commands (plan, checkout, stamps)", med(func(r refreshRun) time.Duration { return r.leafBefore }))
-		row("    the warm commands, the fold and the observation", med(func(r refreshRun) time.Duration { return r.leafWarm }))
-		row("    after them (the checkout's check, seal, writeback)", med(func(r refreshRun) time.Duration { return r.leafAfter }))
+		row("  its phases: before the warm commands (plan, checkout, stamps)", medLeaf(func(l leafRefresh) time.Duration { return l.before }))
+		row("    the warm commands, the fold and the observation", medLeaf(func(l leafRefresh) time.Duration { return l.warm }))
+		row("    after them (the checkout's check, seal, writeback)", medLeaf(func(l leafRefresh) time.Duration { return l.after }))
 		row("  cloning the base's target alone", clone)
 		layered := runs[0].leafBy == "layer"
 		if layered {
@@ -127,6 +153,32 @@ func runRefresh(bin string, n, large int, xfs string) error {
 		}
 	}
 	return nil
+}
+
+// fsWords names the filesystem holding dir, and says whether an ext4 has
+// a journal. Without one, ext4 passes over the inodes freed in the last
+// minutes when it allocates one (one to five, by the kernel's source), so
+// a file created soon after many were deleted costs far more: on a test
+// machine a checkout of 1,238 files took 50-80 ms with a journal, 200-550
+// ms without, after other checkouts were deleted. The figures that create
+// many files (the checkout, the fold) swing with it.
+func fsWords(dir string) string {
+	name, err := platform.FilesystemType(dir)
+	if err != nil || name != platform.FSExt4 {
+		return name
+	}
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) != nil {
+		return name
+	}
+	dev, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev))))
+	if err != nil {
+		return name
+	}
+	if journals, _ := filepath.Glob("/proc/fs/jbd2/" + filepath.Base(dev) + "-*"); len(journals) == 0 {
+		return name + " without a journal"
+	}
+	return name + " with a journal"
 }
 
 func seededWord(seeded bool, by string) string {
@@ -211,7 +263,13 @@ func refreshRound(bin, dir string, opts fixture.Options, n int, depth bool) (ref
 		if err != nil {
 			return ch, err
 		}
+		// Each side starts with nothing left to write back: a refresh
+		// ends with a writeback of its filesystem (base.json promises
+		// durable files), which would otherwise also write out what the
+		// plain build before it left in the page cache (about as many
+		// bytes as its own), and charge the refresh for it.
 		free := freeBytes(home)
+		unix.Sync()
 		if ch.refresh, ch.rec, err = base("--rev", c); err != nil {
 			return ch, err
 		}
@@ -219,6 +277,7 @@ func refreshRound(bin, dir string, opts fixture.Options, n int, depth bool) (ref
 		if _, err := exec.Command("git", "-C", plain, "checkout", "-q", "--detach", c).CombinedOutput(); err != nil {
 			return ch, err
 		}
+		unix.Sync()
 		ch.plain, err = sh(plain, plainEnv, benchWarm)
 		return ch, err
 	}
@@ -227,23 +286,30 @@ func refreshRound(bin, dir string, opts fixture.Options, n int, depth bool) (ref
 		return rec["seed"] != nil && rec["seed"] != "", by
 	}
 	leaf := fixture.LibPath(fixture.ChainC)
-	ch, err := change(func() error { return repo.Append(leaf, "\n// edited\n") }, "leaf edit")
-	if err != nil {
-		return r, err
-	}
-	r.leaf, r.plainLeaf, r.addedBytes = ch.refresh, ch.plain, ch.added
-	r.leafSeeded, r.leafBy = seededBy(ch.rec)
-	if tm, ok := ch.rec["timings"].(map[string]any); ok {
-		sec := func(k string) time.Duration {
-			v, _ := tm[k].(float64)
-			return time.Duration(v * float64(time.Second))
+	for i := range leafEdits {
+		ch, err := change(func() error { return repo.Append(leaf, fmt.Sprintf("\n// edited %d\n", i)) }, fmt.Sprintf("leaf edit %d", i))
+		if err != nil {
+			return r, err
 		}
-		r.leafWarm, r.leafAfter = sec("warm"), sec("finish")
-		r.leafBefore = sec("total") - r.leafWarm - r.leafAfter
-	}
-	if layer, ok := ch.rec["layer"].(map[string]any); ok {
-		own, _ := layer["own_bytes"].(float64)
-		r.written = int64(own)
+		l := leafRefresh{refresh: ch.refresh, plain: ch.plain}
+		if tm, ok := ch.rec["timings"].(map[string]any); ok {
+			sec := func(k string) time.Duration {
+				v, _ := tm[k].(float64)
+				return time.Duration(v * float64(time.Second))
+			}
+			l.warm, l.after = sec("warm"), sec("finish")
+			l.before = sec("total") - l.warm - l.after
+		}
+		r.leaves = append(r.leaves, l)
+		if i > 0 {
+			continue
+		}
+		r.addedBytes = ch.added
+		r.leafSeeded, r.leafBy = seededBy(ch.rec)
+		if layer, ok := ch.rec["layer"].(map[string]any); ok {
+			own, _ := layer["own_bytes"].(float64)
+			r.written = int64(own)
+		}
 	}
 	if r.leafBy == "layer" {
 		// The same kind of edit, refreshed the way it was before layers.
@@ -259,7 +325,8 @@ func refreshRound(bin, dir string, opts fixture.Options, n int, depth bool) (ref
 		r.copied, r.plainCopied, r.copiedBytes = ch.refresh, ch.plain, ch.added
 	}
 	manifest := fixture.CrateDir(fixture.ChainC) + "/Cargo.toml"
-	if ch, err = change(func() error { return repo.Append(manifest, "\n[features]\nextra = []\n") }, "manifest change"); err != nil {
+	ch, err := change(func() error { return repo.Append(manifest, "\n[features]\nextra = []\n") }, "manifest change")
+	if err != nil {
 		return r, err
 	}
 	r.manifest, r.plainManifest = ch.refresh, ch.plain
