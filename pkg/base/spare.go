@@ -62,14 +62,14 @@ func makeSpare(o Options, commit string) error {
 		return err
 	}
 	defer l.Release()
+	boot := platform.BootID()
 	var rec spareRecord
-	if atomicfile.ReadJSON(sp.Ready, &rec) == nil && rec.Commit == commit && rec.Boot == platform.BootID() {
+	if atomicfile.ReadJSON(sp.Ready, &rec) == nil && rec.Commit == commit && rec.Boot == boot {
 		return nil
 	}
 	if err := dropSpare(o); err != nil {
 		return err
 	}
-	boot := platform.BootID()
 	if boot == "" {
 		return nil // a spare could not be told from one made before a crash
 	}
