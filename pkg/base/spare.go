@@ -137,5 +137,8 @@ func takeSpare(o Options, src, commit string) (bool, error) {
 	if err := o.Repo.CheckoutDetached(src, commit); err != nil {
 		return false, errors.Join(fmt.Errorf("check the commit out in the spare checkout: %w", err), o.Repo.WorktreeRemove(src))
 	}
+	// Empty now: without it, the next makeSpare has nothing to drop and
+	// asks git nothing.
+	os.Remove(sp.Dir)
 	return true, nil
 }
