@@ -103,7 +103,7 @@ func (f *finishing) spared() {
 // checkout. A pass after a first one (a seed that could not be observed)
 // waits for the first pass's work and starts it again.
 func (f *finishing) warmed() {
-	f.wait()
+	f.waitPass()
 	f.dirty = begin(func() ([]string, error) { return sourceWrites(f.o, f.r) })
 }
 
@@ -148,6 +148,15 @@ func (f *finishing) observed() error {
 
 // wait waits for everything started.
 func (f *finishing) wait() {
+	f.waitPass()
+	if f.spare != nil {
+		f.spare()
+	}
+}
+
+// waitPass waits for what a warm pass started: all but the spare
+// checkout, which reads and writes nothing of the base.
+func (f *finishing) waitPass() {
 	if f.laid != nil {
 		f.laid()
 	}
@@ -162,9 +171,6 @@ func (f *finishing) wait() {
 	}
 	if f.obs != nil {
 		f.obs()
-	}
-	if f.spare != nil {
-		f.spare()
 	}
 }
 
