@@ -18,6 +18,7 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on a test's or package's pass, fail or skip
 }
 
 // run runs go test -json with args in dir (the current directory when
@@ -79,7 +80,18 @@ type report struct {
 	skips   []skip
 	failed  []testID
 	counts  map[string]int // by action: pass, fail, skip
+	timed   []timed        // top-level tests that ended, with their time
 }
+
+// timed is a top-level test and the seconds it took.
+type timed struct {
+	testID
+	secs float64
+}
+
+// slowest is how many of the longest tests the summary names: where a
+// suite's time goes, so a slow CI run points at its cause.
+const slowest = 10
 
 func newReport(out io.Writer) *report {
 	return &report{out: out, running: map[testID][]string{}, counts: map[string]int{}}
@@ -87,6 +99,9 @@ func newReport(out io.Writer) *report {
 
 func (r *report) add(e event) {
 	id := testID{e.Package, e.Test}
+	if e.Test != "" && !strings.Contains(e.Test, "/") && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") {
+		r.timed = append(r.timed, timed{id, e.Elapsed})
+	}
 	switch {
 	case e.Action == "build-output":
 		io.WriteString(r.out, e.Output)
@@ -181,6 +196,7 @@ func printed(lines []string) []string {
 // temporary names and line numbers) share one copy of it.
 func (r *report) summary() {
 	fmt.Fprintf(r.out, "\ntests: %d passed, %d failed, %d skipped\n", r.counts["pass"], r.counts["fail"], r.counts["skip"])
+	r.slowest()
 	if len(r.failed) > 0 {
 		fmt.Fprintf(r.out, "failed (the output is above):\n")
 		for _, id := range r.failed {
@@ -204,6 +220,19 @@ func (r *report) summary() {
 		for _, l := range reason(s) {
 			fmt.Fprintf(r.out, "      %s\n", l)
 		}
+	}
+}
+
+// slowest prints the longest top-level tests, longest first.
+func (r *report) slowest() {
+	sort.SliceStable(r.timed, func(i, j int) bool { return r.timed[i].secs > r.timed[j].secs })
+	n := min(len(r.timed), slowest)
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(r.out, "slowest tests:\n")
+	for _, t := range r.timed[:n] {
+		fmt.Fprintf(r.out, "  %7.1fs %s %s\n", t.secs, t.pkg, t.test)
 	}
 }
 

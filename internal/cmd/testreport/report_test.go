@@ -18,9 +18,12 @@ var sample = map[string]string{
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 func TestPasses(t *testing.T) { t.Log("passing tests' logs are not printed") }
+
+func TestSlow(t *testing.T) { time.Sleep(300 * time.Millisecond) }
 
 func TestFails(t *testing.T) {
 	t.Log("a failing test's log is printed")
@@ -78,18 +81,19 @@ func TestReport(t *testing.T) {
 		"FAIL\tsample/a\t",
 		"ok  \tsample/b\t",
 		"?   \tsample/c\t[no test files]",
-		"tests: 5 passed, 1 failed, 5 skipped\nfailed (the output is above):\n  sample/a TestFails\n",
+		"tests: 6 passed, 1 failed, 5 skipped\nslowest tests:\n",
+		"failed (the output is above):\n  sample/a TestFails\n",
 		"skipped, with the reasons the tests gave:\nsample/a\n" +
-			"  TestSkips\n      a_test.go:16: logged before the skip\n      a_test.go:17: no reflink filesystem here\n" +
-			"  TestParent/sub\n      a_test.go:21: first line\n      second line\n" +
-			"  TestAlike/0\n  TestAlike/1\n  TestAlike/2\n      a_test.go:29: no clones in /tmp/d-1000002\n",
+			"  TestSkips\n      a_test.go:19: logged before the skip\n      a_test.go:20: no reflink filesystem here\n" +
+			"  TestParent/sub\n      a_test.go:24: first line\n      second line\n" +
+			"  TestAlike/0\n  TestAlike/1\n  TestAlike/2\n      a_test.go:32: no clones in /tmp/d-1000002\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
 	// As plain go test prints a failure: the verdict, then the test's output.
-	failure := regexp.MustCompile(`(?m)^--- FAIL: TestFails \([0-9.]+s\)\n    a_test.go:11: a failing test's log is printed\n    a_test.go:12: boom\nFAIL\n`)
+	failure := regexp.MustCompile(`(?m)^--- FAIL: TestFails \([0-9.]+s\)\n    a_test.go:14: a failing test's log is printed\n    a_test.go:15: boom\nFAIL\n`)
 	if !failure.MatchString(out) {
 		t.Errorf("output does not match %s", failure)
 	}
@@ -97,6 +101,10 @@ func TestReport(t *testing.T) {
 		if strings.Contains(out, unwanted) {
 			t.Errorf("output has %q, which plain go test does not print", unwanted)
 		}
+	}
+	// The longest test comes first among the slowest.
+	if slow := regexp.MustCompile(`slowest tests:\n +[0-9]+\.[0-9]s sample/a TestSlow\n`); !slow.MatchString(out) {
+		t.Errorf("output does not match %s", slow)
 	}
 	// Only the failing package's output comes before its verdict line.
 	if i, j := strings.Index(out, "boom"), strings.Index(out, "FAIL\tsample/a"); i < 0 || j < i {
