@@ -127,6 +127,14 @@ func TestOpen(t *testing.T) {
 	if want := filepath.Join(dir, ".git"); common != want {
 		t.Errorf("CommonDir = %q, want %q", common, want)
 	}
+	// Open learned it from a subdirectory (git may print it relative to
+	// there), through the symlink: the same answer, without asking again.
+	if r2.common == "" {
+		t.Errorf("Open did not keep the common directory")
+	}
+	if common2, err := r2.CommonDir(); err != nil || common2 != common {
+		t.Errorf("CommonDir via symlinked subdirectory = %q, %v; want %q", common2, err, common)
+	}
 	gd, err := r.GitDir()
 	if err != nil {
 		t.Fatal(err)

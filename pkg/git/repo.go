@@ -37,6 +37,9 @@ type Repo struct {
 	// Top is the top level of the worktree the repository was opened from:
 	// absolute, cleaned, symlinks resolved.
 	Top string
+	// common is CommonDir's answer when Open learned it (with the top
+	// level, in one git call), else "".
+	common string
 }
 
 // Open finds the git worktree containing dir.
@@ -55,8 +58,12 @@ func Open(dir string) (*Repo, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("open git repository at %s: not a directory", dir)
 	}
-	out, err := run(abs, "rev-parse", "--show-toplevel")
-	top := strings.TrimSpace(string(out))
+	// The common directory comes with the top level: nearly every caller
+	// asks for it next (the store is keyed by it), and each git call costs
+	// a few milliseconds of a command's start.
+	out, err := run(abs, "rev-parse", "--show-toplevel", "--git-common-dir")
+	top, common, _ := strings.Cut(strings.TrimSuffix(string(out), "\n"), "\n")
+	top = strings.TrimSpace(top)
 	if err != nil || top == "" {
 		return nil, classifyOpen(abs, err)
 	}
@@ -67,7 +74,13 @@ func Open(dir string) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open git repository at %s: %w", dir, err)
 	}
-	return &Repo{Top: real}, nil
+	r := &Repo{Top: real}
+	if common != "" {
+		// Relative to the directory git ran in (abs), as older gits print
+		// it; a failure here leaves CommonDir to ask again.
+		r.common, _ = resolvePath(abs, common)
+	}
+	return r, nil
 }
 
 // classifyOpen explains why rev-parse --show-toplevel found no worktree at dir.
@@ -122,6 +135,9 @@ func (r *Repo) Run(dir string, args ...string) (string, error) {
 // CommonDir returns the repository's common git directory (shared by all
 // worktrees): absolute, cleaned, symlinks resolved.
 func (r *Repo) CommonDir() (string, error) {
+	if r.common != "" {
+		return r.common, nil
+	}
 	return r.revParsePath("--git-common-dir")
 }
 
@@ -141,15 +157,21 @@ func (r *Repo) revParsePath(flag string) (string, error) {
 	if p == "" {
 		return "", fmt.Errorf("locate git directory of %s: rev-parse %s printed nothing", r.Top, flag)
 	}
-	// Older gits print these relative to the working directory (-C dir).
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(r.Top, p)
-	}
-	real, err := filepath.EvalSymlinks(filepath.Clean(p))
+	real, err := resolvePath(r.Top, p)
 	if err != nil {
 		return "", fmt.Errorf("locate git directory of %s: %w", r.Top, err)
 	}
 	return real, nil
+}
+
+// resolvePath makes p, a path git printed running in dir, absolute, clean
+// and free of symlinks: older gits print paths relative to the working
+// directory (-C dir).
+func resolvePath(dir, p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	return filepath.EvalSymlinks(filepath.Clean(p))
 }
 
 // objectID is compiled on first use (see quoted).
