@@ -1,7 +1,8 @@
 // Command testreport runs `go test -json` with its arguments and prints what
 // plain `go test` prints, as it comes (a line per package, the output of each
-// failing test), then lists every skipped test with its reason. It exits with
-// go test's exit status. `make test` runs it as `go tool testreport`.
+// failing test), then names the ten slowest tests and lists every skipped
+// test with its reason. It exits with go test's exit status. `make test`
+// runs it as `go tool testreport`.
 //
 // Why: a suite whose tests skip when the host lacks something can pass
 // having tested little, and plain `go test` hides skips unless -v, which
