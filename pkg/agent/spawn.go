@@ -487,8 +487,7 @@ func furnish(repo *git.Repo, s *store.Store, r *Record, b *base.Record, backend 
 	// place outside the checkout to another: Cargo takes the mtime of the
 	// file the link leads to, which Ferry does not freshen (Cargo 1.95:
 	// such a retarget to an old file compiles nothing).
-	in := freshness.Input{AgentDir: r.Worktree, AgentIndex: index, BaseDir: b.Src, BaseTree: tree}
-	if r.Fork.LinkRebuilds, err = linkRebuilds(s, r, b, backend, in); err != nil {
+	if r.Fork.LinkRebuilds, err = linkRebuilds(s, r, b, backend, plan); err != nil {
 		return err
 	}
 	r.Timings.Fork = since(t)
@@ -528,10 +527,11 @@ func furnish(repo *git.Repo, s *store.Store, r *Record, b *base.Record, backend 
 
 // linkRebuilds empties, in agent r's fork (an overlay fork's upper dir),
 // the Cargo dep-info of the units the link_rebuilds rule names for the
-// agent's checkout against base b's (package freshness), and returns the
-// files it emptied.
-func linkRebuilds(s *store.Store, r *Record, b *base.Record, backend fork.Backend, in freshness.Input) ([]string, error) {
-	files, err := freshness.LinkRebuilds(in, b.Target, s.Dir)
+// agent's checkout against base b's (package freshness), from the
+// symlinks plan, the stamping's verification, found retargeted; and
+// returns the files it emptied.
+func linkRebuilds(s *store.Store, r *Record, b *base.Record, backend fork.Backend, plan *freshness.StampPlan) ([]string, error) {
+	files, err := plan.LinkRebuilds(b.Target, s.Dir)
 	if err != nil || len(files) == 0 {
 		return nil, err
 	}

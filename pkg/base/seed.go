@@ -298,7 +298,7 @@ func seedFrom(o Options, p *Plan, r, seed *Record, seedTree task[[]git.Entry]) (
 	if r.layer != nil {
 		read, write = r.layer.Lower, r.layer.Upper
 	}
-	if r.LinkRebuilds, err = freshness.LinkRebuilds(in, read, o.Store.Dir); err != nil {
+	if r.LinkRebuilds, err = plan.LinkRebuilds(read, o.Store.Dir); err != nil {
 		return StampCount{}, err
 	}
 	if err := freshness.EmptyDepInfo(write, r.LinkRebuilds); err != nil {

@@ -54,6 +54,8 @@ const (
 // builds one; the zero value stamps nothing.
 type StampPlan struct {
 	agentRoot string // canonical
+	in        Input
+	links     []linkCheck // the symlinks that resolve differently in the two checkouts
 	files     []item
 	dirs      []item
 	skipped   []Skip
@@ -144,12 +146,13 @@ func Verify(in Input) (*StampPlan, error) {
 		seen[k] = true
 	}
 
+	links := retargeted(agentRoot, baseRoot, in.AgentIndex, in.BaseTree)
 	x := exclusion{}
-	for _, l := range retargeted(agentRoot, baseRoot, in.AgentIndex, in.BaseTree) {
+	for _, l := range links {
 		x.add(l, agentRoot, baseRoot)
 	}
 	v := &verifier{agentRoot: agentRoot, baseRoot: baseRoot, x: x, realDirs: map[string]bool{}}
-	plan := &StampPlan{agentRoot: agentRoot}
+	plan := &StampPlan{agentRoot: agentRoot, in: in, links: links}
 
 	// Cheap checks first; the survivors have their bytes compared.
 	var todo []string

@@ -123,6 +123,14 @@ func TestLinkRebuilds(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("LinkRebuilds =\n%q\nwant\n%q", got, want)
 	}
+	// A stamping plan names the same units from the links Verify saw, and
+	// none where no link differs.
+	if plan := try(Verify(input(t, agent, base, tr.A))).must(t); !slices.Equal(try(plan.LinkRebuilds(target, store)).must(t), want) {
+		t.Errorf("StampPlan.LinkRebuilds differs from LinkRebuilds")
+	}
+	if plan := try(Verify(input(t, same, base, tr.A))).must(t); len(try(plan.LinkRebuilds(target, store)).must(t)) != 0 {
+		t.Errorf("no link differs, yet StampPlan.LinkRebuilds names units")
+	}
 	// Without the store, .ferry-target leads to two places outside the
 	// checkouts, and the namespace's mount is no checkout.
 	noStore := try(LinkRebuilds(input(t, agent, base, tr.A), target, "")).must(t)
