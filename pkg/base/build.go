@@ -98,6 +98,13 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	g := guess(o, commit)
+	var probed task[SeedHost]
+	if g != nil {
+		// Most likely a refresh: the store exists, and its probes run
+		// beside the plan's.
+		probed = probeSeeding(o.Store.Dir, o.Settings.Layered)
+		defer probed() // nothing returns while a probe runs
+	}
 	likely := begin(func() (verified, error) { return verifyCurrent(o.Store), nil })
 	p, err := resolveAt(o, commit)
 	if err != nil {
@@ -149,7 +156,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		o.OnBuilding(p)
 	}
 
-	r, err := build(ctx, o, p, seed, start, co)
+	r, err := build(ctx, o, p, seed, start, co, probed)
 	if err != nil {
 		co.done() // the checkout is done before it is discarded
 		if derr := Discard(o, p.ID); derr != nil {
@@ -308,8 +315,9 @@ func (g *guessed) abandon(o Options) {
 	g.lock = nil
 }
 
-// build builds base p on checkout co.
-func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Time, co *checkout) (*Record, error) {
+// build builds base p on checkout co; probed is the store's seed probes
+// (probeSeeding), nil when Build did not start them.
+func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Time, co *checkout, probed task[SeedHost]) (*Record, error) {
 	s := o.Store
 	dir := s.BaseDir(p.ID)
 	r := &Record{
@@ -349,10 +357,15 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	if seed != nil {
 		seedTree = begin(func() ([]git.Entry, error) { return o.Repo.LsTree(seed.Commit) })
 		clone := begin(func() (struct{}, error) {
-			// The probes too run beside the checkout; r.SeedBy and
-			// seedHow are read once cloned returns.
+			// The probes too run beside the checkout, unless they
+			// started with it; r.SeedBy and seedHow are read once cloned
+			// returns.
+			pr := probed
+			if pr == nil {
+				pr = probeSeeding(s.Dir, o.Settings.Layered)
+			}
 			var why string
-			r.SeedBy, why = seedMethodHere(s.Dir, r, o.Settings.Layered)
+			r.SeedBy, why = seedMethodHere(pr, r)
 			seedHow = seedWords(r.SeedBy, why)
 			return struct{}{}, cloneSeed(r, seed)
 		})

@@ -94,14 +94,37 @@ func SeedMethod(h SeedHost) (method, why string) {
 	return SeedByLayer, ""
 }
 
-// seedMethodHere is SeedMethod for a base r of store dir on this machine.
-func seedMethodHere(dir string, r *Record, layered bool) (method, why string) {
-	clones, err := fork.ReflinkBlocker(dir)
+// probeSeeding starts the probes SeedMethod needs of store dir on this
+// machine: whether files clone there, and, when they do not and bases are
+// layered, whether an overlay mounts. A refresh starts them with its
+// checkout, before the plan resolves: each runs a process or a child of
+// its own (6-11 ms on the benchmark's large workspace), which used to run
+// after the seed was chosen, while the build waited for it.
+func probeSeeding(dir string, layered bool) task[SeedHost] {
+	return begin(func() (SeedHost, error) {
+		h := SeedHost{StoreDir: dir, Layered: layered}
+		clones, err := fork.ReflinkBlocker(dir)
+		if err != nil {
+			return h, err
+		}
+		h.Clones = clones == nil
+		if !h.Clones && layered && !strings.ContainsAny(dir, ",:\\") {
+			b, err := platform.Real().OverlayBlocker(dir)
+			h.OverlayProbe = func() (*platform.Blocker, error) { return b, err }
+		}
+		return h, nil
+	})
+}
+
+// seedMethodHere is SeedMethod for base r, from the probes probeSeeding
+// started.
+func seedMethodHere(probed task[SeedHost], r *Record) (method, why string) {
+	h, err := probed()
 	if err != nil {
 		return SeedByCopy, "the clone probe failed: " + err.Error()
 	}
-	return SeedMethod(SeedHost{StoreDir: dir, Clones: clones == nil, HostPaths: r.HostPaths(), Layered: layered,
-		OverlayProbe: func() (*platform.Blocker, error) { return platform.Real().OverlayBlocker(dir) }})
+	h.HostPaths = r.HostPaths()
+	return SeedMethod(h)
 }
 
 // seedWords says in a clause how r started from its seed.
