@@ -52,32 +52,26 @@ import (
 // the workspace at <path>.
 //
 // The rule applies only when a symlink resolves differently in the two
-// checkouts of in (LinkRetargeted); otherwise the list is empty. Then it
-// names each compile unit whose rustc dep-info names an input in the
-// checkout that resolves differently in in.AgentDir and in.BaseDir, unless
-// both lead out of the checkouts into store (remap mode's .ferry-target,
-// below which Cargo tracks paths relative to the target dir), and each
-// compile unit without readable rustc dep-info. store is the store's
-// directory (store.Store.Dir), or "" for none: an absolute input below its
-// mnt/src is one a namespace build read from the checkout.
-func LinkRebuilds(in Input, target, store string) ([]string, error) {
-	agentRoot, baseRoot, err := roots(in)
-	if err != nil {
-		return nil, err
-	}
-	return linkRebuilds(in, retargeted(agentRoot, baseRoot, in.AgentIndex, in.BaseTree), target, store)
-}
-
-// LinkRebuilds is LinkRebuilds of the input p was verified from, with the
-// symlinks Verify found retargeted: the checkouts are not walked again
-// (two lstats per tracked path: about 8 ms of a refresh or a spawn on the
-// benchmark's large workspace), and the rule and the stamping rest on the
-// same look at them.
+// checkouts of the input p was verified from (LinkRetargeted); otherwise
+// the list is empty. Then it names each compile unit whose rustc dep-info
+// names an input in the checkout that resolves differently in the agent's
+// checkout and in the base's, unless both lead out of the checkouts into
+// store (remap mode's .ferry-target, below which Cargo tracks paths
+// relative to the target dir), and each compile unit without readable
+// rustc dep-info. store is the store's directory (store.Store.Dir), or ""
+// for none: an absolute input below its mnt/src is one a namespace build
+// read from the checkout.
+//
+// It takes the retargeted symlinks from what Verify found: the checkouts
+// are not walked again (two lstats per tracked path: about 8 ms of a
+// refresh or a spawn on the benchmark's large workspace), and the rule and
+// the stamping rest on the same look at them.
 func (p *StampPlan) LinkRebuilds(target, store string) ([]string, error) {
 	return linkRebuilds(p.in, p.links, target, store)
 }
 
-// linkRebuilds is LinkRebuilds given the retargeted symlinks of in.
+// linkRebuilds is StampPlan.LinkRebuilds given in and its retargeted
+// symlinks.
 func linkRebuilds(in Input, links []linkCheck, target, store string) ([]string, error) {
 	if len(links) == 0 {
 		return nil, nil
