@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -350,5 +351,62 @@ func TestCrossPackages(t *testing.T) {
 	t.Setenv("CC_FOR_linux_arm64", "/nonexistent/cc")
 	if _, err := p.target(true); err == nil || !strings.Contains(err.Error(), "apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross") {
 		t.Errorf("a missing compiler: %v, want a hint naming the packages", err)
+	}
+}
+
+// An archive carries the repository's pages and deployment files, and no
+// Go source; every page's link to another file of the repository but a Go
+// source lands on a file the archive carries too (deploy/README.md, which
+// docs/ links to, was once left out).
+func TestExtraFilesKeepLinksWhole(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := extraFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packed := map[string]bool{}
+	for _, f := range files {
+		packed[f.name] = true
+		if strings.HasSuffix(f.name, ".go") {
+			t.Errorf("the archive carries Go source %s", f.name)
+		}
+	}
+	for _, must := range []string{"README.md", "docs/usage.md", "deploy/README.md", "deploy/systemd/ferry-base@.service", "deploy/nats/sharing.conf"} {
+		if !packed[must] {
+			t.Errorf("the archive does not carry %s", must)
+		}
+	}
+	link := regexp.MustCompile(`\]\(([^)\s#]+)(#[^)\s]*)?\)`)
+	links := 0
+	for _, f := range files {
+		if !strings.HasSuffix(f.name, ".md") {
+			continue
+		}
+		text, err := os.ReadFile(f.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(text), -1) {
+			to := m[1]
+			if strings.Contains(to, "://") || strings.HasPrefix(to, "mailto:") || strings.HasSuffix(to, ".go") {
+				continue // the web, or the source that checks a page
+			}
+			target := path.Clean(path.Join(path.Dir(f.name), to))
+			if packed[target] || packed[target+"/README.md"] || strings.HasPrefix(target, "../") {
+				links++
+				continue
+			}
+			if fi, err := os.Stat(filepath.Join(root, filepath.FromSlash(target))); err == nil && fi.IsDir() {
+				links++ // a directory: the pages name folders of the source tree
+				continue
+			}
+			t.Errorf("%s links to %s, which the archive does not carry", f.name, to)
+		}
+	}
+	if links == 0 {
+		t.Fatal("no page links to another file: the check found nothing to check")
 	}
 }

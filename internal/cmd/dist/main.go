@@ -1,6 +1,6 @@
 // Command dist writes Ferry's release files into one directory: for each
 // platform a ferry-<version>-<os>-<arch>.tar.gz of every binary with
-// README.md, the license and docs/, a CycloneDX SBOM of the Go modules the
+// README.md, the license, docs/ and deploy/, a CycloneDX SBOM of the Go modules the
 // binaries link (ferry-<version>.cdx.json), and SHA256SUMS over all of them.
 // `make dist` runs it.
 //
@@ -170,8 +170,10 @@ func emptyDir(dir string) error {
 }
 
 // extraFiles are the files every archive carries besides the binaries,
-// found under the repository root: README.md, the license, and every
-// Markdown page under docs/.
+// found under the repository root: README.md, the license, every Markdown
+// page under docs/, and deploy/ but its Go sources (the systemd units, the
+// NATS and Kubernetes configurations and their README, which the pages
+// link to).
 func extraFiles(root string) ([]file, error) {
 	var files []file
 	for _, name := range []string{"README.md", "LICENSE", "LICENSE.md", "LICENSE.txt", "COPYING", "NOTICE"} {
@@ -179,21 +181,37 @@ func extraFiles(root string) ([]file, error) {
 			files = append(files, file{name: name, src: filepath.Join(root, name), mode: 0o644})
 		}
 	}
-	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d os.DirEntry, err error) error {
-		if errors.Is(err, os.ErrNotExist) && p == filepath.Join(root, "docs") {
-			return filepath.SkipDir
-		}
-		if err != nil || !d.Type().IsRegular() || filepath.Ext(p) != ".md" {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
+	for _, tree := range []struct {
+		dir  string
+		keep func(name string) bool
+	}{
+		{"docs", func(name string) bool { return filepath.Ext(name) == ".md" }},
+		{"deploy", func(name string) bool { return filepath.Ext(name) != ".go" }},
+	} {
+		top := filepath.Join(root, tree.dir)
+		err := filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+			if errors.Is(err, os.ErrNotExist) && p == top {
+				return filepath.SkipDir
+			}
+			if err != nil || !d.Type().IsRegular() || !tree.keep(d.Name()) {
+				return err
+			}
+			rel, err := filepath.Rel(root, p)
+			if err != nil {
+				return err
+			}
+			mode := int64(0o644)
+			if fi, err := d.Info(); err == nil && fi.Mode()&0o111 != 0 {
+				mode = 0o755 // a script stays one
+			}
+			files = append(files, file{name: filepath.ToSlash(rel), src: p, mode: mode})
+			return nil
+		})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		files = append(files, file{name: filepath.ToSlash(rel), src: p, mode: 0o644})
-		return nil
-	})
-	return files, err
+	}
+	return files, nil
 }
 
 // binFiles are the archive's bin/ entries for bins.
