@@ -70,8 +70,8 @@
 // The reference for an agent is a plain cargo build of a copy of the agent's
 // tree (everything but .git and target) in a directory of its own, with its
 // own CARGO_TARGET_DIR, outside Ferry. A true cold build after every round
-// costs about 26 s on two cores, almost all of it in the registry crates (syn,
-// serde_derive, regex), so instead each agent keeps one reference directory:
+// costs about 6 s on two cores, most of it in the registry crates (syn,
+// serde_derive, serde), so instead each agent keeps one reference directory:
 // its target dir is seeded once from a template target built cold from the
 // fixture (with mtimes kept, so the registry crates are fresh), and every
 // round the source copy is deleted and copied again. Copying writes every file
