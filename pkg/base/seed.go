@@ -365,7 +365,7 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 				return fmt.Errorf("prune the units the warm build did not use: %w", err)
 			}
 			r.Pruned = PruneCount{Units: pr.Units + pr.Orphans, Fingerprints: pr.Fingerprints, Files: pr.Files, Bytes: pr.Bytes}
-			o.say("pruned %d unit(s) the commit no longer uses (%d files, %.1f MB)", r.Pruned.Units, pr.Files, float64(pr.Bytes)/1e6)
+			o.say("pruned %d unit(s) the commit no longer uses and %d incremental dir(s) they left (%d files, %.1f MB)", r.Pruned.Units, pr.Incremental, pr.Files, float64(pr.Bytes)/1e6)
 			fin.final()
 			break
 		}

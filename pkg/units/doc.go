@@ -20,7 +20,11 @@
 //  3. Observe (or ReadRecords and Analyze) works out which units were
 //     used. When Observation.Complete is false, the observation cannot be
 //     trusted: empty the target and build it again without a seed.
-//  4. Prune deletes the rest.
+//  4. Prune deletes the rest, and rustc's incremental dirs the units it
+//     deletes most likely left (their crate's, unwritten by the warm
+//     build): without that, every change of unit inputs would leave one
+//     dir more per crate it reached, which no cold build has. Those dirs
+//     are caches only; one taken wrongly costs a compile its reuse.
 //
 // A unit is used when Cargo wrote its fingerprint after the threshold, or
 // when a recorded message names it: by a file inside its own directory or

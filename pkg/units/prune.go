@@ -7,6 +7,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,6 +19,7 @@ type Pruned struct {
 	Units        int   // unused units removed whole
 	Fingerprints int   // unused fingerprints removed from used units' shared dirs
 	Orphans      int   // outputs named with a hash, without a fingerprint
+	Incremental  int   // rustc's incremental dirs of crates whose units went (staleIncremental)
 	Files        int   // files and symlinks removed
 	Bytes        int64 // their sizes
 }
@@ -46,9 +48,10 @@ func (e *PruneError) Unwrap() error { return e.Err }
 
 // Prune deletes from o's target every unit the warm build did not use
 // (its fingerprint dir, build dir, and outputs named with its hash), the
-// unused fingerprints of used units' shared dirs, and the orphans. It
-// leaves uplifted files, doc/, incremental/ and nested workspaces' target
-// dirs. It refuses an incomplete observation (*IncompleteError). Every path
+// unused fingerprints of used units' shared dirs, the orphans, and the
+// incremental dirs those units most likely left (staleIncremental). It
+// leaves uplifted files, doc/, the rest of incremental/ and nested
+// workspaces' target dirs. It refuses an incomplete observation (*IncompleteError). Every path
 // is reached from the target without following a symlink, so nothing
 // outside the target is touched; nothing a used unit holds is removed.
 func Prune(o *Observation) (Pruned, error) {
@@ -117,7 +120,107 @@ func Prune(o *Observation) (Pruned, error) {
 		}
 		p.Orphans++
 	}
+	stale, err := staleIncremental(root, o)
+	if err != nil {
+		return p, err
+	}
+	for _, q := range stale {
+		if err := remove(q); err != nil {
+			return p, err
+		}
+		p.Incremental++
+	}
 	return p, nil
+}
+
+// staleIncremental lists the incremental dirs Prune removes. rustc keeps a
+// crate's incremental state in <profile>/incremental/<crate>-<hash>/, the
+// hash taken of the crate's name, kind and -C metadata, which no file of
+// Cargo's records: no unit can be told to own a dir. But a unit whose
+// metadata changed (a dependency or a feature added: the unit and every
+// unit depending on it) is a unit gone and a unit compiled, and the
+// compile wrote into the new hash's dir. So a dir goes when a unit of its
+// profile and crate was not used (or a used unit's fingerprint of the
+// crate was dropped) and the warm build did not write in it (its mtime is
+// before the threshold: a session made or removed changes it). Otherwise
+// every change of unit inputs would leave one more dir per crate it
+// reached, which no cold build has. A dir wrongly taken for stale (a crate
+// with another unit of the same name that was fresh) costs that unit's
+// next compile its incremental reuse, never a wrong build: rustc starts
+// the state anew.
+func staleIncremental(root int, o *Observation) ([]string, error) {
+	crates := map[string]map[string]bool{} // profile -> crate names
+	for _, u := range o.Units {
+		for _, f := range u.Fingerprints {
+			if u.Used && !f.Dropped {
+				continue
+			}
+			c := fingerprintCrate(f.Name)
+			if c == "" {
+				continue
+			}
+			if crates[u.Profile] == nil {
+				crates[u.Profile] = map[string]bool{}
+			}
+			crates[u.Profile][c] = true
+		}
+	}
+	profiles := make([]string, 0, len(crates))
+	for prof := range crates {
+		profiles = append(profiles, prof)
+	}
+	sort.Strings(profiles)
+	var stale []string
+	for _, prof := range profiles {
+		rel := path.Join(prof, "incremental")
+		dir, err := openDir(root, rel)
+		if err != nil {
+			return nil, &PruneError{Path: rel, Err: err}
+		}
+		if dir < 0 {
+			continue
+		}
+		f := os.NewFile(uintptr(dir), rel)
+		names, err := f.Readdirnames(-1)
+		if err != nil {
+			f.Close()
+			return nil, &PruneError{Path: rel, Err: err}
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			i := strings.LastIndexByte(name, '-')
+			if i <= 0 || !crates[prof][name[:i]] {
+				continue
+			}
+			var st unix.Stat_t
+			if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
+			if !time.Unix(st.Mtim.Unix()).Before(o.Threshold) {
+				continue // the warm build made or ended a session in it
+			}
+			stale = append(stale, path.Join(rel, name))
+		}
+		f.Close()
+	}
+	return stale, nil
+}
+
+// fingerprintCrate is the crate name rustc compiled for the fingerprint
+// named name (<flavor><kind>-<target name>: see scan.go), as it names the
+// crate's incremental dir; "" for a build script's run and rustdoc, which
+// keep no incremental state, and for a name of no known kind.
+func fingerprintCrate(name string) string {
+	if Kind(name) != "compile" {
+		return ""
+	}
+	name = strings.TrimPrefix(name, "test-")
+	for _, kind := range []string{"lib-", "bin-", "example-", "integration-test-", "bench-", "build-script-"} {
+		if t, ok := strings.CutPrefix(name, kind); ok && t != "" {
+			return strings.ReplaceAll(t, "-", "_")
+		}
+	}
+	return ""
 }
 
 // removeEmptyDir removes the directory rel below root if it is empty.

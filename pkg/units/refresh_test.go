@@ -21,7 +21,8 @@ var warmCommand = []string{"build", "--all-targets"}
 // another bumped and a feature changed, as a seeded refresh would build
 // it. After the analysis and the prune, no unit of what went is left,
 // every unit the new build used is kept, the target holds exactly what a
-// cold build of the new version holds, a following build compiles nothing,
+// cold build of the new version holds (rustc's incremental dirs too: those
+// of the units that went go with them), a following build compiles nothing,
 // and the binary does what a cold build's does. The warm commands are
 // Ferry's default ones.
 func TestRefreshAcrossUnitInputs(t *testing.T) {

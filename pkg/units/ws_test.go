@@ -374,7 +374,9 @@ func unitDirs(t *testing.T, target string) []string {
 func entries(t *testing.T, target string) []string {
 	t.Helper()
 	var out []string
-	for _, pat := range []string{"*/.fingerprint/*", "*/build/*", "*/build/*/*", "*/deps/*", "*/examples/*"} {
+	// incremental/*: rustc's dir per crate, named by the crate and a hash
+	// of its metadata, the same in every build of the same units.
+	for _, pat := range []string{"*/.fingerprint/*", "*/build/*", "*/build/*/*", "*/deps/*", "*/examples/*", "*/incremental/*"} {
 		m, err := filepath.Glob(filepath.Join(target, pat))
 		if err != nil {
 			t.Fatal(err)
