@@ -51,9 +51,10 @@ func (e *PruneError) Unwrap() error { return e.Err }
 // unused fingerprints of used units' shared dirs, the orphans, and the
 // incremental dirs those units most likely left (staleIncremental). It
 // leaves uplifted files, doc/, the rest of incremental/ and nested
-// workspaces' target dirs. It refuses an incomplete observation (*IncompleteError). Every path
-// is reached from the target without following a symlink, so nothing
-// outside the target is touched; nothing a used unit holds is removed.
+// workspaces' target dirs. It refuses an incomplete observation
+// (*IncompleteError). Every path is reached from the target without
+// following a symlink, so nothing outside the target is touched; nothing
+// a used unit holds is removed.
 func Prune(o *Observation) (Pruned, error) {
 	var p Pruned
 	if !o.Complete() {
