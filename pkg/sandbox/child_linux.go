@@ -65,71 +65,25 @@ func child() int {
 		if err := checkMasked(p.Masked); err != nil {
 			return fail("check the joined namespace", err)
 		}
+		if p.World {
+			if err := checkWorld(p); err != nil {
+				return fail("check the joined namespace", err)
+			}
+		}
+		if p.World || p.Store != "" {
+			if err := dropMountCap(); err != nil {
+				return fail("drop the capability to mount", err)
+			}
+		}
 	} else {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fail("make / private", err)
 		}
-		root, err := openStoreRoot(p.Store)
-		if err != nil {
-			return failPath("open the store", p.Store, err)
-		}
-		for _, b := range p.Binds {
-			src, err := root.pin(b.Source)
-			if err != nil {
-				return failPath("open "+b.Source, b.Source, err)
-			}
-			dst, err := root.pin(b.Target)
-			if err != nil {
-				return failPath("open "+b.Target, b.Target, err)
-			}
-			if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-				return fail("bind-mount "+b.Source+" on "+b.Target, err)
-			}
-		}
-		for _, o := range p.Overlays {
-			dirs := []string{o.Lower, o.Upper, o.Work, o.Target}
-			if o.View != "" {
-				dirs = append(dirs, o.View)
-			}
-			for _, d := range dirs {
-				if err := root.check(d); err != nil {
-					return failPath("open "+d, d, err)
-				}
-			}
-			err := unix.Mount("overlay", o.Target, "overlay", 0, o.Options())
-			if err == unix.EINVAL && o.Volatile {
-				o.Volatile = false // a kernel before 5.10 does not know it
-				err = unix.Mount("overlay", o.Target, "overlay", 0, o.Options())
-			}
-			if err != nil {
-				return fail("mount an overlay on "+o.Target, err)
-			}
-			if o.View != "" {
-				view, err := root.pin(o.View)
-				if err != nil {
-					return failPath("open "+o.View, o.View, err)
-				}
-				if err := unix.Mount(o.Target, view, "", unix.MS_BIND, ""); err != nil {
-					return fail("bind the overlay on "+o.Target+" onto "+o.View, err)
-				}
-			}
-		}
-		if p.Store != "" {
-			if step, err := seal(p.Store, p.Writable); err != nil {
-				return fail(step, err)
-			}
-			// Pinned from the sealed store: the descriptor opened before
-			// names the mount the seal now covers.
-			sealed, err := openStoreRoot(p.Store)
-			if err != nil {
-				return failPath("open the store", p.Store, err)
-			}
-			if step, path, err := mask(sealed, p.Masked); err != nil {
-				return failPath(step, path, err)
-			}
+		if st, path, err := runSteps(cp.Steps); err != nil {
+			return failPath(st, path, err)
 		}
 	}
-	if !cp.Joined && len(p.Overlays) > 0 {
+	if !cp.Joined && (len(p.Overlays) > 0 || len(p.Private) > 0) {
 		// The parent records the namespace an overlay lives in; reading
 		// /proc/<pid>/ns from there races with a command that exits at once.
 		user, err1 := os.Readlink("/proc/self/ns/user")

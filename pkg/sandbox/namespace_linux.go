@@ -22,7 +22,7 @@ func namespaceAttr(p Plan) *syscall.SysProcAttr {
 		GidMappingsEnableSetgroups: false,
 		AmbientCaps:                []uintptr{capSysAdmin},
 	}
-	if len(p.Overlays) > 0 {
+	if len(p.Overlays) > 0 || len(p.Private) > 0 {
 		// Overlayfs works in its work dir (work/work, mode 0) with the
 		// mounter's credentials, which for a uid mapped to itself need
 		// CAP_DAC_OVERRIDE as well (see platform.OverlayBlocker).

@@ -626,4 +626,5 @@ func TestLiveOverlays(t *testing.T) {
 // The overlay and join tests pass for an ordinary user too.
 func TestOverlayAsUnprivilegedUser(t *testing.T) {
 	unpriv.Rerun(t, "^Test(SealedStore|SealedStoreOverlay|StoreLinkRefused|ParseMountinfo|ReadMountinfoSelf|OverlaySandbox|OverlayPathRefused|Join|ExtraFilesFollowStatusPipe|OnStart|JoinRefusesMismatch|JoinFailures|LiveOverlays|NamespacesReported)$")
+	unpriv.Rerun(t, "^TestConfinedWorld$")
 }

@@ -148,17 +148,28 @@ type Plan struct {
 	// behind writing into a directory about to be discarded.
 	KillOnParentDeath bool `json:"kill_on_parent_death"`
 	// Store, when set, is the directory Ferry keeps its state in (the store
-	// parent, with symbolic links resolved). It does two things. No
-	// symbolic link below it is followed for a bind's source or target or
-	// an overlay's directories, so a link planted in the store cannot
-	// redirect a mount into another agent's fork. And once the binds and
-	// overlays are made, the whole of it is read-only in the namespace (it
-	// is sealed): an agent cannot write a base, another agent's fork, the
-	// shim or the bus. The canonical mounts stay writable, and so does
-	// every path in Writable (what is not Ferry's, such as worktrees kept
-	// under the store parent). Nothing outside the namespace changes.
-	Store    string   `json:"store,omitempty"`
+	// parent, with symbolic links resolved). No symbolic link below it is
+	// followed for a bind's source or target or an overlay's directories,
+	// so a link planted in the store cannot redirect a mount into another
+	// agent's fork. And the whole of it is read-only in the namespace: an
+	// agent cannot write a base, another agent's fork, the shim or the bus.
+	// The canonical mounts stay writable, and so does every path in
+	// Writable. Nothing outside the namespace changes.
+	Store string `json:"store,omitempty"`
+	// World makes the whole host read-only in the namespace but for
+	// Writable, Private, Fresh and the plan's mounts (confine.go). Without
+	// it only Store is sealed, and Writable are the paths below it that
+	// are not Ferry's.
+	World    bool     `json:"world,omitempty"`
 	Writable []string `json:"writable,omitempty"`
+	// Private are private layers (overlays on host directories whose
+	// writes land in the agent's upper), Fresh directories of the agent's
+	// bound over host directories (/tmp), and ReadOnly the paths inside
+	// them or inside Writable that stay the host's, read-only. Each needs
+	// World.
+	Private  []Layer  `json:"private,omitempty"`
+	Fresh    []Bind   `json:"fresh,omitempty"`
+	ReadOnly []string `json:"read_only,omitempty"`
 	// Masked are paths below Store that the namespace hides once the
 	// store is sealed: a directory behind an empty read-only filesystem,
 	// a file behind /dev/null, read-only (the bus's token and address,
@@ -175,7 +186,8 @@ type Plan struct {
 // joined namespace (checking the mounts) or a new one (making them).
 type childPlan struct {
 	Plan
-	Joined bool `json:"joined"`
+	Joined bool   `json:"joined"`
+	Steps  []Step `json:"steps,omitempty"` // a created namespace's setup (compile)
 }
 
 // SetupError is a failure to build the sandbox, before the command ran.
@@ -245,6 +257,7 @@ type Cmd struct {
 	direct  bool  // runs in the caller's namespaces: see Inside
 	created *Plan // the plan of a command in a namespace of its own
 	joining *Plan // the plan of a command in a live namespace (Plan.Join)
+	steps   []Step
 }
 
 // Inside prepares p's command to run in the caller's own namespaces, for a
@@ -280,7 +293,11 @@ func Command(p Plan) (*Cmd, error) {
 	if len(p.Binds) == 0 && p.Argv == nil && p.Dir == "" {
 		p.Dir = "/"
 	}
-	for _, o := range p.Overlays {
+	overlays := append([]Overlay{}, p.Overlays...)
+	for _, l := range p.Private {
+		overlays = append(overlays, l.Overlay())
+	}
+	for _, o := range overlays {
 		for _, d := range []string{o.Lower, o.Upper, o.Work} {
 			if strings.ContainsAny(d, ",:\\") {
 				return nil, &SetupError{Step: "mount an overlay on " + o.Target,
@@ -288,20 +305,73 @@ func Command(p Plan) (*Cmd, error) {
 			}
 		}
 	}
+	if err := checkPaths(p); err != nil {
+		return nil, err
+	}
+	if (p.covered() || len(p.ReadOnly) > 0) && !p.World {
+		return nil, errors.New("sandbox: private layers, private directories and read-only paths need a read-only host (World)")
+	}
 	if p.Join != nil {
 		if p.KillOnParentDeath {
 			return nil, errors.New("sandbox: a joined command cannot get a PID namespace of its own (KillOnParentDeath)")
 		}
 		return joinCommand(p)
 	}
-	data, err := json.Marshal(childPlan{Plan: p})
+	steps, err := prepareSteps(p)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(childPlan{Plan: p, Steps: steps})
 	if err != nil {
 		return nil, err
 	}
 	c := exec.Command("/proc/self/exe", childArg)
 	c.Env = []string{planEnv + "=" + string(data)}
 	c.SysProcAttr = namespaceAttr(p)
-	return &Cmd{Cmd: c, created: &p}, nil
+	return &Cmd{Cmd: c, created: &p, steps: steps}, nil
+}
+
+// prepareSteps compiles p's setup and makes, in its fresh directories, the
+// mountpoints the setup puts host paths back on.
+func prepareSteps(p Plan) ([]Step, error) {
+	var mounts []string
+	if p.covered() {
+		ms, err := ReadMountinfo("/proc/self/mountinfo")
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			mounts = append(mounts, m.Point)
+		}
+	}
+	steps, made := compile(p, mounts, hostKind)
+	for _, m := range made {
+		if err := makeMountpoint(m); err != nil {
+			return nil, err
+		}
+	}
+	return steps, nil
+}
+
+// hostKind is Kind on this host's files.
+func hostKind(path string) (exists, dir bool) {
+	fi, err := os.Lstat(path)
+	return err == nil, err == nil && fi.IsDir()
+}
+
+// makeMountpoint makes m where it is missing: a directory, or an empty file.
+func makeMountpoint(m Mountpoint) error {
+	if m.Dir {
+		return os.MkdirAll(m.Path, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(m.Path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(m.Path, os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // Created returns the plan of a command that gets a namespace of its own

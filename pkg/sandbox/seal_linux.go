@@ -79,29 +79,6 @@ func (r *storeRoot) check(p string) error {
 	return nil
 }
 
-// seal makes the store read-only in this mount namespace, except its
-// submounts (the canonical checkout and target, mounted before) and the
-// writable paths: each of those is first bound onto itself, so the
-// recursive bind of the store below copies it as a mount of its own, and
-// only the store's top mount is then made read-only.
-func seal(store string, writable []string) (string, error) {
-	for _, w := range writable {
-		if _, err := os.Lstat(w); errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err := unix.Mount(w, w, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return "keep " + w + " writable", err
-		}
-	}
-	if err := unix.Mount(store, store, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return "bind the store " + store + " onto itself", err
-	}
-	if err := readOnly(store); err != nil {
-		return "make the store " + store + " read-only", err
-	}
-	return "", nil
-}
-
 // mask hides each of paths (below the store, pinned without following a
 // link) once the store is sealed: a directory behind an empty read-only
 // tmpfs, anything else behind /dev/null, read-only. A path that does not

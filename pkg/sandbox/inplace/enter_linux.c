@@ -5,10 +5,13 @@
 // It acts only when argv[1] is one of its markers; any other process
 // returns at once. Its arguments, written by Exec and ExecJoin:
 //
-//   argv[0] marker dir store nbinds {src dst}... nwritable {path}... nmasked {path}... -- path argv...
-//   argv[0] join-marker userfd mntfd dir store nbinds {src dst}... noverlays {target view upper work}... nmasked {path}... -- path argv...
+//   argv[0] marker dir nsteps {op a b c name}... -- path argv...
+//   argv[0] join-marker userfd mntfd dir store world nbinds {src dst}... noverlays {target view upper work}... nmasked {path}... -- path argv...
 //
-// with clean absolute paths, store "" for none, view "" for none. The
+// with clean absolute paths, store "" for none, view "" for none, world "1"
+// when the host must show read-only. The steps are the ones package
+// sandbox compiles for its own child (confine.go), so the two make the
+// same namespace; this file only runs them. The
 // environment is the command's. On success it execs path; on a failure it
 // execs this binary again with the failure marker, the step, the errno, the
 // store path concerned and a message, so that Go reports it exactly as a
@@ -18,6 +21,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
 #include <sched.h>
@@ -190,17 +194,163 @@ static char **command(int argc, char **argv, int i, const char **path) {
 	return argv + i + 2;
 }
 
+// The state the steps share: the store's root, the pinned host paths, and
+// the root just covered.
+struct steps {
+	const char *store;
+	int root;
+	int pins[256];
+	int cover;
+	const char *cover_at;
+};
+
+// resolve names path for mount(2) in buf (pinned below the store); NULL
+// with errno set when it cannot be pinned.
+static const char *resolve(struct steps *st, const char *path, char *buf, size_t len) {
+	return pin(st->root, st->store, path, buf, len);
+}
+
+// open_pin opens path now, below the store without following a link.
+static int open_pin(struct steps *st, const char *path) {
+	size_t n = strlen(st->store);
+	if (st->root >= 0 && strncmp(path, st->store, n) == 0 && (path[n] == '/' || path[n] == '\0')) {
+		if (path[n] == '\0')
+			return dup(st->root);
+		struct open_how how = {
+			.flags = O_PATH | O_CLOEXEC,
+			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+		};
+		return syscall(SYS_openat2, st->root, path + n + 1, &how, sizeof how);
+	}
+	return open(path, O_PATH | O_CLOEXEC);
+}
+
+static int under(const char *path, const char *dir) {
+	size_t n = strlen(dir);
+	if (strcmp(dir, "/") == 0)
+		return 1;
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+// drop_mount_cap drops CAP_SYS_ADMIN from the bounding set, as package
+// sandbox's dropMountCap does: a command running as root in the namespace
+// would get it back at exec, and could undo the read-only host.
+static int drop_mount_cap(void) {
+	if (prctl(PR_CAPBSET_DROP, 21 /* CAP_SYS_ADMIN */, 0, 0, 0) < 0)
+		return (errno == EPERM && getuid() != 0) ? 0 : -1;
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return -1;
+	data[0].inheritable = data[1].inheritable = 0;
+	return syscall(SYS_capset, &hdr, data);
+}
+
+// run_step runs one step (see package sandbox's runSteps, which this
+// mirrors) and fails with its name when it cannot.
+static void run_step(struct steps *st, char **s) {
+	const char *op = s[0], *a = s[1], *b = s[2], *c = s[3], *name = s[4];
+	char abuf[64], bbuf[64];
+	struct stat sb;
+	if (strcmp(op, "root") == 0) {
+		st->store = a;
+		st->root = open(a, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (st->root < 0)
+			fail(name, errno, a);
+	} else if (strcmp(op, "pin") == 0) {
+		int slot = atoi(b);
+		if (slot < 0 || slot >= (int)(sizeof st->pins / sizeof st->pins[0]))
+			fail("read plan", EINVAL, NULL);
+		st->pins[slot] = open_pin(st, a);
+		if (st->pins[slot] < 0)
+			fail(name, errno, a);
+	} else if (strcmp(op, "check") == 0) {
+		const char *q = resolve(st, a, abuf, sizeof abuf);
+		if (!q)
+			fail(name, errno, a);
+		if (q != a)
+			close(atoi(q + strlen("/proc/self/fd/")));
+	} else if (strcmp(op, "bind") == 0) {
+		if (strchr(c, '?') && lstat(a, &sb) < 0 && errno == ENOENT)
+			return;
+		const char *src = resolve(st, a, abuf, sizeof abuf);
+		if (!src)
+			fail(name, errno, a);
+		const char *dst = resolve(st, b, bbuf, sizeof bbuf);
+		if (!dst)
+			fail(name, errno, b);
+		if (mount(src, dst, NULL, MS_BIND | (strchr(c, 'r') ? MS_REC : 0), NULL) < 0)
+			fail(name, errno, NULL);
+	} else if (strcmp(op, "overlay") == 0) {
+		int r = mount("overlay", a, "overlay", 0, b);
+		if (r < 0 && errno == EINVAL && c[0] != '\0')
+			r = mount("overlay", a, "overlay", 0, c);
+		if (r < 0)
+			fail(name, errno, NULL);
+	} else if (strcmp(op, "cover") == 0) {
+		if (st->cover >= 0)
+			close(st->cover);
+		st->cover = open(a, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		st->cover_at = a;
+		if (st->cover < 0)
+			fail(name, errno, NULL);
+	} else if (strcmp(op, "keep") == 0) {
+		int slot = atoi(a + 1);
+		if (a[0] != '@' || slot < 0 || slot >= (int)(sizeof st->pins / sizeof st->pins[0]) || st->pins[slot] < 0 ||
+		    st->cover < 0 || !under(b, st->cover_at))
+			fail("read plan", EINVAL, NULL);
+		const char *rel = b + strlen(st->cover_at);
+		while (*rel == '/')
+			rel++;
+		struct open_how how = {
+			.flags = O_PATH | O_CLOEXEC,
+			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+		};
+		int at = syscall(SYS_openat2, st->cover, rel, &how, sizeof how);
+		if (at < 0)
+			fail(name, errno, b);
+		snprintf(abuf, sizeof abuf, "/proc/self/fd/%d", st->pins[slot]);
+		snprintf(bbuf, sizeof bbuf, "/proc/self/fd/%d", at);
+		if (mount(abuf, bbuf, NULL, MS_BIND | MS_REC, NULL) < 0)
+			fail(name, errno, NULL);
+		close(at);
+	} else if (strcmp(op, "tmpfs") == 0) {
+		if (stat(a, &sb) < 0 || !S_ISDIR(sb.st_mode))
+			return;
+		if (mount("tmpfs", a, "tmpfs", MS_NOSUID | MS_NODEV, b) < 0)
+			fail(name, errno, NULL);
+	} else if (strcmp(op, "mask") == 0) {
+		char *one[] = {(char *)a};
+		mask(st->root, st->store, one, 1);
+	} else if (strcmp(op, "ro") == 0) {
+		if (strcmp(b, "r") == 0) {
+			struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+			if (syscall(SYS_mount_setattr, AT_FDCWD, a, AT_RECURSIVE, &attr, sizeof attr) < 0)
+				fail(name, errno, NULL);
+		} else if (read_only(a) < 0) {
+			fail(name, errno, NULL);
+		}
+	} else if (strcmp(op, "rw") == 0) {
+		if (strchr(c, '?') && lstat(a, &sb) < 0 && errno == ENOENT)
+			return;
+		struct mount_attr attr = {.attr_clr = MOUNT_ATTR_RDONLY};
+		if (syscall(SYS_mount_setattr, AT_FDCWD, a, 0, &attr, sizeof attr) < 0)
+			fail(name, errno, NULL);
+	} else if (strcmp(op, "dropcaps") == 0) {
+		if (drop_mount_cap() < 0)
+			fail(name, errno, NULL);
+	} else {
+		fail("read plan", EINVAL, NULL);
+	}
+}
+
 static void enter(int argc, char **argv) {
-	char step[4352];
 	int i = 2;
-	if (argc < 6)
+	if (argc < 5)
 		fail("read plan", EINVAL, NULL);
 	const char *dir = argv[i++];
-	const char *store = argv[i++];
-	int nbinds, nwritable, nmasked;
-	char **binds = group(argc, argv, &i, 2, &nbinds);
-	char **writable = group(argc, argv, &i, 1, &nwritable);
-	char **masked = group(argc, argv, &i, 1, &nmasked);
+	int nsteps;
+	char **steps = group(argc, argv, &i, 5, &nsteps);
 	const char *path;
 	char **cmd = command(argc, argv, i, &path);
 
@@ -217,58 +367,11 @@ static void enter(int argc, char **argv) {
 
 	if (mount("", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		fail("make / private", errno, NULL);
-	int root = -1;
-	if (store[0] != '\0') {
-		root = open(store, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (root < 0)
-			fail("open the store", errno, store);
-	}
-	for (int b = 0; b < nbinds; b++) {
-		char srcbuf[64], dstbuf[64];
-		const char *srcname = binds[2 * b], *dstname = binds[2 * b + 1];
-		const char *src = pin(root, store, srcname, srcbuf, sizeof srcbuf);
-		if (!src) {
-			snprintf(step, sizeof step, "open %s", srcname);
-			fail(step, errno, srcname);
-		}
-		const char *dst = pin(root, store, dstname, dstbuf, sizeof dstbuf);
-		if (!dst) {
-			snprintf(step, sizeof step, "open %s", dstname);
-			fail(step, errno, dstname);
-		}
-		if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0) {
-			snprintf(step, sizeof step, "bind-mount %s on %s", srcname, dstname);
-			fail(step, errno, NULL);
-		}
-	}
-	if (store[0] != '\0') {
-		// Seal the store: what must stay writable is bound onto itself
-		// first, so the store's recursive bind copies it as a mount of its
-		// own, and only the store's top mount turns read-only.
-		struct stat st;
-		for (int w = 0; w < nwritable; w++) {
-			if (lstat(writable[w], &st) < 0 && errno == ENOENT)
-				continue;
-			if (mount(writable[w], writable[w], NULL, MS_BIND | MS_REC, NULL) < 0) {
-				snprintf(step, sizeof step, "keep %s writable", writable[w]);
-				fail(step, errno, NULL);
-			}
-		}
-		if (mount(store, store, NULL, MS_BIND | MS_REC, NULL) < 0) {
-			snprintf(step, sizeof step, "bind the store %s onto itself", store);
-			fail(step, errno, NULL);
-		}
-		if (read_only(store) < 0) {
-			snprintf(step, sizeof step, "make the store %s read-only", store);
-			fail(step, errno, NULL);
-		}
-		// Pinned from the sealed store: root names the mount the seal
-		// now covers.
-		int sealed = open(store, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (sealed < 0)
-			fail("open the store", errno, store);
-		mask(sealed, store, masked, nmasked);
-	}
+	struct steps st = {.store = "", .root = -1, .cover = -1, .cover_at = ""};
+	for (size_t p = 0; p < sizeof st.pins / sizeof st.pins[0]; p++)
+		st.pins[p] = -1;
+	for (int s = 0; s < nsteps; s++)
+		run_step(&st, steps + 5 * s);
 	if (chdir(dir) < 0)
 		fail("chdir", errno, NULL);
 	// The command gets no capability in the namespace unless it runs as
@@ -388,11 +491,12 @@ static int is_overlay(char *mountinfo, const char *point, const char *upper, con
 static void join_inplace(int argc, char **argv) {
 	char msg[4352];
 	int i = 2;
-	if (argc < 9)
+	if (argc < 10)
 		fail("read plan", EINVAL, NULL);
 	int userfd = atoi(argv[i++]), mntfd = atoi(argv[i++]);
 	const char *dir = argv[i++];
 	const char *store = argv[i++];
+	int world = strcmp(argv[i++], "1") == 0;
 	int nbinds, noverlays, nmasked;
 	char **binds = group(argc, argv, &i, 2, &nbinds);
 	char **overlays = group(argc, argv, &i, 4, &noverlays); // target view upper work
@@ -446,6 +550,13 @@ static void join_inplace(int argc, char **argv) {
 		}
 	}
 	check_masked(masked, nmasked);
+	if (world) {
+		struct statvfs st;
+		if (statvfs("/", &st) < 0 || !(st.f_flag & ST_RDONLY))
+			fail_msg(FERRY_STEP_CHECK, 0, NULL, "the host is writable in the joined namespace");
+	}
+	if ((world || store[0] != '\0') && drop_mount_cap() < 0)
+		fail("drop the capability to mount", errno, NULL);
 	if (chdir(dir) < 0)
 		fail("chdir", errno, NULL);
 	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);

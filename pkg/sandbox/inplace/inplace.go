@@ -142,7 +142,7 @@ func prepare(c *sandbox.Cmd, join bool) (*entry, error) {
 		if !ok || len(p.Overlays) > 0 || p.Hold != nil || p.KillOnParentDeath || len(p.Argv) == 0 {
 			return nil, errors.New("inplace: only a plan of bind mounts with a command enters in place")
 		}
-		args, err := arguments(p)
+		args, err := arguments(p, c.Steps())
 		if err != nil {
 			return nil, err
 		}
@@ -152,11 +152,17 @@ func prepare(c *sandbox.Cmd, join bool) (*entry, error) {
 	if !ok || p.Join == nil || p.Hold != nil || len(p.Argv) == 0 {
 		return nil, errors.New("inplace: only a plan that joins a live namespace with a command joins in place")
 	}
+	// A private layer shows in the joined namespace as an overlay on its
+	// root, checked as the fork's overlay is.
+	overlays := append([]sandbox.Overlay{}, p.Overlays...)
+	for _, l := range p.Private {
+		overlays = append(overlays, sandbox.Overlay{Target: l.Root, Upper: l.Upper, Work: l.Work})
+	}
 	paths := []string{p.Dir, p.Argv[0]}
 	for _, b := range p.Binds {
 		paths = append(paths, b.Source, b.Target)
 	}
-	for _, o := range p.Overlays {
+	for _, o := range overlays {
 		paths = append(paths, o.Target, o.Upper, o.Work)
 		if o.View != "" {
 			paths = append(paths, o.View)
@@ -169,13 +175,17 @@ func prepare(c *sandbox.Cmd, join bool) (*entry, error) {
 	if err := clean(paths); err != nil {
 		return nil, err
 	}
+	world := "0"
+	if p.World {
+		world = "1"
+	}
 	args := []string{os.Args[0], joinMarker, strconv.Itoa(int(p.Join.User.Fd())), strconv.Itoa(int(p.Join.Mount.Fd())),
-		p.Dir, p.Store, strconv.Itoa(len(p.Binds))}
+		p.Dir, p.Store, world, strconv.Itoa(len(p.Binds))}
 	for _, b := range p.Binds {
 		args = append(args, b.Source, b.Target)
 	}
-	args = append(args, strconv.Itoa(len(p.Overlays)))
-	for _, o := range p.Overlays {
+	args = append(args, strconv.Itoa(len(overlays)))
+	for _, o := range overlays {
 		args = append(args, o.Target, o.View, o.Upper, o.Work)
 	}
 	args = append(args, strconv.Itoa(len(p.Masked)))
@@ -196,28 +206,16 @@ func clean(paths []string) error {
 	return nil
 }
 
-// arguments is the constructor's command line for p (see enter_linux.c).
-func arguments(p sandbox.Plan) ([]string, error) {
-	paths := []string{p.Dir, p.Argv[0]}
-	for _, b := range p.Binds {
-		paths = append(paths, b.Source, b.Target)
-	}
-	paths = append(paths, p.Writable...)
-	paths = append(paths, p.Masked...)
-	if p.Store != "" {
-		paths = append(paths, p.Store)
-	}
-	if err := clean(paths); err != nil {
+// arguments is the constructor's command line for p, whose setup is
+// steps (see enter_linux.c).
+func arguments(p sandbox.Plan, steps []sandbox.Step) ([]string, error) {
+	if err := clean([]string{p.Dir, p.Argv[0]}); err != nil {
 		return nil, err
 	}
-	args := []string{os.Args[0], marker, p.Dir, p.Store, strconv.Itoa(len(p.Binds))}
-	for _, b := range p.Binds {
-		args = append(args, b.Source, b.Target)
+	args := []string{os.Args[0], marker, p.Dir, strconv.Itoa(len(steps))}
+	for _, st := range steps {
+		args = append(args, st.Op, st.A, st.B, st.C, st.Name)
 	}
-	args = append(args, strconv.Itoa(len(p.Writable)))
-	args = append(args, p.Writable...)
-	args = append(args, strconv.Itoa(len(p.Masked)))
-	args = append(args, p.Masked...)
 	args = append(args, "--", p.Argv[0])
 	return append(args, p.Argv...), nil
 }

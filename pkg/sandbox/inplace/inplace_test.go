@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ferrydev/ferry/internal/confinetest"
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/platform"
@@ -463,5 +464,14 @@ func parseReport(t *testing.T, out string, err error) report {
 
 // The same, for an ordinary user.
 func TestAsUnprivilegedUser(t *testing.T) {
-	unpriv.Rerun(t, "^Test(InPlace(MatchesSandboxChild|KeepsFiles|StoreLinkRefused|ExecFailure|BlockedHost)|JoinInConstructor|ExecJoin)$")
+	unpriv.Rerun(t, "^Test(InPlace(MatchesSandboxChild|KeepsFiles|StoreLinkRefused|ExecFailure|BlockedHost|ConfinedWorld)|JoinInConstructor|ExecJoin)$")
+}
+
+// The constructor makes the confined sandbox the sandbox child makes
+// (package sandbox's TestConfinedWorld), from the same steps.
+func TestInPlaceConfinedWorld(t *testing.T) {
+	w := confinetest.New(t)
+	w.Plan.Argv[0] = "/bin/sh" // the shim execs cargo by its path
+	_, out, err := inPlace(t, w.Plan, "")
+	w.Check(t, out, err)
 }
