@@ -13,6 +13,7 @@ import (
 	"github.com/ferrydev/ferry/internal/failpoint"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/confine"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
@@ -106,7 +107,8 @@ func Adopt(o AdoptOptions) (*Adoption, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, agentLock, already, err := reserveAdoption(o, path, commit, branch, tool, backend.Name(), iso.Isolation)
+	conf := confinement(o.Repo, o.Settings, s, iso)
+	r, agentLock, already, err := reserveAdoption(o, path, commit, branch, tool, backend.Name(), iso.Isolation, conf)
 	storeLock.Release()
 	if err != nil || already != nil {
 		return already, err
@@ -283,7 +285,7 @@ func leftover(s *store.Store, p string) bool {
 // reserveAdoption runs under the store lock: the worktree is still no
 // agent's (else the existing agent is returned), the name is free, the base
 // chosen, and the agent recorded as creating.
-func reserveAdoption(o AdoptOptions, path, commit, branch, tool, backend, isolation string) (*Record, *lock.Lock, *Adoption, error) {
+func reserveAdoption(o AdoptOptions, path, commit, branch, tool, backend, isolation string, conf *confine.Record) (*Record, *lock.Lock, *Adoption, error) {
 	s := o.Store
 	all, err := All(s)
 	if err != nil {
@@ -338,7 +340,7 @@ func reserveAdoption(o AdoptOptions, path, commit, branch, tool, backend, isolat
 	r := &Record{
 		Format: Format, Name: name, State: Creating, Branch: branch, Worktree: path,
 		StartCommit: commit, Base: b.ID, BaseCommit: b.Commit, Backend: backend, Isolation: isolation,
-		Tool: tool, Session: o.Session, Created: time.Now().UTC(), Adopted: true,
+		Tool: tool, Session: o.Session, Created: time.Now().UTC(), Adopted: true, Confinement: conf,
 	}
 	if err := os.MkdirAll(s.Agent(name).Dir, 0o755); err != nil {
 		return nil, nil, nil, err

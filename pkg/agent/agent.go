@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/confine"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/relocate"
@@ -105,6 +106,11 @@ type Record struct {
 	// Remap is set for an agent in remap mode (see remap.go): spawned
 	// without the namespace from a base built in remap mode.
 	Remap *Remap `json:"remap,omitempty"`
+	// Confinement is what the agent's sandbox makes of the rest of the
+	// host, decided at spawn (confine.Decide) and followed by every
+	// session: nil in a record older than the field, whose sandbox seals
+	// the store alone, and for an agent that builds at host paths.
+	Confinement *confine.Record `json:"confinement,omitempty"`
 	// FreshnessEnv is the variables of the base's freshness mode
 	// (base.Record.FreshnessEnv, copied at spawn): every cargo call of
 	// the agent gets them in place of inherited ones. Empty in mtime mode.
@@ -233,7 +239,7 @@ func Busy(s *store.Store, name string) (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	return len(b.Users(forkOf(s, r))) > 0, nil
+	return len(b.Users(forkOf(s, r, nil))) > 0, nil
 }
 
 // HoldBusy takes busy.lock shared for a process run for the agent. The

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"os"
+	"path/filepath"
 
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/confine"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/lock"
@@ -36,9 +38,10 @@ func backendOf(r *Record) (fork.Backend, error) {
 	return b, nil
 }
 
-// forkOf is agent r's fork as its backend sees it.
-func forkOf(s *store.Store, r *Record) fork.Agent {
-	return fork.Agent{
+// forkOf is agent r's fork as its backend sees it; x, when set, the
+// session's confinement, whose private layers the backend mounts.
+func forkOf(s *store.Store, r *Record, x *confine.Session) fork.Agent {
+	a := fork.Agent{
 		Name:  r.Name,
 		Files: s.Agent(r.Name),
 		Mount: s.MntTarget(),
@@ -51,6 +54,12 @@ func forkOf(s *store.Store, r *Record) fork.Agent {
 			return b.Target, nil
 		},
 	}
+	if x != nil && x.HasLayers() {
+		private := store.PrivateFiles(a.Files.Private)
+		a.Layers = x.Layers
+		a.SlotLock = func(slot int) string { return private.Slot(slot).Lock }
+	}
+	return a
 }
 
 // Command prepares argv to run in agent r's sandbox, at dir (a canonical or
@@ -102,9 +111,23 @@ func enter(s *store.Store, r *Record, b fork.Backend, dir string, argv, env []st
 	if err != nil {
 		return nil, err
 	}
-	plan := sandbox.Plan{Dir: dir, Argv: argv, Env: env, Store: seal.Root, Writable: seal.Writable, Masked: seal.Masked,
+	plan := sandbox.Plan{Dir: dir, Argv: argv, Env: env, Store: seal.Root, Masked: seal.Masked,
 		Binds: []sandbox.Bind{{Source: r.Worktree, Target: s.MntSrc()}}}
-	return b.Enter(forkOf(s, r), plan, busy)
+	if r.Confinement == nil || !r.Confinement.World {
+		// Spawned before Ferry confined the host, or on a host that
+		// cannot: the store alone is sealed.
+		plan.Writable = seal.Writable
+		return b.Enter(forkOf(s, r, nil), plan, busy)
+	}
+	// Its worktree is writable, but not the link to its git dirs: a
+	// build that repointed it would have git, run outside the sandbox
+	// later, read hooks and config of its choosing.
+	x := confine.For(r.Confinement, env, store.PrivateFiles(s.Agent(r.Name).Private),
+		[]string{r.Worktree}, []string{filepath.Join(r.Worktree, ".git")})
+	if err := x.Apply(&plan); err != nil {
+		return nil, err
+	}
+	return b.Enter(forkOf(s, r, x), plan, busy)
 }
 
 // InSandbox reports whether this process already runs in agent r's sandbox:
@@ -124,5 +147,5 @@ func inSandbox(s *store.Store, r *Record, b fork.Backend) bool {
 	if err != nil || !os.SameFile(src, wt) {
 		return false
 	}
-	return b.InSandbox(forkOf(s, r))
+	return b.InSandbox(forkOf(s, r, nil))
 }

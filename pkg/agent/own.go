@@ -62,7 +62,7 @@ func makeTargetLink(repo *git.Repo, s *store.Store, r *Record, b fork.Backend) e
 	if r.TargetLinkSkipped != "" {
 		return nil // decided before (Adopt)
 	}
-	dest, err := b.HostLink(forkOf(s, r))
+	dest, err := b.HostLink(forkOf(s, r, nil))
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func makeTargetLink(repo *git.Repo, s *store.Store, r *Record, b fork.Backend) e
 // records why.
 func makeTargetDir(repo *git.Repo, s *store.Store, r *Record, dest string) error {
 	dir := filepath.Join(r.Worktree, TargetLink)
-	names, err := targetNames(forkOf(s, r))
+	names, err := targetNames(forkOf(s, r, nil))
 	if err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func HostTarget(s *store.Store, r *Record) (string, bool) {
 	if err != nil || r.State != Ready {
 		return "", false
 	}
-	return b.Reach(forkOf(s, r))
+	return b.Reach(forkOf(s, r, nil))
 }
 
 // Written returns the host directory holding what agent r's builds wrote

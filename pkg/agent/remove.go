@@ -123,7 +123,7 @@ func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep f
 	if err != nil {
 		return nil, err
 	}
-	release, err := b.Exclude(forkOf(s, r))
+	release, err := b.Exclude(forkOf(s, r, nil))
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/confine"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/freshness"
@@ -95,7 +96,8 @@ func Spawn(o SpawnOptions) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, agentLock, err := reserve(o, commit, branch, path, backend.Name(), iso.Isolation)
+	conf := confinement(o.Repo, o.Settings, s, iso)
+	r, agentLock, err := reserve(o, commit, branch, path, backend.Name(), iso.Isolation, conf)
 	storeLock.Release()
 	if err != nil {
 		return nil, err
@@ -149,6 +151,24 @@ func isolation(settings *config.Settings, s *store.Store, backendName string, pr
 	return iso, backend, err
 }
 
+// confinement decides what a new agent's sandbox makes of the rest of the
+// host (confine.Decide: two sandbox probes, a few milliseconds), for an
+// agent in the namespace sandbox; nil for one that builds at host paths.
+// The repository's checkout and git dir, and the directory the agents'
+// worktrees go to, are kept the host's, read-only, inside the private
+// layers; [sandbox] writable is recorded as it is now.
+func confinement(repo *git.Repo, settings *config.Settings, s *store.Store, iso sandbox.Decision) *confine.Record {
+	if iso.Isolation != sandbox.IsolationNamespace {
+		return nil
+	}
+	ro := append(confine.Repository(repo), filepath.Dir(DefaultPath(repo, settings, s, "agent")))
+	if err := os.MkdirAll(s.TmpDir(), 0o755); err != nil {
+		return &confine.Record{Gaps: []confine.Gap{{What: "the host outside the store is writable from builds", Why: err.Error()}}}
+	}
+	rec := confine.Decide(s.Parent, s.TmpDir(), os.Environ(), settings.SandboxWritable, ro)
+	return &rec
+}
+
 // incompleteRollback is the error of a spawn that failed and could not
 // remove all it made (on a full disk, git cannot even lock packed-refs to
 // delete the branch). What is left stays recorded in agent.json, state
@@ -163,7 +183,7 @@ func incompleteRollback(name string, err, rerr error) error {
 }
 
 // reserve runs under the store lock.
-func reserve(o SpawnOptions, commit, branch, path, backend, isolation string) (*Record, *lock.Lock, error) {
+func reserve(o SpawnOptions, commit, branch, path, backend, isolation string, conf *confine.Record) (*Record, *lock.Lock, error) {
 	s := o.Store
 	if old, err := Read(s, o.Name); err == nil {
 		if old.State == Ready {
@@ -205,7 +225,7 @@ func reserve(o SpawnOptions, commit, branch, path, backend, isolation string) (*
 	r := &Record{
 		Format: Format, Name: o.Name, State: Creating, Branch: branch, Worktree: path,
 		StartCommit: commit, Base: b.ID, BaseCommit: b.Commit, Backend: backend, Isolation: isolation,
-		Tool: o.Tool, Session: o.Session, Created: time.Now().UTC(),
+		Tool: o.Tool, Session: o.Session, Created: time.Now().UTC(), Confinement: conf,
 	}
 	if err := os.MkdirAll(s.Agent(o.Name).Dir, 0o755); err != nil {
 		return nil, nil, err

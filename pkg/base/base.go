@@ -56,6 +56,7 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/confine"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/relocate"
@@ -169,6 +170,9 @@ type Record struct {
 	// rule, before its warm build.
 	LinkRebuilds []string   `json:"link_rebuilds,omitempty"`
 	Stamped      StampCount `json:"stamped"`
+	// Confinement is what the warm commands' sandbox made of the rest of
+	// the host (package confine); nil for a base built at host paths.
+	Confinement *confine.Record `json:"confinement,omitempty"`
 	TargetSeal   TargetSeal `json:"target_seal"` // what the target held when base.json was written
 	Timings      Timings    `json:"timings"`
 	Warnings     []string   `json:"warnings"`

@@ -341,6 +341,8 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 		r.Warnings = append(r.Warnings, p.Fallback)
 	}
 	o.say("building base %s (%s, %s)", p.ID, short(p.Commit), p.Toolchain.Cargo)
+	// What the sandbox may confine is probed beside the checkout.
+	confined := decideConfinement(o, r)
 
 	t := time.Now()
 	if err := co.discarded(); err != nil {
@@ -430,7 +432,19 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	}
 	fin := &finishing{o: o, r: r}
 	defer fin.wait() // nothing returns while the background work reads or writes the base
+	conf, err := confined()
+	if err != nil {
+		return nil, err
+	}
+	r.Confinement = conf
+	sayGaps(o, conf)
+	prefetch(ctx, o, p, r, seed)
 	if err := warmObserved(ctx, o, p, r, seed, shimDir, fin); err != nil {
+		return nil, err
+	}
+	// What the warm commands wrote to $HOME, $CARGO_HOME and /tmp is
+	// theirs alone, and goes before the base is ready.
+	if err := fork.RemoveTree(store.BaseFiles(r.Dir).Private); err != nil {
 		return nil, err
 	}
 	r.Timings.Warm = since(t)

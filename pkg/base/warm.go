@@ -445,8 +445,14 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 	if r.Modes.Remap {
 		wrapper = o.Store.RemapWrapper()
 	}
-	env := warmEnv(o.env(), r, shimDir, wrapper)
-	c, err := warmCommand(o, r, command, env)
+	return runWarmIn(ctx, o, r, command, warmEnv(o.env(), r, shimDir, wrapper), "", output)
+}
+
+// runWarmIn is runWarm with env as the command's environment, and, when
+// cargoHome is set, the host's $CARGO_HOME writable from its sandbox
+// (prefetch).
+func runWarmIn(ctx context.Context, o Options, r *Record, command string, env []string, cargoHome string, output io.Writer) (code int, signs spaceSigns, cpu float64, err error) {
+	c, err := warmCommand(o, r, command, env, cargoHome)
 	if err != nil {
 		return 0, spaceSigns{}, 0, err
 	}
@@ -497,7 +503,7 @@ func runWarm(ctx context.Context, o Options, r *Record, command, shimDir string,
 // namespace that dies with this process; without it, in the checkout at its
 // host path, in a process group of its own that is killed on interruption
 // and gets SIGKILL when this process dies.
-func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.Cmd, error) {
+func warmCommand(o Options, r *Record, command string, env []string, cargoHome string) (*sandbox.Cmd, error) {
 	src, _ := r.BuildPaths()
 	if r.HostPaths() {
 		c, err := sandbox.Inside(sandbox.Plan{Dir: src, Argv: []string{"sh", "-c", command}, Env: env})
@@ -511,9 +517,6 @@ func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.C
 	if err != nil {
 		return nil, err
 	}
-	// The shim records the warm build's cargo calls in the base's
-	// warm-units/, which the sealed store must leave writable.
-	writable := append(seal.Writable, store.BaseFiles(r.Dir).WarmUnits)
 	binds := []sandbox.Bind{{Source: r.Src, Target: r.MntSrc}}
 	var overlays []sandbox.Overlay
 	if l := r.layer; l != nil {
@@ -525,9 +528,8 @@ func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.C
 	} else {
 		binds = append(binds, sandbox.Bind{Source: r.Target, Target: r.MntTarget})
 	}
-	return sandbox.Command(sandbox.Plan{
+	plan := sandbox.Plan{
 		Store:             seal.Root,
-		Writable:          writable,
 		Masked:            seal.Masked,
 		Binds:             binds,
 		Overlays:          overlays,
@@ -535,7 +537,17 @@ func warmCommand(o Options, r *Record, command string, env []string) (*sandbox.C
 		Argv:              []string{"sh", "-c", command},
 		Env:               env,
 		KillOnParentDeath: true,
-	})
+	}
+	// The shim records the warm build's cargo calls in the base's
+	// warm-units/, which must stay writable.
+	writable := []string{store.BaseFiles(r.Dir).WarmUnits}
+	if r.Confinement == nil || !r.Confinement.World {
+		writable = append(seal.Writable, writable...)
+	}
+	if err := confined(r, &plan, writable, cargoHome); err != nil {
+		return nil, err
+	}
+	return sandbox.Command(plan)
 }
 
 // warmEnv is the environment of a warm command: the caller's, with every

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"path/filepath"
 	"fmt"
 	"math"
 	"slices"
@@ -48,6 +49,21 @@ func pathProblem(p string) string {
 		return "the path is empty"
 	case strings.HasPrefix(p, "~") && p != "~" && !strings.HasPrefix(p, "~/"):
 		return `only a leading "~/" is expanded; ~user is not supported`
+	}
+	return ""
+}
+
+// writableProblem checks an entry of [sandbox] writable: an absolute path
+// or one from ~/, never / itself (which would leave nothing confined).
+func writableProblem(p string) string {
+	if msg := pathProblem(p); msg != "" {
+		return msg
+	}
+	switch {
+	case p != "~" && !strings.HasPrefix(p, "~/") && !filepath.IsAbs(p):
+		return "not an absolute path (or one from ~/)"
+	case filepath.Clean(p) == "/":
+		return "/ would make the whole host writable from builds; name the directories they write"
 	}
 	return ""
 }

@@ -181,6 +181,12 @@ type Settings struct {
 	// and later), which ferry base probes. Refused with sandbox mode on,
 	// where no build runs without the namespace.
 	RemapPaths bool
+	// SandboxWritable are directories the sandbox keeps writable beside
+	// the agent's worktree and target ([sandbox] writable,
+	// FERRY_SANDBOX_WRITABLE separated by colons; absolute, ~/ expanded):
+	// recorded in each agent at spawn, and in each base (package
+	// confine). Everything else outside the private layers is read-only.
+	SandboxWritable []string
 	// BusURL names an external NATS server or cluster (comma-separated
 	// URLs): FERRY_NATS_URL, else [bus] url. Empty: ferry-watch hosts the
 	// embedded bus and the others find it through <store parent>/bus.
@@ -403,6 +409,16 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	if t.Sandbox.RemapPaths != nil {
 		s.RemapPaths = *t.Sandbox.RemapPaths
 	}
+	if t.Sandbox.Writable != nil {
+		s.SandboxWritable = nil
+		for _, w := range *t.Sandbox.Writable {
+			p, err := r.path(w, root, "sandbox.writable")
+			if err != nil {
+				return err
+			}
+			s.SandboxWritable = append(s.SandboxWritable, p)
+		}
+	}
 	if t.Bus.URL != nil {
 		s.BusURL = *t.Bus.URL
 	}
@@ -533,6 +549,22 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 			return envError("FERRY_BUS_MONITOR_PORT", v, msg, hint)
 		}
 		s.BusMonitorPort = n
+	}
+	if v := env.Getenv("FERRY_SANDBOX_WRITABLE"); v != "" {
+		s.SandboxWritable = nil
+		for _, w := range filepath.SplitList(v) {
+			if w == "" {
+				continue
+			}
+			if msg := writableProblem(w); msg != "" {
+				return envError("FERRY_SANDBOX_WRITABLE", v, fmt.Sprintf("%q: %s", w, msg), "list absolute directories separated by colons, or unset it")
+			}
+			p, err := r.envPath("FERRY_SANDBOX_WRITABLE", w)
+			if err != nil {
+				return err
+			}
+			s.SandboxWritable = append(s.SandboxWritable, p)
+		}
 	}
 	if v := env.Getenv("FERRY_TRUSTED_KEYS"); v != "" {
 		keys := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })

@@ -75,6 +75,9 @@ type agentTable struct {
 type sandboxTable struct {
 	Mode       *string `toml:"mode"`
 	RemapPaths *bool   `toml:"remap-paths"`
+	// Writable are directories the sandbox keeps writable, beside the
+	// agent's worktree and target (package confine).
+	Writable *[]string `toml:"writable"`
 }
 
 type busTable struct {
@@ -125,6 +128,7 @@ func (t *tables) override(o *tables) {
 	set(&t.Agent.Backend, o.Agent.Backend)
 	set(&t.Sandbox.Mode, o.Sandbox.Mode)
 	set(&t.Sandbox.RemapPaths, o.Sandbox.RemapPaths)
+	set(&t.Sandbox.Writable, o.Sandbox.Writable)
 	set(&t.Bus.URL, o.Bus.URL)
 	set(&t.Bus.Replicas, o.Bus.Replicas)
 	set(&t.Bus.AckWait, o.Bus.AckWait)
@@ -345,6 +349,15 @@ func (d *document) checkTables(t *tables, prefix string) error {
 		if _, msg, hint := parseAckWait(*v); msg != "" {
 			key := prefix + "bus.ack-wait"
 			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
+	if v := t.Sandbox.Writable; v != nil {
+		key := prefix + "sandbox.writable"
+		for _, w := range *v {
+			if msg := writableProblem(w); msg != "" {
+				return d.errorAt(key, `list directories builds must write besides the agent's worktree and target, e.g. writable = ["~/.cache/sccache"]`,
+					fmt.Sprintf("%s: %q: %s", key, w, msg))
+			}
 		}
 	}
 	if v := t.Share.TrustedKeys; v != nil {

@@ -167,6 +167,12 @@ func (x *Session) tryEnter(a Agent, plan sandbox.Plan, ov sandbox.Overlay) (bool
 			ml.Release()
 			return true, err
 		}
+		// The namespace mounts the private layers once, for every
+		// session that joins it: slot 0, readied under mount.lock.
+		if plan.Private, err = a.layers(0, true); err != nil {
+			ml.Release()
+			return true, err
+		}
 		plan.Hold = hold(a)
 		cmd, err := sandbox.Command(plan)
 		if err != nil {
@@ -214,6 +220,12 @@ func (x *Session) tryEnter(a Agent, plan sandbox.Plan, ov sandbox.Overlay) (bool
 		return true, err
 	}
 	plan.Join = ns
+	if plan.Private, err = a.layers(0, false); err != nil {
+		ns.User.Close()
+		ns.Mount.Close()
+		ml.Release()
+		return true, err
+	}
 	cmd, err := sandbox.Command(plan)
 	if err != nil {
 		ns.User.Close()

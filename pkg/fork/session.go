@@ -3,6 +3,7 @@ package fork
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,59 @@ type Agent struct {
 	// reads no base record.
 	Base       string
 	BaseTarget func() (string, error)
+	// Layers returns the private layers a session of slot mounts over
+	// $HOME and $CARGO_HOME (none when the agent has none), readied for
+	// the mount (ready), or only named, as a joined namespace shows them.
+	// Two mounts must never share an upper: each slot is one upper per
+	// root, held by SlotLock(slot) while a session has it mounted. A
+	// backend whose sessions each make a namespace takes a free slot per
+	// session; one whose sessions share one namespace mounts slot 0 in
+	// it, once.
+	Layers   func(slot int, ready bool) ([]sandbox.Layer, error)
+	SlotLock func(slot int) string
+}
+
+// layers is a.Layers, or none.
+func (a Agent) layers(slot int, ready bool) ([]sandbox.Layer, error) {
+	if a.Layers == nil {
+		return nil, nil
+	}
+	return a.Layers(slot, ready)
+}
+
+// maxSlots bounds the private layers one agent's concurrent sessions use;
+// each concurrent session beyond the first gets a slot (a set of uppers)
+// of its own, whose writes the others do not see.
+const maxSlots = 64
+
+// takeSlot takes the first free slot of a's private layers, readies it and
+// returns its layers with the lock the session's command must hold; none
+// when the agent has no layers.
+func takeSlot(a Agent) ([]sandbox.Layer, *lock.Lock, error) {
+	if none, err := a.layers(0, false); err != nil || len(none) == 0 {
+		return nil, nil, err
+	}
+	for n := 0; n < maxSlots; n++ {
+		path := a.SlotLock(n)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, nil, err
+		}
+		l, err := lock.TryTake(path)
+		if err == lock.ErrBusy {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		layers, err := a.Layers(n, true)
+		if err != nil {
+			l.Release()
+			return nil, nil, err
+		}
+		return layers, l, nil
+	}
+	return nil, nil, failure.New(failure.Refused, "wait for some of them to finish, then try again",
+		"agent %q already runs %d sessions at once, each with private layers of its own", a.Name, maxSlots)
 }
 
 // Session modes: how a session's command enters the agent's sandbox.
@@ -124,16 +178,27 @@ func (x *Session) releaseAgentLock() {
 type bindForks struct{}
 
 // Enter bind-mounts the fork on the canonical target and prepares the
-// command in a new namespace.
+// command in a new namespace, with the private layers of a free slot,
+// whose lock the command holds.
 func (bindForks) Enter(a Agent, plan sandbox.Plan, busy *lock.Lock) (*Session, error) {
 	plan.Binds = append(plan.Binds, sandbox.Bind{Source: a.Files.Target, Target: a.Mount})
+	layers, slot, err := takeSlot(a)
+	if err != nil {
+		return nil, err
+	}
+	plan.Private = layers
 	cmd, err := sandbox.Command(plan)
 	if err != nil {
+		slot.Release()
 		return nil, err
 	}
 	x := newSession(busy)
 	x.Mode, x.Cmd = EnterBind, cmd
 	cmd.ExtraFiles = append(cmd.ExtraFiles, busy.File())
+	if slot != nil {
+		x.locks = append(x.locks, slot)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, slot.File())
+	}
 	return x, nil
 }
 

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/remap"
@@ -31,6 +34,7 @@ import (
 //	      warm-units/                 the shim's records of the warm build's cargo calls (package units)
 //	      relocation.json             built at host paths: what forks remove from target/ (package relocate)
 //	      layer/upper/ layer/work/    while a layered refresh builds: its overlay over the seed's target (package base)
+//	      private/                    while it builds: the warm commands' private layers and directories (as an agent's)
 //	    bases/<commit>-<fp>.lock
 //	    agents/<name>/
 //	      agent.json lock busy.lock
@@ -41,6 +45,10 @@ import (
 //	      view/                       overlay: where the live namespace also shows the fork (empty elsewhere)
 //	      seen/                       a file per command the agent has run (package demand)
 //	      last-build.json             the units its last build that compiled units compiled (ferry why)
+//	      private/                    its sandbox's private layers and directories (package confine):
+//	        layers/<slot>/lock boot   a session's hold on the slot; the boot its layers were last mounted in
+//	        layers/<slot>/<root>/upper/ work/   the private layer over host directory <root> ($HOME, $CARGO_HOME)
+//	        tmp/<root>/               its own /tmp (and /var/tmp, $TMPDIR)
 
 // Names are the file and directory names of the layout, as the store tree
 // of docs/store.md shows them.
@@ -49,7 +57,7 @@ var Names = []string{
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
 	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending", "layer", "next", "keys",
-	"spare", "spare.lock", "ready",
+	"spare", "spare.lock", "ready", "private", "layers", "boot",
 }
 
 // ShimDir is where the shim is installed as cargo: <parent>/bin.
@@ -190,7 +198,10 @@ type Base struct {
 	Layer string
 	// LayerNext is next/ in Layer.
 	LayerNext string
-	Lock      string
+	// Private holds, while the warm build runs, its sandbox's private
+	// layers and directories (package confine).
+	Private string
+	Lock    string
 }
 
 // Base returns the paths of base id.
@@ -205,7 +216,7 @@ func (s *Store) Base(id string) Base {
 func BaseFiles(dir string) Base {
 	return Base{Dir: dir, Record: filepath.Join(dir, "base.json"), Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target"),
 		WarmUnits: filepath.Join(dir, "warm-units"), Relocation: filepath.Join(dir, "relocation.json"), Layer: filepath.Join(dir, "layer"),
-		LayerNext: filepath.Join(dir, "layer", "next")}
+		LayerNext: filepath.Join(dir, "layer", "next"), Private: filepath.Join(dir, "private")}
 }
 
 // Agent names the paths of one agent.
@@ -234,6 +245,9 @@ type Agent struct {
 	// LastBuild is last-build.json: the units the agent's last build that
 	// compiled units compiled, for ferry why (package demand).
 	LastBuild string
+	// Private holds its sandbox's private layers and directories (package
+	// confine): what its builds write to $HOME, $CARGO_HOME and /tmp.
+	Private string
 }
 
 // Agent returns the paths of agent name.
@@ -255,7 +269,54 @@ func AgentFiles(dir string) Agent {
 		View:       filepath.Join(dir, "view"),
 		Seen:       filepath.Join(dir, "seen"),
 		LastBuild:  filepath.Join(dir, "last-build.json"),
+		Private:    filepath.Join(dir, "private"),
 	}
+}
+
+// Private names the private layers and directories of a sandbox, in dir
+// (an agent's Private, or a base's while it builds).
+type Private struct{ Dir string }
+
+// PrivateFiles names the private layers and directories in dir.
+func PrivateFiles(dir string) Private { return Private{Dir: dir} }
+
+// PrivateSlot is one set of private layers: a session holds Lock while it
+// has them mounted (two mounts must never share an upper), and Boot names
+// the boot they were last mounted in.
+type PrivateSlot struct {
+	Dir, Lock, Boot string
+}
+
+// Slot returns the paths of slot n.
+func (p Private) Slot(n int) PrivateSlot {
+	dir := filepath.Join(p.Dir, "layers", strconv.Itoa(n))
+	return PrivateSlot{Dir: dir, Lock: filepath.Join(dir, "lock"), Boot: filepath.Join(dir, "boot")}
+}
+
+// Layer returns the upper and work dirs of the slot's private layer over
+// the host directory root.
+func (s PrivateSlot) Layer(root string) (upper, work string) {
+	dir := filepath.Join(s.Dir, RootKey(root))
+	return filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+}
+
+// Tmp returns the private directory bound over the host directory root.
+func (p Private) Tmp(root string) string { return filepath.Join(p.Dir, "tmp", RootKey(root)) }
+
+// RootKey names a host directory in a private dir: its last element (to be
+// read) and a hash of the whole path (to be unique).
+func RootKey(root string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(root)))
+	name := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\x00' {
+			return '_'
+		}
+		return r
+	}, filepath.Base(filepath.Clean(root)))
+	if name == "/" || name == "." {
+		name = "root"
+	}
+	return name + "-" + hex.EncodeToString(sum[:4])
 }
 
 // NestedTargets is the directory, inside an agent's (or base's) target,
