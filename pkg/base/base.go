@@ -173,11 +173,11 @@ type Record struct {
 	// Confinement is what the warm commands' sandbox made of the rest of
 	// the host (package confine); nil for a base built at host paths.
 	Confinement *confine.Record `json:"confinement,omitempty"`
-	TargetSeal   TargetSeal `json:"target_seal"` // what the target held when base.json was written
-	Timings      Timings    `json:"timings"`
-	Warnings     []string   `json:"warnings"`
-	Incomplete   []string   `json:"incomplete"`
-	Created      time.Time  `json:"created"`
+	TargetSeal  TargetSeal      `json:"target_seal"` // what the target held when base.json was written
+	Timings     Timings         `json:"timings"`
+	Warnings    []string        `json:"warnings"`
+	Incomplete  []string        `json:"incomplete"`
+	Created     time.Time       `json:"created"`
 	// Demand is what the base learned from the agents' calls ([base]
 	// warm = "auto" with demand on), nil when it did not learn.
 	Demand *Learned `json:"demand,omitempty"`

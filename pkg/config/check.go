@@ -1,9 +1,9 @@
 package config
 
 import (
-	"path/filepath"
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
