@@ -4,9 +4,10 @@
 // constructor in package inplace).
 //
 // The layout puts the store and the worktrees below a fake $HOME, and all
-// of it below /tmp (t.TempDir), so the plan covers /tmp with a directory of
-// its own and $HOME with a private layer, both of which must put the store,
-// the worktree and each other back on top.
+// of it below /tmp (t.TempDir), which stays writable: the plan covers
+// $HOME with a private layer, which must put the store and the worktrees
+// back on top, inside a /tmp made a writable mount of its own, with the
+// worktree writable again inside both.
 package confinetest
 
 import (
@@ -24,13 +25,18 @@ type World struct {
 	Plan sandbox.Plan
 	// The host's paths.
 	Home, Store, Worktree, Other, Layer, Tmp, MntTarget string
-	// Marker is a file name the command makes in /tmp and /dev/shm.
+	// Marker is a file name the command makes in /tmp, $TMPDIR and
+	// /dev/shm.
 	Marker string
 }
 
-// New makes the layout and returns the plan, whose command is the script
-// Script returns (it exits 0 and prints "ok" when every check passed).
-func New(t *testing.T) *World {
+// New makes the layout and returns the plan, whose command checks what it
+// may write (Check reads its output). With inHome the store and the
+// worktrees lie below $HOME, as Ferry's defaults put them; without, beside
+// it, directly in the writable /tmp (FERRY_HOME=/tmp/...), where the store
+// must be a read-only mount of its own with the worktree writable again
+// inside it.
+func New(t *testing.T, inHome bool) *World {
 	t.Helper()
 	root := t.TempDir()
 	if r, err := filepath.EvalSymlinks(root); err == nil {
@@ -52,17 +58,22 @@ func New(t *testing.T) *World {
 	})
 	w := &World{Home: filepath.Join(root, "home")}
 	w.Store = filepath.Join(w.Home, ".cache", "ferry")
-	repo := filepath.Join(w.Store, "repo-1234")
 	w.Worktree = filepath.Join(w.Home, ".local", "share", "ferry", "worktrees", "repo-1234", "a")
+	if !inHome {
+		w.Store = filepath.Join(root, "ferry")
+		w.Worktree = filepath.Join(w.Store, "worktrees", "repo-1234", "a")
+	}
+	repo := filepath.Join(w.Store, "repo-1234")
 	w.Other = filepath.Join(filepath.Dir(w.Worktree), "b")
 	agent := filepath.Join(repo, "agents", "a")
 	w.Layer = filepath.Join(agent, "private", "layers", "0", "home")
-	w.Tmp = filepath.Join(agent, "private", "tmp", "tmp")
+	w.Tmp = filepath.Join(agent, "private", "tmp")
 	w.MntTarget = filepath.Join(repo, "mnt", "target")
-	w.Marker = "ferry-confinetest-" + filepath.Base(root)
+	w.Marker = "ferry-confinetest" + strings.ReplaceAll(root, "/", "-")
 	mntSrc := filepath.Join(repo, "mnt", "src")
+	mntTmp := filepath.Join(repo, "mnt", "tmp")
 	fork := filepath.Join(agent, "target")
-	for _, d := range []string{w.Worktree, w.Other, mntSrc, w.MntTarget, fork, filepath.Join(w.Layer, "upper"), filepath.Join(w.Layer, "work"),
+	for _, d := range []string{w.Worktree, w.Other, mntSrc, mntTmp, w.MntTarget, fork, filepath.Join(w.Layer, "upper"), filepath.Join(w.Layer, "work"),
 		w.Tmp, filepath.Join(w.Home, ".cargo", "bin"), filepath.Join(w.Home, ".cargo", "registry", "src", "dep-1.0"),
 		filepath.Join(w.Store, "bin"), filepath.Join(w.Store, "keys")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -85,15 +96,14 @@ func New(t *testing.T) *World {
 	w.Plan = sandbox.Plan{
 		Store:    w.Store,
 		World:    true,
-		Writable: []string{w.Worktree},
+		Writable: []string{w.Worktree, "/tmp"},
 		ReadOnly: []string{filepath.Join(w.Worktree, ".git"), filepath.Join(w.Home, ".cargo", "bin"), filepath.Dir(w.Worktree)},
 		Private:  []sandbox.Layer{{Root: w.Home, Upper: filepath.Join(w.Layer, "upper"), Work: filepath.Join(w.Layer, "work")}},
-		Fresh:    []sandbox.Bind{{Source: w.Tmp, Target: "/tmp"}},
 		Masked:   []string{filepath.Join(w.Store, "keys")},
-		Binds:    []sandbox.Bind{{Source: w.Worktree, Target: mntSrc}, {Source: fork, Target: w.MntTarget}},
+		Binds:    []sandbox.Bind{{Source: w.Worktree, Target: mntSrc}, {Source: fork, Target: w.MntTarget}, {Source: w.Tmp, Target: mntTmp}},
 		Dir:      mntSrc,
 		Argv:     []string{"sh", "-c", w.script()},
-		Env:      []string{"PATH=/usr/bin:/bin", "HOME=" + w.Home},
+		Env:      []string{"PATH=/usr/bin:/bin", "HOME=" + w.Home, "TMPDIR=" + mntTmp},
 	}
 	return w
 }
@@ -108,7 +118,8 @@ func (w *World) script() string {
 		w.Home + "/.bashrc",        // $HOME: the private layer
 		w.Home + "/.cargo/registry/src/dep-1.0/lib.rs",
 		w.Home + "/new-file",
-		"/tmp/" + w.Marker,     // /tmp: the agent's own
+		"/tmp/" + w.Marker,     // /tmp: the host's, writable
+		"$TMPDIR/" + w.Marker,  // $TMPDIR: the agent's own
 		"/dev/shm/" + w.Marker, // /dev/shm too
 		"/dev/null",
 	}
@@ -124,7 +135,7 @@ func (w *World) script() string {
 	}
 	var b strings.Builder
 	for i, f := range must {
-		b.WriteString("echo x >> '" + f + "' || { echo 'could not write " + f + "'; exit " + strconv.Itoa(10+i) + "; }\n")
+		b.WriteString("echo x >> \"" + f + "\" || { echo \"could not write " + f + "\"; exit " + strconv.Itoa(10+i) + "; }\n")
 	}
 	for i, f := range mustNot {
 		b.WriteString("if echo x >> '" + f + "' 2>/dev/null; then echo 'wrote " + f + "'; exit " + strconv.Itoa(30+i) + "; fi\n")
@@ -163,14 +174,18 @@ func (w *World) Check(t *testing.T, out string, err error) {
 	if got := read(filepath.Join(w.Home, ".cargo", "registry", "src", "dep-1.0", "lib.rs")); got != "pub fn f() {}\n" {
 		t.Errorf("the host's registry source is %q", got)
 	}
-	for _, p := range []string{filepath.Join(w.Home, "new-file"), "/tmp/" + w.Marker, "/dev/shm/" + w.Marker} {
+	if got := read("/tmp/" + w.Marker); got != "x\n" {
+		t.Errorf("/tmp holds %q on the host", got)
+	}
+	os.Remove("/tmp/" + w.Marker)
+	for _, p := range []string{filepath.Join(w.Home, "new-file"), "/dev/shm/" + w.Marker} {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s reached the host", p)
 			os.Remove(p)
 		}
 	}
 	if got := read(filepath.Join(w.Tmp, w.Marker)); got != "x\n" {
-		t.Errorf("the agent's /tmp holds %q", got)
+		t.Errorf("the agent's $TMPDIR holds %q", got)
 	}
 	if got := read(filepath.Join(w.Home, ".cargo", "bin", "cargo")); got != "#!/bin/sh\n" {
 		t.Errorf("the toolchain's cargo is %q", got)

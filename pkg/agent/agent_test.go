@@ -412,8 +412,10 @@ func TestRmRefusals(t *testing.T) {
 	w := shared(t)
 	a := w.spawn(t, "rmme")
 
-	// Busy: a process runs for the agent.
-	c := exec.Command(filepath.Join(w.bin, "ferry"), "run", "rmme", "--", "sleep", "30")
+	// Busy: a process runs for the agent (it has started: the session
+	// holds busy.lock while it still enters the sandbox).
+	started := filepath.Join(t.TempDir(), "started")
+	c := exec.Command(filepath.Join(w.bin, "ferry"), "run", "rmme", "--", "sh", "-c", "touch "+started+"; exec sleep 30")
 	c.Dir, c.Env = w.repo.Dir, w.env(nil)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -421,7 +423,7 @@ func TestRmRefusals(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		out, _, _ := w.ferry(w.repo.Dir, nil, "list", "--json")
-		if strings.Contains(out, `"busy": true`) {
+		if _, err := os.Stat(started); err == nil && strings.Contains(out, `"busy": true`) {
 			break
 		}
 		if time.Now().After(deadline) {

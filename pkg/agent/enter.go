@@ -124,7 +124,7 @@ func enter(s *store.Store, r *Record, b fork.Backend, dir string, argv, env []st
 	// later, read hooks and config of its choosing.
 	x := confine.For(r.Confinement, env, store.PrivateFiles(s.Agent(r.Name).Private),
 		[]string{r.Worktree}, []string{filepath.Join(r.Worktree, ".git")})
-	if err := x.Apply(&plan); err != nil {
+	if err := x.Apply(&plan, s.MntTmp()); err != nil {
 		return nil, err
 	}
 	return b.Enter(forkOf(s, r, x), plan, busy)

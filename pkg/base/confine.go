@@ -2,6 +2,7 @@ package base
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/confine"
@@ -12,8 +13,8 @@ import (
 // A base's warm commands run the same build scripts an agent's builds do,
 // so their sandbox confines the host as an agent's does (package confine):
 // read-only but for the canonical checkout and target and the records of
-// the warm build, with private layers over $HOME and $CARGO_HOME and a
-// /tmp of their own, all in the base's private/ while it builds, removed
+// the warm build and /tmp, with private layers over $HOME and $CARGO_HOME
+// and a $TMPDIR of their own, all in the base's private/ while it builds, removed
 // before it is ready. One thing must reach the host's $CARGO_HOME: the
 // registry crates the commit locks, which agents' builds read at the paths
 // the base recorded. A layer the base discards would take them with it,
@@ -32,7 +33,13 @@ func decideConfinement(o Options, r *Record) task[*confine.Record] {
 		if err := o.Store.Init(); err != nil {
 			return nil, err
 		}
-		rec := confine.Decide(o.Store.Parent, o.Store.TmpDir(), o.env(), o.Settings.SandboxWritable, confine.Repository(o.Repo))
+		ro := confine.Repository(o.Repo)
+		if !o.Settings.WorktreesInRepo {
+			// The agents' worktrees (in the repository, the main
+			// checkout above covers them).
+			ro = append(ro, filepath.Join(o.Settings.WorktreeParent, o.Store.Key))
+		}
+		rec := confine.Decide(o.Store.Parent, o.Store.TmpDir(), o.env(), o.Settings.SandboxWritable, ro)
 		return &rec, nil
 	})
 }
@@ -48,10 +55,11 @@ func sayGaps(o Options, rec *confine.Record) {
 	}
 }
 
-// confined applies r's confinement to plan, a warm command's, with
-// writable the host paths it writes besides the canonical mounts; with
+// confined applies r's confinement to plan, a warm command's in a store
+// whose canonical $TMPDIR mountpoint is tmp, with writable the host paths
+// it writes besides the canonical mounts; with
 // cargoHome, the host's $CARGO_HOME stays writable too (prefetch).
-func confined(r *Record, plan *sandbox.Plan, writable []string, cargoHome string) error {
+func confined(r *Record, plan *sandbox.Plan, tmp string, writable []string, cargoHome string) error {
 	if r.Confinement == nil || !r.Confinement.World {
 		plan.Writable = append(plan.Writable, writable...)
 		return nil
@@ -60,7 +68,7 @@ func confined(r *Record, plan *sandbox.Plan, writable []string, cargoHome string
 		writable = append(writable, cargoHome)
 	}
 	x := confine.For(r.Confinement, plan.Env, store.PrivateFiles(store.BaseFiles(r.Dir).Private), writable, nil)
-	if err := x.Apply(plan); err != nil {
+	if err := x.Apply(plan, tmp); err != nil {
 		return err
 	}
 	// Warm commands run one at a time: one slot.

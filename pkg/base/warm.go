@@ -544,7 +544,7 @@ func warmCommand(o Options, r *Record, command string, env []string, cargoHome s
 	if r.Confinement == nil || !r.Confinement.World {
 		writable = append(seal.Writable, writable...)
 	}
-	if err := confined(r, &plan, writable, cargoHome); err != nil {
+	if err := confined(r, &plan, o.Store.MntTmp(), writable, cargoHome); err != nil {
 		return nil, err
 	}
 	return sandbox.Command(plan)

@@ -1,14 +1,15 @@
 // Package confine decides what an agent's or a base's sandbox makes of the
 // rest of the host: which host paths stay writable, which become private
-// (layers over $HOME and $CARGO_HOME, directories of the sandbox's own over
-// /tmp), and which stay the host's and read-only inside those. Package
-// sandbox makes the mounts (its confine.go says how); this package says
-// which, from what the agent (or base) recorded when it was made and from
-// the command's environment.
+// (layers over $HOME and $CARGO_HOME, whose writes land in the agent's
+// store dir while the host's files still show through, and a $TMPDIR of
+// the sandbox's own), and which stay the host's and read-only inside
+// those. Package sandbox makes the mounts (its confine.go says how); this
+// package says which, from what the agent (or base) recorded when it was
+// made and from the command's environment.
 //
 // The rule is an allowlist: everything is read-only but the writable roots
-// (the agent's worktree, its target, [sandbox] writable) and the private
-// ones. So a build script can plant nothing that runs later outside a
+// (the agent's worktree, its target, /tmp, [sandbox] writable) and the
+// private ones. So a build script can plant nothing that runs later outside a
 // sandbox (a git hook, a shell startup file, ~/.cargo/config.toml, Ferry's
 // shim, cargo, a toolchain), and cannot change an extracted registry
 // source that another build then compiles: its writes to $HOME and
@@ -109,8 +110,8 @@ func Decide(storeParent, scratch string, env []string, writable, readOnly []stri
 		return r
 	}
 	defer removeTree(dir)
-	up, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
-	if err := errors.Join(os.Mkdir(up, 0o755), os.Mkdir(work, 0o755)); err != nil {
+	up, work := store.PrivateFiles(dir).Slot(0).Layer(lower)
+	if err := errors.Join(os.MkdirAll(up, 0o755), os.MkdirAll(work, 0o755)); err != nil {
 		r.Gaps = append(r.Gaps, layerGap(err))
 		return r
 	}
@@ -163,8 +164,6 @@ type Session struct {
 	writable []string
 	readOnly []string
 	layers   []string // the roots of its private layers
-	fresh    []sandbox.Bind
-	made     []string // directories to make inside the fresh ones
 	cargo    string   // $CARGO_HOME, resolved
 }
 
@@ -188,7 +187,7 @@ func For(rec *Record, env []string, private store.Private, writable, readOnly []
 		rustup = filepath.Join(h, ".rustup")
 	}
 	if cargo != "" {
-		ro = append(ro, filepath.Join(cargo, "bin"))
+		ro = append(ro, filepath.Join(cargo, "bin")) // $CARGO_HOME's: not a store path
 	}
 	ro = append(ro, resolved(rustup), ferryBin())
 	for _, root := range []string{h, cargo} {
@@ -207,46 +206,40 @@ func For(rec *Record, env []string, private store.Private, writable, readOnly []
 		x.writable = append(x.writable, x.layers...)
 		x.layers = nil
 	}
-	tmpdir := resolved(dir(lookup(env, "TMPDIR")))
-	for _, root := range []string{"/tmp", "/var/tmp", tmpdir} {
-		root = resolved(root)
-		if root == "" || root == "/" || isDir(root) != nil || inAny(root, x.writable) || covered(root, x.fresh) {
-			continue
+	// /tmp is where agent tools and builds hand each other files
+	// (`cargo run -- --out /tmp/x`): it stays the host's, writable. What
+	// the build's own tools make there (rustc's link files, a build
+	// script's scratch) goes to $TMPDIR, the sandbox's own.
+	for _, root := range []string{"/tmp", "/var/tmp"} {
+		if root = resolved(root); isDir(root) == nil && root != "/" {
+			x.writable = append(x.writable, root)
 		}
-		x.fresh = append(x.fresh, sandbox.Bind{Source: private.Tmp(root), Target: root})
-	}
-	if tmpdir != "" {
-		for _, f := range x.fresh {
-			if tmpdir != f.Target && inside(tmpdir, f.Target) {
-				x.made = append(x.made, filepath.Join(f.Source, strings.TrimPrefix(tmpdir, f.Target)))
-			}
-		}
-	}
-	if sock := lookup(env, "SSH_AUTH_SOCK"); filepath.IsAbs(sock) && covered(sock, x.fresh) {
-		// The agent's socket, for git dependencies over ssh.
-		ro = append(ro, filepath.Dir(filepath.Clean(sock)))
 	}
 	x.readOnly = clean(ro)
 	return x
 }
 
-// Apply gives p (a plan with Store set) the session's roots; its private
-// layers come from Layers, for the slot the session holds.
-func (x *Session) Apply(p *sandbox.Plan) error {
+// Apply gives p (a plan with Store set, for a store whose canonical
+// $TMPDIR mountpoint is tmp) the session's roots; its private layers come
+// from Layers, for the slot the session holds. $TMPDIR is the sandbox's
+// own directory, at the same canonical path for every agent and base (a
+// build script that reads it sees the same value everywhere), bound there
+// from the private dir's tmp/.
+func (x *Session) Apply(p *sandbox.Plan, tmp string) error {
 	p.World = true
 	p.Writable = append(p.Writable, x.writable...)
 	p.ReadOnly = append(p.ReadOnly, x.readOnly...)
-	for _, f := range x.fresh {
-		if err := os.MkdirAll(f.Source, 0o700); err != nil {
-			return err
+	if err := os.MkdirAll(x.private.Tmp(), 0o700); err != nil {
+		return err
+	}
+	p.Binds = append(p.Binds, sandbox.Bind{Source: x.private.Tmp(), Target: tmp})
+	env := make([]string, 0, len(p.Env)+1)
+	for _, kv := range p.Env {
+		if !strings.HasPrefix(kv, "TMPDIR=") {
+			env = append(env, kv)
 		}
 	}
-	for _, d := range x.made {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-	}
-	p.Fresh = append(p.Fresh, x.fresh...)
+	p.Env = append(env, "TMPDIR="+tmp)
 	return nil
 }
 
@@ -358,15 +351,6 @@ func inside(p, root string) bool {
 func inAny(p string, roots []string) bool {
 	for _, r := range roots {
 		if inside(p, r) {
-			return true
-		}
-	}
-	return false
-}
-
-func covered(p string, fresh []sandbox.Bind) bool {
-	for _, f := range fresh {
-		if inside(p, f.Target) {
 			return true
 		}
 	}

@@ -66,6 +66,7 @@ const (
 	CheckFreshness  = "freshness"           // [base] freshness, and whether the toolchain can do checksum
 	CheckShimPath   = "shim-path"           // cargo in a shell resolves to Ferry's shim
 	CheckGitHook    = "git-hook"            // git worktree add makes agents (ferry hook git install)
+	// CheckConfine (confine.go): what builds in the sandbox can write.
 )
 
 // Isolation of builds, as Spawn.Isolation says it.
@@ -351,6 +352,9 @@ func (r *Report) inRepo(o Options, userns Check) {
 		withoutClones(c, used)
 	}
 	r.Checks = append(r.Checks, checkRefresh(o.Host, dir, reflink.Status == OK, sp.Isolation == IsolationHost, s.Layered))
+	if sp.Isolation != IsolationRefused {
+		r.Checks = append(r.Checks, checkConfine(o.Store, dir, sp.Isolation == IsolationHost))
+	}
 	remap := checkRemap(o.Repo, s.RemapPaths, sp.Isolation)
 	r.Checks = append(r.Checks, remap)
 	if remap.Status == Blocked && r.err == nil {

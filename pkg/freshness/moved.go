@@ -19,9 +19,11 @@ package freshness
 // way.
 //
 // "The agent's last build" is the mark: the mtime of <gitdir>/ferry-built,
-// in the worktree's own git directory (writable wherever the agent runs
-// git, also inside its sandbox, where the store is read-only; removed with
-// the worktree). A check records the time it *started*, less a margin,
+// in the worktree's own git directory (removed with the worktree). Inside
+// the agent's sandbox that directory is read-only (a build must not change
+// the repository's git state), so a check there (from `ferry run` or
+// `ferry shell`) records nothing, as a failed check does, and the next
+// check outside looks further back. A check records the time it *started*, less a margin,
 // only after it has freshened everything it found, so a change made while
 // it walks, or while the build it precedes runs, has a ctime after the
 // mark and is found by the next check; a check that fails records nothing,
@@ -644,12 +646,18 @@ func writeMark(gitDir string, t time.Time) error {
 	p := filepath.Join(gitDir, MarkName)
 	ts := []unix.Timespec{{Nsec: utimeOmit}, unix.NsecToTimespec(t.UnixNano())}
 	err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.EROFS) {
+		return nil // in the agent's sandbox: see the file comment
+	}
 	if errors.Is(err, unix.ENOENT) {
 		var f *os.File
 		if f, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
 			f.Close()
 			err = unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
 		}
+	}
+	if errors.Is(err, unix.EROFS) {
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("record the build's start in %s: %w", p, err)
@@ -677,7 +685,7 @@ func readLinks(gitDir string) (map[string]string, error) {
 func writeLinks(gitDir string, links map[string]string) error {
 	p := filepath.Join(gitDir, linksName)
 	if len(links) == 0 {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.EROFS) {
 			return err
 		}
 		return nil
@@ -691,7 +699,10 @@ func writeLinks(gitDir string, links map[string]string) error {
 	for _, k := range keys {
 		b.WriteString(k + "\x00" + links[k] + "\x00")
 	}
-	return atomicfile.WriteFile(p, b.Bytes(), 0o644)
+	if err := atomicfile.WriteFile(p, b.Bytes(), 0o644); !errors.Is(err, unix.EROFS) {
+		return err
+	}
+	return nil // in the agent's sandbox: the next check outside sees the links changed again
 }
 
 func tsBefore(a, b unix.Timespec) bool {

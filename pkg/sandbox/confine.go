@@ -27,14 +27,12 @@ import (
 //     ($HOME, $CARGO_HOME) and whose upper is the agent's, in its store
 //     dir: the sandbox reads the host's files and its writes land in the
 //     upper, seen by this agent only;
-//   - Fresh: directories of the agent's bound over host directories (/tmp,
-//     /var/tmp, $TMPDIR): writable, private, and the host's hidden;
 //   - ReadOnly: paths inside a writable root or a private layer that stay
 //     the host's and read-only: the repository's git dirs (hooks, config,
 //     refs), toolchains, Ferry's binaries, other agents' worktrees;
 //   - /dev/shm: a tmpfs of its own.
 //
-// A private layer or a fresh directory covers everything below its root,
+// A private layer covers everything below its root,
 // the store and worktrees under $HOME included. So the sandbox child
 // covers one root at a time, deepest first, and puts back on top, from
 // descriptors opened just before, what must stay the host's there (the
@@ -96,49 +94,27 @@ type Step struct {
 // Steps is a plan's setup, compiled for a created namespace.
 func (c *Cmd) Steps() []Step { return c.steps }
 
-// cover is a root a plan covers (Private or Fresh).
-type cover struct {
-	root  string
-	layer *Layer
-	fresh *Bind
-}
+// exists reports whether a host path exists; a variable for tests.
+type exists func(path string) bool
 
-// Kind says whether a host path exists, and whether it is a directory.
-type Kind func(path string) (exists, dir bool)
-
-// Mountpoint is a path that must exist in a fresh directory before the
-// sandbox is made: where a host path is put back on top of it.
-type Mountpoint struct {
-	Path string
-	Dir  bool
-}
-
-// compile turns p into the steps that make its namespace, and the
-// mountpoints to make first in its fresh directories. mounts are the mount
-// points the caller sees (its mountinfo): a host mount below a covered root
-// is put back on top of it. kind tells which host paths exist. p's paths
-// are clean and absolute (checkPaths).
-func compile(p Plan, mounts []string, kind Kind) ([]Step, []Mountpoint) {
+// compile turns p into the steps that make its namespace. mounts are the
+// mount points the caller sees (its mountinfo): a host mount below a
+// covered root is put back on top of it. exist tells which host paths
+// exist. p's paths are clean and absolute (checkPaths).
+func compile(p Plan, mounts []string, exist exists) []Step {
 	var s []Step
-	var made []Mountpoint
 	add := func(op, a, b, c, name string) { s = append(s, Step{Op: op, A: a, B: b, C: c, Name: name}) }
 	if p.Store != "" {
 		add(opRoot, p.Store, "", "", "open the store")
 	}
 
-	var covers []cover
-	for i := range p.Private {
-		covers = append(covers, cover{root: p.Private[i].Root, layer: &p.Private[i]})
-	}
-	for i := range p.Fresh {
-		covers = append(covers, cover{root: p.Fresh[i].Target, fresh: &p.Fresh[i]})
-	}
+	covers := append([]Layer{}, p.Private...)
 	sort.SliceStable(covers, func(i, j int) bool {
-		di, dj := depth(covers[i].root), depth(covers[j].root)
+		di, dj := depth(covers[i].Root), depth(covers[j].Root)
 		if di != dj {
 			return di > dj
 		}
-		return covers[i].root < covers[j].root
+		return covers[i].Root < covers[j].Root
 	})
 	// What must stay the host's wherever a cover falls on it.
 	var keep []string
@@ -153,41 +129,28 @@ func compile(p Plan, mounts []string, kind Kind) ([]Step, []Mountpoint) {
 	for _, c := range covers {
 		var under []string
 		for _, q := range append(append([]string{}, keep...), done...) {
-			if below(q, c.root) && q != c.root {
-				if ok, _ := kind(q); ok || contains(done, q) {
-					under = append(under, q)
-				}
+			if below(q, c.Root) && q != c.Root && (exist(q) || contains(done, q)) {
+				under = append(under, q)
 			}
 		}
 		under = outermost(under)
 		for i, q := range under {
 			add(opPin, q, strconv.Itoa(slot+i), "", "open "+q)
 		}
-		if c.layer != nil {
-			ov := c.layer.Overlay()
-			add(opCheck, ov.Upper, "", "", "open "+ov.Upper)
-			add(opCheck, ov.Work, "", "", "open "+ov.Work)
-			plain := ov
-			plain.Volatile = false
-			add(opOverlay, c.root, ov.Options(), plain.Options(), "mount the private layer on "+c.root)
-		} else {
-			add(opBind, c.fresh.Source, c.root, "r", "bind a private directory on "+c.root)
-			for _, q := range under {
-				_, dir := kind(q)
-				if contains(done, q) {
-					dir = true
-				}
-				made = append(made, Mountpoint{Path: filepath.Join(c.fresh.Source, strings.TrimPrefix(q, c.root)), Dir: dir})
-			}
-		}
+		ov := c.Overlay()
+		add(opCheck, ov.Upper, "", "", "open "+ov.Upper)
+		add(opCheck, ov.Work, "", "", "open "+ov.Work)
+		plain := ov
+		plain.Volatile = false
+		add(opOverlay, c.Root, ov.Options(), plain.Options(), "mount the private layer on "+c.Root)
 		if len(under) > 0 {
-			add(opCover, c.root, "", "", "open "+c.root)
+			add(opCover, c.Root, "", "", "open "+c.Root)
 		}
 		for i, q := range under {
 			add(opKeep, "@"+strconv.Itoa(slot+i), q, "", "keep "+q+" as the host has it")
 		}
 		slot += len(under)
-		done = append(done, c.root)
+		done = append(done, c.Root)
 	}
 	if len(covers) > 0 && p.Store != "" {
 		// Paths below the store resolve in the store now seen at its path.
@@ -195,8 +158,26 @@ func compile(p Plan, mounts []string, kind Kind) ([]Step, []Mountpoint) {
 	}
 
 	writable := sortedByDepth(p.Writable)
-	for _, w := range writable {
-		add(opBind, w, w, "r?", "keep "+w+" writable")
+	// A store inside a writable root (below /tmp, say) is a mount of its
+	// own, read-only, made among the writable roots by depth: the ones
+	// below it (the warm build's records, worktrees kept in the store
+	// parent) are writable again on top of it.
+	selfBinds := writable
+	storeInside := p.World && p.Store != "" && inAny(p.Store, writable) && !contains(writable, p.Store)
+	if storeInside {
+		selfBinds = sortedByDepth(append(append([]string{}, writable...), p.Store))
+	}
+	for _, w := range selfBinds {
+		if storeInside && w == p.Store {
+			add(opBind, w, w, "r", "keep the store "+w+" read-only")
+		} else {
+			add(opBind, w, w, "r?", "keep "+w+" writable")
+		}
+		if p.Store != "" && below(p.Store, w) {
+			// The store is seen in this new mount now (a copy of the
+			// one the root was opened in).
+			add(opRoot, p.Store, "", "", "open the store")
+		}
 	}
 	if p.World {
 		for _, r := range sortedByDepth(p.ReadOnly) {
@@ -243,7 +224,7 @@ func compile(p Plan, mounts []string, kind Kind) ([]Step, []Mountpoint) {
 			}
 		}
 		for _, c := range covers {
-			add(opWritable, c.root, "", "", "keep "+c.root+" writable")
+			add(opWritable, c.Root, "", "", "keep "+c.Root+" writable")
 		}
 		add(opWritable, "/proc", "", "?", "keep /proc writable")
 	} else if p.Store != "" {
@@ -261,7 +242,7 @@ func compile(p Plan, mounts []string, kind Kind) ([]Step, []Mountpoint) {
 	if p.World || p.Store != "" {
 		add(opDropCaps, "", "", "", "drop the capability to mount")
 	}
-	return s, made
+	return s
 }
 
 // checkPaths refuses a plan whose paths are not clean and absolute: the
@@ -273,7 +254,7 @@ func checkPaths(p Plan) error {
 	if p.Store != "" {
 		paths = append(paths, p.Store)
 	}
-	for _, b := range append(append([]Bind{}, p.Binds...), p.Fresh...) {
+	for _, b := range p.Binds {
 		paths = append(paths, b.Source, b.Target)
 	}
 	for _, l := range p.Private {
@@ -289,17 +270,12 @@ func checkPaths(p Plan) error {
 			return fmt.Errorf("sandbox: a private layer cannot cover /")
 		}
 	}
-	for _, f := range p.Fresh {
-		if f.Target == "/" {
-			return fmt.Errorf("sandbox: a private directory cannot cover /")
-		}
-	}
 	return nil
 }
 
 // covered reports whether p covers any root, so that the host's mounts below
 // the roots matter.
-func (p Plan) covered() bool { return len(p.Private) > 0 || len(p.Fresh) > 0 }
+func (p Plan) covered() bool { return len(p.Private) > 0 }
 
 // below reports whether p is dir or lies below it.
 func below(p, dir string) bool {

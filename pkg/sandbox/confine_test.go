@@ -14,13 +14,17 @@ import (
 // a toolchain and another agent's worktree are read-only, the keys hidden,
 // and the command cannot mount.
 func TestConfinedWorld(t *testing.T) {
-	w := confinetest.New(t)
-	c, err := sandbox.Command(w.Plan)
-	if err != nil {
-		t.Fatal(err)
+	for _, inHome := range []bool{true, false} {
+		t.Run(map[bool]string{true: "store in home", false: "store in tmp"}[inHome], func(t *testing.T) {
+			w := confinetest.New(t, inHome)
+			c, err := sandbox.Command(w.Plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			c.Stdout, c.Stderr = &out, &out
+			err = c.Run()
+			w.Check(t, out.String(), err)
+		})
 	}
-	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, &out
-	err = c.Run()
-	w.Check(t, out.String(), err)
 }

@@ -163,12 +163,10 @@ type Plan struct {
 	World    bool     `json:"world,omitempty"`
 	Writable []string `json:"writable,omitempty"`
 	// Private are private layers (overlays on host directories whose
-	// writes land in the agent's upper), Fresh directories of the agent's
-	// bound over host directories (/tmp), and ReadOnly the paths inside
+	// writes land in the agent's upper), and ReadOnly the paths inside
 	// them or inside Writable that stay the host's, read-only. Each needs
 	// World.
 	Private  []Layer  `json:"private,omitempty"`
-	Fresh    []Bind   `json:"fresh,omitempty"`
 	ReadOnly []string `json:"read_only,omitempty"`
 	// Masked are paths below Store that the namespace hides once the
 	// store is sealed: a directory behind an empty read-only filesystem,
@@ -309,7 +307,7 @@ func Command(p Plan) (*Cmd, error) {
 		return nil, err
 	}
 	if (p.covered() || len(p.ReadOnly) > 0) && !p.World {
-		return nil, errors.New("sandbox: private layers, private directories and read-only paths need a read-only host (World)")
+		return nil, errors.New("sandbox: private layers and read-only paths need a read-only host (World)")
 	}
 	if p.Join != nil {
 		if p.KillOnParentDeath {
@@ -331,8 +329,7 @@ func Command(p Plan) (*Cmd, error) {
 	return &Cmd{Cmd: c, created: &p, steps: steps}, nil
 }
 
-// prepareSteps compiles p's setup and makes, in its fresh directories, the
-// mountpoints the setup puts host paths back on.
+// prepareSteps compiles p's setup, with the mounts this process sees.
 func prepareSteps(p Plan) ([]Step, error) {
 	var mounts []string
 	if p.covered() {
@@ -344,34 +341,13 @@ func prepareSteps(p Plan) ([]Step, error) {
 			mounts = append(mounts, m.Point)
 		}
 	}
-	steps, made := compile(p, mounts, hostKind)
-	for _, m := range made {
-		if err := makeMountpoint(m); err != nil {
-			return nil, err
-		}
-	}
-	return steps, nil
+	return compile(p, mounts, hostExists), nil
 }
 
-// hostKind is Kind on this host's files.
-func hostKind(path string) (exists, dir bool) {
-	fi, err := os.Lstat(path)
-	return err == nil, err == nil && fi.IsDir()
-}
-
-// makeMountpoint makes m where it is missing: a directory, or an empty file.
-func makeMountpoint(m Mountpoint) error {
-	if m.Dir {
-		return os.MkdirAll(m.Path, 0o755)
-	}
-	if err := os.MkdirAll(filepath.Dir(m.Path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(m.Path, os.O_CREATE|os.O_RDONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	return f.Close()
+// hostExists is exists on this host's files.
+func hostExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // Created returns the plan of a command that gets a namespace of its own

@@ -22,7 +22,7 @@ import (
 //	  worktrees/                      agent worktrees, when FERRY_HOME names the parent
 //	  <repo-name>-<hash>/             one store per repository (Key)
 //	    store.json lock current watch.lock
-//	    mnt/src mnt/target            canonical mountpoints (empty on the host)
+//	    mnt/src mnt/target mnt/tmp    canonical mountpoints (empty on the host)
 //	    outbox/<event id>.json        events waiting for the bus
 //	    demand.log                    the agents' cargo calls, one JSON line each (package demand)
 //	    pending/                      worktrees to adopt once a base is ready, one record each (package agent)
@@ -48,7 +48,7 @@ import (
 //	      private/                    its sandbox's private layers and directories (package confine):
 //	        layers/<slot>/lock boot   a session's hold on the slot; the boot its layers were last mounted in
 //	        layers/<slot>/<root>/upper/ work/   the private layer over host directory <root> ($HOME, $CARGO_HOME)
-//	        tmp/<root>/               its own /tmp (and /var/tmp, $TMPDIR)
+//	        tmp/                      its $TMPDIR, at mnt/tmp in the sandbox
 
 // Names are the file and directory names of the layout, as the store tree
 // of docs/store.md shows them.
@@ -145,6 +145,7 @@ func (s *Store) CurrentPath() string   { return filepath.Join(s.Dir, "current") 
 func (s *Store) WatchLockPath() string { return filepath.Join(s.Dir, "watch.lock") }
 func (s *Store) MntSrc() string        { return filepath.Join(s.Dir, "mnt", "src") }
 func (s *Store) MntTarget() string     { return filepath.Join(s.Dir, "mnt", "target") }
+func (s *Store) MntTmp() string        { return filepath.Join(s.Dir, "mnt", "tmp") }
 func (s *Store) BasesDir() string      { return filepath.Join(s.Dir, "bases") }
 func (s *Store) AgentsDir() string     { return filepath.Join(s.Dir, "agents") }
 func (s *Store) TmpDir() string        { return filepath.Join(s.Dir, "tmp") }
@@ -300,8 +301,8 @@ func (s PrivateSlot) Layer(root string) (upper, work string) {
 	return filepath.Join(dir, "upper"), filepath.Join(dir, "work")
 }
 
-// Tmp returns the private directory bound over the host directory root.
-func (p Private) Tmp(root string) string { return filepath.Join(p.Dir, "tmp", RootKey(root)) }
+// Tmp is the sandbox's $TMPDIR, bound on the store's mnt/tmp.
+func (p Private) Tmp() string { return filepath.Join(p.Dir, "tmp") }
 
 // RootKey names a host directory in a private dir: its last element (to be
 // read) and a hash of the whole path (to be unique).

@@ -8,7 +8,7 @@
 //
 //	<parent>/<repo-name>-<hash>/
 //	  store.json lock current
-//	  mnt/src mnt/target            canonical mountpoints (empty on the host)
+//	  mnt/src mnt/target mnt/tmp    canonical mountpoints (empty on the host)
 //	  bases/<commit>-<fp>/          immutable once base.json exists
 //	    base.json src/ target/
 //	  bases/<commit>-<fp>.lock
@@ -111,7 +111,7 @@ func (s *Store) Init() error {
 	if err := s.CheckOwner(); err != nil {
 		return err
 	}
-	for _, d := range []string{s.MntSrc(), s.MntTarget(), s.BasesDir(), s.AgentsDir(), s.TmpDir()} {
+	for _, d := range []string{s.MntSrc(), s.MntTarget(), s.MntTmp(), s.BasesDir(), s.AgentsDir(), s.TmpDir()} {
 		if err := MkdirAll(d, 0o755); err != nil {
 			return failure.Wrap(failure.Prereq, err, "check that the store parent is writable, or choose another with FERRY_HOME", "create the store")
 		}

@@ -470,8 +470,10 @@ func TestAsUnprivilegedUser(t *testing.T) {
 // The constructor makes the confined sandbox the sandbox child makes
 // (package sandbox's TestConfinedWorld), from the same steps.
 func TestInPlaceConfinedWorld(t *testing.T) {
-	w := confinetest.New(t)
-	w.Plan.Argv[0] = "/bin/sh" // the shim execs cargo by its path
-	_, out, err := inPlace(t, w.Plan, "")
-	w.Check(t, out, err)
+	for _, inHome := range []bool{true, false} {
+		w := confinetest.New(t, inHome)
+		w.Plan.Argv[0] = "/bin/sh" // the shim execs cargo by its path
+		_, out, err := inPlace(t, w.Plan, "")
+		w.Check(t, out, err)
+	}
 }

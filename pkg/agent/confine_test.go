@@ -1,0 +1,509 @@
+package agent_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/testenv"
+	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/platform"
+	"github.com/ferrydev/ferry/pkg/store"
+)
+
+// confined is a small repository whose build script runs probe.sh, a
+// script that tries to write where an attacker would (and reads the
+// secrets), with a fake $HOME holding the store and the worktrees as the
+// defaults do, and a git dependency that reaches $CARGO_HOME.
+type confined struct {
+	w                 *world
+	root, fakeHome    string
+	cargoHome, rustup string
+	probeOut          string
+	dep               string // the git dependency's repository
+}
+
+// probeScript tries each class of path for its context ($1) and records
+// what happened in $PROBE_OUT/<context>: "<class> wrote" or "denied", and
+// for the secrets "hidden" or "visible". In a build script the worktree
+// and the target are the package's dir and OUT_DIR.
+const probeScript = `ctx=$1
+out=$PROBE_OUT/$ctx
+: > "$out.tmp"
+name=ferry-probe-$ctx
+try() {
+	if [ -z "$2" ]; then return; fi
+	if (echo x >> "$2/$name-$1") 2>/dev/null; then echo "$1 wrote" >> "$out.tmp"; else echo "$1 denied" >> "$out.tmp"; fi
+}
+hidden() {
+	if [ -e "$2/secret" ]; then echo "$1 visible" >> "$out.tmp"; else echo "$1 hidden" >> "$out.tmp"; fi
+}
+try worktree "${CARGO_MANIFEST_DIR:-$PROBE_WORKTREE}"
+try target "${OUT_DIR:-$PROBE_TARGET}"
+try gitdir "$PROBE_GITDIR/hooks"
+try cargohome "$CARGO_HOME/registry"
+try home "$HOME"
+try toolchain "$CARGO_HOME/bin"
+try rustup "$PROBE_RUSTUP"
+try ferrybin "$PROBE_FERRYBIN"
+try otheragent "$PROBE_OTHER"
+try store "$PROBE_STORE"
+try tmp "$PROBE_OUT"
+try tmpdir "${TMPDIR:-/tmp}"
+[ "$ctx" = shell ] || try host /usr/local
+hidden keys "$PROBE_KEYS"
+hidden bus "$PROBE_BUS"
+mv "$out.tmp" "$out"
+`
+
+const probeBuildScript = `fn main() {
+    println!("cargo:rerun-if-env-changed=PROBE_CONTEXT");
+    if let Ok(ctx) = std::env::var("PROBE_CONTEXT") {
+        let st = std::process::Command::new("sh")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/probe.sh"))
+            .arg(ctx)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+}
+`
+
+func newConfined(t *testing.T) *confined {
+	t.Helper()
+	fixture.RequireTools(t)
+	root := t.TempDir()
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	c := &confined{root: root, fakeHome: filepath.Join(root, "home"), probeOut: filepath.Join(root, "probes")}
+	c.cargoHome = filepath.Join(c.fakeHome, ".cargo")
+	if rh := os.Getenv("RUSTUP_HOME"); rh != "" {
+		c.rustup = rh
+	} else if h, err := os.UserHomeDir(); err == nil {
+		if _, err := os.Stat(filepath.Join(h, ".rustup")); err == nil {
+			c.rustup = filepath.Join(h, ".rustup")
+		}
+	}
+	for _, d := range []string{c.probeOut, filepath.Join(c.cargoHome, "bin"), filepath.Join(c.cargoHome, "registry")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(c.fakeHome, ".bashrc"), []byte("# the host's\n"), 0o644)
+
+	// The git dependency.
+	c.dep = filepath.Join(root, "dep")
+	writeFiles(t, c.dep, map[string]string{
+		"Cargo.toml": "[package]\nname = \"dep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+		"src/lib.rs": "pub fn answer() -> u32 { 42 }\n",
+	})
+	gitInit(t, c.dep)
+
+	repo := filepath.Join(root, "repo")
+	writeFiles(t, repo, map[string]string{
+		"Cargo.toml": "[package]\nname = \"probed\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n" +
+			"dep = { git = \"file://" + c.dep + "\" }\n",
+		"src/main.rs": "fn main() { println!(\"{}\", dep::answer()); }\n",
+		"build.rs":    probeBuildScript,
+		"probe.sh":    probeScript,
+		"ferry.toml":  "[base]\nwarm = [\"cargo build\"]\n",
+	})
+	// The lockfile, fetched into a $CARGO_HOME of its own: the fake one
+	// starts empty, for the base's fetch to fill.
+	lock := exec.Command("cargo", "generate-lockfile")
+	lock.Dir, lock.Env = repo, append(os.Environ(), "CARGO_HOME="+filepath.Join(root, "scratch-cargo"))
+	if out, err := lock.CombinedOutput(); err != nil {
+		t.Fatalf("cargo generate-lockfile: %v\n%s", err, out)
+	}
+	gitInit(t, repo)
+	r, err := fixture.Open(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.w = &world{repo: r, bin: testenv.Binaries(t),
+		home: filepath.Join(c.fakeHome, ".cache", "ferry"), wts: filepath.Join(c.fakeHome, ".local", "share", "ferry", "worktrees")}
+	return c
+}
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func gitInit(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"},
+		{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init"}} {
+		c := exec.Command("git", args...)
+		c.Dir = dir
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// env is the environment of every command: the fake $HOME and
+// $CARGO_HOME, the real toolchain, and what probe.sh tries.
+func (c *confined) env(ctx string, extra ...string) []string {
+	store := c.storeDir()
+	env := []string{"HOME=" + c.fakeHome, "CARGO_HOME=" + c.cargoHome, "PROBE_OUT=" + c.probeOut,
+		"PROBE_GITDIR=" + filepath.Join(c.w.repo.Dir, ".git"), "PROBE_FERRYBIN=" + c.w.bin,
+		"PROBE_STORE=" + store, "PROBE_KEYS=" + filepath.Join(c.w.home, "keys"), "PROBE_BUS=" + filepath.Join(c.w.home, "bus"),
+		"PROBE_OTHER=" + filepath.Join(c.w.wts, filepath.Base(store), "other")}
+	if c.rustup != "" {
+		env = append(env, "RUSTUP_HOME="+c.rustup, "PROBE_RUSTUP="+c.rustup)
+	}
+	if ctx != "" {
+		env = append(env, "PROBE_CONTEXT="+ctx)
+	}
+	return append(env, extra...)
+}
+
+// storeDir is the repository's store dir, made or not.
+func (c *confined) storeDir() string {
+	common, err := filepath.EvalSymlinks(filepath.Join(c.w.repo.Dir, ".git"))
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(c.w.home, store.Key(common))
+}
+
+// probe reads what probe.sh recorded for ctx.
+func (c *confined) probe(t *testing.T, ctx string) map[string]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(c.probeOut, ctx))
+	if err != nil {
+		t.Fatalf("the %s probe recorded nothing: %v", ctx, err)
+	}
+	defer f.Close()
+	got := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if class, what, ok := strings.Cut(sc.Text(), " "); ok {
+			got[class] = what
+		}
+	}
+	return got
+}
+
+// table reads the table of docs/store.md's "What an agent can touch":
+// outcome by row (its first cell) and column.
+func confinementTable(t *testing.T) (columns []string, rows map[string][]string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "store.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(data), "## What an agent can touch")
+	rows = map[string][]string{}
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| ") {
+			if len(rows) > 0 {
+				break
+			}
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		switch {
+		case cells[0] == "path":
+			columns = cells[1:]
+		case strings.HasPrefix(cells[0], "---"):
+		default:
+			rows[cells[0]] = cells[1:]
+		}
+	}
+	return columns, rows
+}
+
+// The rows of the table, by the class probe.sh names them.
+var tableRows = map[string]string{
+	"worktree":   "the agent's worktree",
+	"target":     "its target",
+	"gitdir":     "the repository's git dir (hooks, config, refs)",
+	"cargohome":  "`$CARGO_HOME` (registry, git checkouts)",
+	"home":       "`$HOME` (`~/.bashrc`, `~/.gitconfig`, …)",
+	"toolchain":  "toolchains (`$RUSTUP_HOME`, `$CARGO_HOME/bin`)",
+	"rustup":     "toolchains (`$RUSTUP_HOME`, `$CARGO_HOME/bin`)",
+	"ferrybin":   "Ferry's binaries",
+	"otheragent": "other agents' worktrees",
+	"store":      "the store (bases, other forks, records, the shim's link)",
+	"keys":       "the signing keys (`keys/`)",
+	"bus":        "the bus (`bus/`: token, address)",
+	"tmp":        "`/tmp`",
+	"tmpdir":     "`$TMPDIR`",
+	"host":       "the rest of the host (`/usr`, `/etc`, …)",
+}
+
+// The table's columns, by context.
+var tableColumns = map[string]string{
+	"shim":  "the agent's cargo (shim)",
+	"run":   "`ferry run`, `ferry shell`",
+	"warm":  "a base's warm command",
+	"shell": "the agent tool's own shell",
+}
+
+// Every cell of docs/store.md's confinement table, tried: a build script
+// in a base's warm command and in an agent's cargo call, a `ferry run`
+// command, and the agent tool's own shell each try to write every class of
+// path and to read the secrets, and what happened (and what reached the
+// host) is what the cell says. For a reflink-or-copy agent (a namespace
+// per call) and an overlay agent (one shared namespace).
+func TestConfinementTable(t *testing.T) {
+	c := newConfined(t)
+	w := c.w
+	columns, rows := confinementTable(t)
+	for _, col := range tableColumns {
+		if !contains(columns, col) {
+			t.Fatalf("docs/store.md's table has no column %q (it has %q)", col, columns)
+		}
+	}
+	for class, row := range tableRows {
+		if rows[row] == nil {
+			t.Fatalf("docs/store.md's table has no row %q (for %s)", row, class)
+		}
+	}
+	if len(rows) != len(uniq(tableRows)) {
+		t.Errorf("docs/store.md's table has %d rows, the test tries %d", len(rows), len(uniq(tableRows)))
+	}
+	os.MkdirAll(filepath.Join(w.home, "keys"), 0o700)
+	os.WriteFile(filepath.Join(w.home, "keys", "secret"), []byte("key\n"), 0o600)
+	os.MkdirAll(filepath.Join(w.home, "bus"), 0o700)
+	os.WriteFile(filepath.Join(w.home, "bus", "secret"), []byte("token\n"), 0o600)
+
+	// The warm command: a build script in the base's cargo build.
+	if _, stderr, err := w.ferry(w.repo.Dir, c.env("warm"), "base"); err != nil {
+		t.Fatalf("ferry base: %v\n%s", err, stderr)
+	}
+	// The base fetched the git dependency into the host's $CARGO_HOME,
+	// which its own build could not write.
+	if m, _ := filepath.Glob(filepath.Join(c.cargoHome, "git", "checkouts", "dep-*")); len(m) == 0 {
+		t.Errorf("the base did not fetch its git dependency into the host's $CARGO_HOME")
+	}
+	store := w.storeDir(t)
+	var b baseJSON
+	out, _, _ := w.ferry(w.repo.Dir, c.env(""), "base", "--json")
+	if err := json.Unmarshal([]byte(out), &b); err != nil || b.Target == "" {
+		t.Fatalf("ferry base --json: %v\n%s", err, out)
+	}
+	c.check(t, "warm", rows, hostView{worktree: b.Src, target: []string{b.Target}})
+
+	backends := []string{"copy"}
+	if blocker, err := fork.OverlayBlocker(platform.Real(), store); err == nil && blocker == nil {
+		backends = append(backends, "overlay")
+	} else {
+		t.Logf("the overlay backend is not tried: %v%v", blocker, err)
+	}
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			os.RemoveAll(c.probeOut)
+			os.MkdirAll(c.probeOut, 0o755)
+			other := w.spawnIn(t, c.env(""), "other", "--backend", backend)
+			a := w.spawnIn(t, c.env(""), "a", "--backend", backend)
+			defer func() {
+				w.ferry(w.repo.Dir, c.env(""), "rm", "--force", "a")
+				w.ferry(w.repo.Dir, c.env(""), "rm", "--force", "other")
+			}()
+			_ = other
+			agentDir := filepath.Join(store, "agents", "a")
+			view := hostView{worktree: a.Worktree, target: []string{filepath.Join(agentDir, "target"), filepath.Join(agentDir, "upper")},
+				private: filepath.Join(agentDir, "private")}
+
+			// The agent's cargo, through the shim: the build script probes.
+			_, stderr, code := w.cargo(a.Worktree, c.env("shim"), "build")
+			if code != 0 {
+				t.Fatalf("cargo build: exit %d\n%s", code, stderr)
+			}
+			if strings.Contains(stderr, "Compiling dep") {
+				t.Errorf("the agent compiled the git dependency the base compiled:\n%s", stderr)
+			}
+			c.check(t, "shim", rows, view)
+
+			// ferry run.
+			if _, stderr, err := w.ferry(a.Worktree, c.env("", "PROBE_WORKTREE="+a.Worktree, "PROBE_TARGET="+filepath.Join(store, "mnt", "target")),
+				"run", "a", "--", "sh", filepath.Join(a.Worktree, "probe.sh"), "run"); err != nil {
+				t.Fatalf("ferry run: %v\n%s", err, stderr)
+			}
+			c.check(t, "run", rows, view)
+
+			// The agent tool's own shell: no sandbox at all.
+			shellTarget := filepath.Join(agentDir, "target") // the fork's own directory
+			if backend == "overlay" {
+				shellTarget = "" // reached only while a namespace lives
+			}
+			sh := exec.Command("sh", filepath.Join(a.Worktree, "probe.sh"), "shell")
+			sh.Dir = a.Worktree
+			sh.Env = append(os.Environ(), c.env("", "PROBE_WORKTREE="+a.Worktree, "PROBE_TARGET="+shellTarget)...)
+			if out, err := sh.CombinedOutput(); err != nil {
+				t.Fatalf("probe in the shell: %v\n%s", err, out)
+			}
+			c.check(t, "shell", rows, view)
+		})
+	}
+}
+
+// hostView says where the host sees what a sandbox wrote through the
+// canonical paths.
+type hostView struct {
+	worktree string
+	target   []string // directories holding the target's files on the host
+	private  string   // the agent's private dir
+}
+
+// check compares what the probe of ctx recorded, and what reached the
+// host, with the table's column for ctx.
+func (c *confined) check(t *testing.T, ctx string, rows map[string][]string, v hostView) {
+	t.Helper()
+	columns, _ := confinementTable(t)
+	col := -1
+	for i, name := range columns {
+		if name == tableColumns[ctx] {
+			col = i
+		}
+	}
+	got := c.probe(t, ctx)
+	name := "ferry-probe-" + ctx
+	for class, row := range tableRows {
+		want := rows[row][col]
+		res, tried := got[class]
+		if !tried {
+			if class == "rustup" && c.rustup == "" || class == "host" && ctx == "shell" || class == "target" && ctx == "shell" && strings.Contains(t.Name(), "overlay") {
+				continue
+			}
+			t.Errorf("%s: %s was not tried", ctx, class)
+			continue
+		}
+		file := name + "-" + class
+		onHost := c.onHost(t, ctx, class, file, v)
+		inPrivate := v.private != "" && found(v.private, file)
+		var ok bool
+		switch {
+		case strings.HasPrefix(want, "private layer"):
+			ok = res == "wrote" && !onHost && (ctx == "warm" || inPrivate)
+		case strings.HasPrefix(want, "private"):
+			ok = res == "wrote" && !onHost
+		case strings.HasPrefix(want, "writable"), strings.HasPrefix(want, "the host's"):
+			ok = res == "wrote" && onHost
+		case strings.HasPrefix(want, "read-only"):
+			ok = res == "denied"
+		case strings.HasPrefix(want, "hidden"):
+			ok = res == "hidden"
+		case strings.HasPrefix(want, "readable"):
+			ok = res == "visible"
+		case strings.HasPrefix(want, "as the user may"):
+			ok = true
+		default:
+			t.Fatalf("docs/store.md's cell %q (%s, %s) says nothing the test knows", want, row, tableColumns[ctx])
+		}
+		if !ok {
+			t.Errorf("%s × %s: the table says %q; the probe %s, and the host %s it", tableColumns[ctx], row, want, res,
+				map[bool]string{true: "sees", false: "does not see"}[onHost])
+		}
+	}
+	c.cleanHost(ctx)
+}
+
+// onHost reports whether the file the probe of ctx wrote for class is on
+// the host where that class lives.
+func (c *confined) onHost(t *testing.T, ctx, class, file string, v hostView) bool {
+	w := c.w
+	store := c.storeDir()
+	switch class {
+	case "worktree":
+		return exists(filepath.Join(v.worktree, file))
+	case "target":
+		for _, d := range v.target {
+			if found(d, file) {
+				return true
+			}
+		}
+		return false
+	case "tmpdir":
+		tmp := os.Getenv("TMPDIR")
+		if tmp == "" {
+			tmp = "/tmp"
+		}
+		return exists(filepath.Join(tmp, file))
+	}
+	dirs := map[string]string{
+		"gitdir": filepath.Join(w.repo.Dir, ".git", "hooks"), "cargohome": filepath.Join(c.cargoHome, "registry"),
+		"home": c.fakeHome, "toolchain": filepath.Join(c.cargoHome, "bin"), "rustup": c.rustup, "ferrybin": w.bin,
+		"otheragent": filepath.Join(w.wts, filepath.Base(store), "other"), "store": store, "tmp": c.probeOut, "host": "/usr/local",
+	}
+	return dirs[class] != "" && exists(filepath.Join(dirs[class], file))
+}
+
+// cleanHost removes what a probe wrote into shared host directories.
+func (c *confined) cleanHost(ctx string) {
+	for _, d := range []string{c.rustup, c.w.bin, "/usr/local", os.Getenv("TMPDIR"), "/tmp"} {
+		if d == "" {
+			continue
+		}
+		m, _ := filepath.Glob(filepath.Join(d, "ferry-probe-"+ctx+"-*"))
+		for _, f := range m {
+			os.Remove(f)
+		}
+	}
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
+// found reports whether a file named name lies anywhere below dir.
+func found(dir, name string) bool {
+	hit := false
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == name {
+			hit = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return hit
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func uniq(m map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range m {
+		out[v] = true
+	}
+	return out
+}
+
+// spawnIn is spawn with extra environment.
+func (w *world) spawnIn(t *testing.T, extra []string, name string, args ...string) agentJSON {
+	t.Helper()
+	out, stderr, err := w.ferry(w.repo.Dir, extra, append([]string{"spawn", name, "--json"}, args...)...)
+	if err != nil {
+		t.Fatalf("ferry spawn %s: %v\n%s", name, err, stderr)
+	}
+	var a agentJSON
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
+		t.Fatalf("spawn output %q: %v", out, err)
+	}
+	return a
+}
