@@ -63,6 +63,14 @@ mv "$out.tmp" "$out"
 
 const probeBuildScript = `fn main() {
     println!("cargo:rerun-if-env-changed=PROBE_CONTEXT");
+    println!("cargo:rerun-if-env-changed=ATTACK");
+    if std::env::var("ATTACK").is_ok() {
+        let st = std::process::Command::new("sh")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/attack.sh"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
     if let Ok(ctx) = std::env::var("PROBE_CONTEXT") {
         let st = std::process::Command::new("sh")
             .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/probe.sh"))
@@ -112,6 +120,10 @@ func newConfined(t *testing.T) *confined {
 		"src/main.rs": "fn main() { println!(\"{}\", dep::answer()); }\n",
 		"build.rs":    probeBuildScript,
 		"probe.sh":    probeScript,
+		"attack.sh":   attackScript,
+		"tests/home.rs": "#[test]\nfn writes_home() {\n    let p = std::path::Path::new(&std::env::var(\"HOME\").unwrap()).join(\".config/probed/state\");\n" +
+			"    std::fs::create_dir_all(p.parent().unwrap()).unwrap();\n    std::fs::write(&p, \"kept\").unwrap();\n" +
+			"    assert_eq!(std::fs::read_to_string(&p).unwrap(), \"kept\");\n}\n",
 		"ferry.toml":  "[base]\nwarm = [\"cargo build\"]\n",
 	})
 	// The lockfile, fetched into a $CARGO_HOME of its own: the fake one
@@ -506,4 +518,158 @@ func (w *world) spawnIn(t *testing.T, extra []string, name string, args ...strin
 		t.Fatalf("spawn output %q: %v", out, err)
 	}
 	return a
+}
+
+// attackScript is what a hostile build script does to plant code for a
+// later step outside its sandbox, and to change what another build
+// compiles. Every step may fail: what reached the host is what counts.
+// $PLANT is a directory of the host's /tmp, writable from the sandbox, the
+// planted hooks' home.
+const attackScript = `set +e
+hook='#!/bin/sh
+cp "$FERRY_HOME/keys/secret" "$PLANT/stolen" 2>/dev/null
+echo "$0" >> "$PLANT/ran"
+'
+mkdir -p "$PLANT/hooks"
+for h in post-checkout post-commit pre-commit reference-transaction post-index-change pre-auto-gc; do
+	printf '%s' "$hook" > "$PLANT/hooks/$h"; chmod +x "$PLANT/hooks/$h"
+	printf '%s' "$hook" > "$PROBE_GITDIR/hooks/$h" && chmod +x "$PROBE_GITDIR/hooks/$h"
+done
+printf '%s' "$hook" > "$PLANT/fsmonitor"; chmod +x "$PLANT/fsmonitor"
+git config core.hooksPath "$PLANT/hooks"
+git config core.fsmonitor "$PLANT/fsmonitor"
+git config --global core.hooksPath "$PLANT/hooks"
+git config --global core.fsmonitor "$PLANT/fsmonitor"
+printf '%s' "$hook" > "$PROBE_FERRYBIN/ferry-shim.new" && mv -f "$PROBE_FERRYBIN/ferry-shim.new" "$PROBE_FERRYBIN/ferry-shim"
+printf '%s' "$hook" > "$PROBE_STORE/../bin/cargo.new" && mv -f "$PROBE_STORE/../bin/cargo.new" "$PROBE_STORE/../bin/cargo"
+printf '%s' "$hook" > "$CARGO_HOME/bin/cargo"
+for f in "$CARGO_HOME"/git/checkouts/dep-*/*/src/lib.rs; do sed -i 's/42/666/' "$f"; done
+echo 'fn main() { println!("planted"); }' > "$PROBE_OTHER/src/main.rs"
+echo "$PLANT/hooks/post-checkout" >> "$HOME/.bashrc"
+echo 'eval "$(cat /tmp/x)"' >> "$HOME/.profile"
+exit 0
+`
+
+// A build script that plants git hooks (in the repository and through
+// core.hooksPath and core.fsmonitor, in its config and ~/.gitconfig),
+// replaces Ferry's shim and $CARGO_HOME/bin/cargo, edits the extracted
+// source of a dependency, writes another agent's worktree and appends to
+// ~/.bashrc changes nothing outside its sandbox: afterwards ferry spawn,
+// ferry base, ferry rm and another agent's build run none of it, and
+// nothing reads the signing key. The same agent's test that writes
+// $HOME, and a dependency it adds, build and pass.
+func TestBuildScriptAttacks(t *testing.T) {
+	c := newConfined(t)
+	w := c.w
+	plant := filepath.Join(c.root, "plant")
+	os.MkdirAll(filepath.Join(w.home, "keys"), 0o700)
+	os.WriteFile(filepath.Join(w.home, "keys", "secret"), []byte("key\n"), 0o600)
+	os.WriteFile(filepath.Join(c.cargoHome, "bin", "cargo"), []byte("#!/bin/sh\necho the host's\n"), 0o755)
+	env := func(extra ...string) []string {
+		return c.env("", append([]string{"PLANT=" + plant, "GIT_CONFIG_GLOBAL=" + filepath.Join(c.fakeHome, ".gitconfig")}, extra...)...)
+	}
+	if _, stderr, err := w.ferry(w.repo.Dir, env(), "base"); err != nil {
+		t.Fatalf("ferry base: %v\n%s", err, stderr)
+	}
+	store := w.storeDir(t)
+	backends := []string{"copy"}
+	if blocker, err := fork.OverlayBlocker(platform.Real(), store); err == nil && blocker == nil {
+		backends = append(backends, "overlay")
+	}
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			shim, _ := os.ReadFile(filepath.Join(w.bin, "ferry-shim"))
+			shimLink, _ := os.Readlink(filepath.Join(w.home, "bin", "cargo"))
+			other := w.spawnIn(t, env(), "other", "--backend", backend)
+			a := w.spawnIn(t, env(), "a", "--backend", backend)
+			defer func() {
+				w.ferry(w.repo.Dir, env(), "rm", "--force", "a")
+				w.ferry(w.repo.Dir, env(), "rm", "--force", "other")
+			}()
+			if _, stderr, code := w.cargo(a.Worktree, env("ATTACK=1"), "build"); code != 0 {
+				t.Fatalf("the attacking build: exit %d\n%s", code, stderr)
+			}
+
+			// Nothing planted reached the host.
+			for _, h := range []string{"post-checkout", "post-commit", "pre-commit", "reference-transaction", "post-index-change", "pre-auto-gc"} {
+				if exists(filepath.Join(w.repo.Dir, ".git", "hooks", h)) {
+					t.Errorf("hook %s was planted in the repository", h)
+				}
+			}
+			for _, f := range []string{filepath.Join(w.repo.Dir, ".git", "config"), filepath.Join(c.fakeHome, ".gitconfig")} {
+				if data, _ := os.ReadFile(f); strings.Contains(string(data), plant) {
+					t.Errorf("%s names the planted hooks:\n%s", f, data)
+				}
+			}
+			if now, _ := os.ReadFile(filepath.Join(w.bin, "ferry-shim")); string(now) != string(shim) {
+				t.Errorf("Ferry's shim was replaced")
+			}
+			if now, _ := os.Readlink(filepath.Join(w.home, "bin", "cargo")); now != shimLink {
+				t.Errorf("the store's cargo link now names %q", now)
+			}
+			if data, _ := os.ReadFile(filepath.Join(c.cargoHome, "bin", "cargo")); string(data) != "#!/bin/sh\necho the host's\n" {
+				t.Errorf("$CARGO_HOME/bin/cargo was replaced:\n%s", data)
+			}
+			if m, _ := filepath.Glob(filepath.Join(c.cargoHome, "git", "checkouts", "dep-*", "*", "src", "lib.rs")); len(m) == 0 {
+				t.Errorf("no checkout of the dependency on the host")
+			} else if data, _ := os.ReadFile(m[0]); !strings.Contains(string(data), "42") {
+				t.Errorf("the host's source of the dependency was changed:\n%s", data)
+			}
+			if data, _ := os.ReadFile(filepath.Join(other.Worktree, "src", "main.rs")); strings.Contains(string(data), "planted") {
+				t.Errorf("another agent's worktree was written")
+			}
+			for _, f := range []string{".bashrc", ".profile"} {
+				if data, _ := os.ReadFile(filepath.Join(c.fakeHome, f)); strings.Contains(string(data), plant) || strings.Contains(string(data), "/tmp/x") {
+					t.Errorf("~/%s was appended to:\n%s", f, data)
+				}
+			}
+
+			// The steps that follow run none of it.
+			out, stderr, code := w.cargo(other.Worktree, env(), "run")
+			if code != 0 || strings.TrimSpace(out) != "42" {
+				t.Errorf("another agent's build printed %q (exit %d), want the dependency's own 42:\n%s", out, code, stderr)
+			}
+			third := w.spawnIn(t, env(), "third", "--backend", backend)
+			w.ferry(w.repo.Dir, env(), "rm", "--force", "third")
+			_ = third
+			if _, stderr, err := w.ferry(w.repo.Dir, env(), "base", "--rebuild"); err != nil {
+				t.Errorf("ferry base --rebuild: %v\n%s", err, stderr)
+			}
+			git := exec.Command("git", "status", "--porcelain")
+			git.Dir, git.Env = other.Worktree, append(os.Environ(), env()...)
+			git.Run()
+			for _, f := range []string{"ran", "stolen"} {
+				if data, err := os.ReadFile(filepath.Join(plant, f)); err == nil {
+					t.Errorf("a planted hook ran (%s):\n%s", f, data)
+				}
+			}
+
+			// The agent's own test writes $HOME, and passes; a dependency
+			// it adds goes to its private $CARGO_HOME.
+			if _, stderr, code := w.cargo(a.Worktree, env(), "test"); code != 0 {
+				t.Errorf("cargo test (a test that writes $HOME): exit %d\n%s", code, stderr)
+			}
+			if exists(filepath.Join(c.fakeHome, ".config", "probed")) {
+				t.Errorf("the test's write to $HOME reached the host")
+			}
+			dep2 := filepath.Join(c.root, "dep2-"+backend)
+			writeFiles(t, dep2, map[string]string{
+				"Cargo.toml": "[package]\nname = \"dep2\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+				"src/lib.rs": "pub fn more() -> u32 { 7 }\n",
+			})
+			gitInit(t, dep2)
+			manifest := filepath.Join(a.Worktree, "Cargo.toml")
+			data, _ := os.ReadFile(manifest)
+			os.WriteFile(manifest, append(data, []byte("dep2 = { git = \"file://"+dep2+"\" }\n")...), 0o644)
+			if _, stderr, code := w.cargo(a.Worktree, env(), "build"); code != 0 {
+				t.Errorf("cargo build with a new dependency: exit %d\n%s", code, stderr)
+			}
+			if m, _ := filepath.Glob(filepath.Join(c.cargoHome, "git", "checkouts", "dep2-*")); len(m) > 0 {
+				t.Errorf("the agent's new dependency reached the host's $CARGO_HOME: %v", m)
+			}
+			if m, _ := filepath.Glob(filepath.Join(store, "agents", "a", "private", "layers", "*", "*", "upper", ".cargo", "git", "checkouts", "dep2-*")); len(m) == 0 {
+				t.Errorf("the agent's new dependency is not in its private $CARGO_HOME")
+			}
+		})
+	}
 }
