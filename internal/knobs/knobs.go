@@ -50,11 +50,15 @@ const (
 	// run an agent's call without recording it in the demand log: the
 	// bench's measure of what recording costs a call.
 	NoDemand = "FERRY_TEST_NO_DEMAND"
+	// NoConfine, set to 1 when an agent is spawned, records it as an
+	// agent of a Ferry that confined only the store: the bench's measure
+	// of what confining the host costs a call and a spawn.
+	NoConfine = "FERRY_TEST_NO_CONFINE"
 )
 
 // Read are the knobs Ferry's binaries read in a ferrytest build, and none
 // reads in another.
-var Read = []string{Failpoint, OverlayHold, RemapNoProbe, NoDemand}
+var Read = []string{Failpoint, OverlayHold, RemapNoProbe, NoDemand, NoConfine}
 
 // DefaultTestUser is the account .ci/run creates for the unprivileged
 // re-runs.

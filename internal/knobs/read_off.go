@@ -17,3 +17,6 @@ func NoDemandIn([]string) bool { return false }
 
 // FailpointArmed is "" without the ferrytest tag.
 func FailpointArmed() string { return "" }
+
+// SkipConfine is false without the ferrytest tag.
+func SkipConfine() bool { return false }

@@ -28,3 +28,6 @@ func NoDemandIn(env []string) bool {
 
 // FailpointArmed is the Failpoint knob's value, "" when unset.
 func FailpointArmed() string { return os.Getenv(Failpoint) }
+
+// SkipConfine reports whether the NoConfine knob is set.
+func SkipConfine() bool { return os.Getenv(NoConfine) == "1" }

@@ -42,9 +42,14 @@ func (w *ws) env(extra ...string) []string {
 }
 
 func (w *ws) ferry(args ...string) ([]byte, time.Duration, *os.ProcessState, error) {
+	return w.ferryEnv(nil, args...)
+}
+
+// ferryEnv is ferry with extra variables in the environment.
+func (w *ws) ferryEnv(extra []string, args ...string) ([]byte, time.Duration, *os.ProcessState, error) {
 	c := exec.Command(filepath.Join(w.bin, "ferry"), args...)
 	c.Dir = w.repo.Dir
-	c.Env = w.env()
+	c.Env = w.env(extra...)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	t := time.Now()

@@ -38,6 +38,12 @@ type hotAgent struct {
 	second   []time.Duration // the build right after it, in the same agent
 	spawn    []time.Duration // ferry spawn of each fresh agent, whole process
 	sync     []time.Duration // of it, making the fork durable (timings.sync)
+	// storeOnly is the twin agent that confines only the store (spawned
+	// with knobs.NoConfine), its trivial calls beside the agent's.
+	storeOnly        string
+	trivialStoreOnly []time.Duration
+	confineCall      []time.Duration // trivial less the twin's, round by round
+	confineSpawn     []time.Duration // a spawn less its twin's, pair by pair
 	// Paired with the plain call or build beside each one.
 	overhead                []time.Duration // trivial less plain's, round by round
 	firstRatio, secondRatio []float64       // over the plain no-op beside it
@@ -115,7 +121,13 @@ func runHot(bin string, n, large int, xfs string) error {
 		if err != nil {
 			return err
 		}
-		agents = append(agents, &hotAgent{backend: b, worktree: t.rec.Worktree})
+		// Its twin confines only the store, as agents did before Ferry
+		// confined the host (knobs.NoConfine at spawn).
+		twin, err := w.spawnAgent("hot-"+b+"-store", b, knobs.NoConfine+"=1")
+		if err != nil {
+			return err
+		}
+		agents = append(agents, &hotAgent{backend: b, worktree: t.rec.Worktree, storeOnly: twin.rec.Worktree})
 	}
 	shimEnv := w.shimEnv()
 
@@ -136,11 +148,18 @@ func runHot(bin string, n, large int, xfs string) error {
 				return err
 			}
 			a.trivial = append(a.trivial, d)
+			if d, err = timed(a.storeOnly, shimEnv, hotTrivial...); err != nil {
+				return err
+			}
+			a.trivialStoreOnly = append(a.trivialStoreOnly, d)
 		}
 	}
 	plainTrivial = plainTrivial[1:]
 	for _, a := range agents {
-		a.trivial = a.trivial[1:]
+		a.trivial, a.trivialStoreOnly = a.trivial[1:], a.trivialStoreOnly[1:]
+		for i := range a.trivial {
+			a.confineCall = append(a.confineCall, a.trivial[i]-a.trivialStoreOnly[i])
+		}
 	}
 
 	// What recording a build in the demand log costs: a no-op build in
@@ -187,6 +206,14 @@ func runHot(bin string, n, large int, xfs string) error {
 			}
 			a.second = append(a.second, d)
 			if err := w.removeAgent(agent); err != nil {
+				return err
+			}
+			twin, err := w.spawnAgent(agent+"-store", a.backend, knobs.NoConfine+"=1")
+			if err != nil {
+				return err
+			}
+			a.confineSpawn = append(a.confineSpawn, t.wall-twin.wall)
+			if err := w.removeAgent(agent + "-store"); err != nil {
 				return err
 			}
 			if d, err = sh(plain, plainEnv, hotBuild); err != nil {
@@ -236,6 +263,16 @@ func runHot(bin string, n, large int, xfs string) error {
 	}
 	for _, a := range agents {
 		fmt.Printf("  %-52s %9.1f   (of it, the fork made durable: %.1f ms)\n", "ferry spawn of that "+a.backend+" agent", ms(median(a.spawn)), ms(median(a.sync)))
+	}
+	for _, a := range agents {
+		lo, mid, hi := spread(a.confineCall)
+		fmt.Printf("  %-52s %9.1f %+9.1f ms  [%+.1f..%+.1f]  (goal <= +2 ms)\n", "cargo -V, "+a.backend+": what confining the host adds",
+			ms(median(a.trivialStoreOnly)), ms(mid), ms(lo), ms(hi))
+	}
+	for _, a := range agents {
+		lo, mid, hi := spread(a.confineSpawn)
+		fmt.Printf("  %-52s %9s %+9.1f ms  [%+.1f..%+.1f]  (the probes of what the host allows)\n", "confining the host, per "+a.backend+" spawn", "",
+			ms(mid), ms(lo), ms(hi))
 	}
 	lo, mid, hi := spread(recordCost)
 	fmt.Printf("  %-52s %9.1f %+9.1f ms  [%+.1f..%+.1f]  (against the same build unrecorded, %.1f ms; %d pairs)\n",

@@ -50,8 +50,8 @@ type spawnTiming struct {
 	rec  spawnRecord
 }
 
-func (w *ws) spawnAgent(name, backend string) (spawnTiming, error) {
-	out, d, _, err := w.ferry("spawn", name, "--backend", backend, "--json")
+func (w *ws) spawnAgent(name, backend string, extra ...string) (spawnTiming, error) {
+	out, d, _, err := w.ferryEnv(extra, "spawn", name, "--backend", backend, "--json")
 	if err != nil {
 		return spawnTiming{}, err
 	}
