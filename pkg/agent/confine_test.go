@@ -652,6 +652,18 @@ func TestBuildScriptAttacks(t *testing.T) {
 			if exists(filepath.Join(c.fakeHome, ".config", "probed")) {
 				t.Errorf("the test's write to $HOME reached the host")
 			}
+			// ferry list counts what the agent's builds wrote there.
+			out, _, _ = w.ferry(w.repo.Dir, env(), "list", "--json")
+			var listed []struct {
+				Name         string `json:"name"`
+				SandboxBytes int64  `json:"sandbox_bytes"`
+			}
+			json.Unmarshal([]byte(out), &listed)
+			for _, e := range listed {
+				if e.Name == "a" && e.SandboxBytes <= 0 {
+					t.Errorf("ferry list --json gives agent a sandbox_bytes %d after its builds wrote $HOME", e.SandboxBytes)
+				}
+			}
 			dep2 := filepath.Join(c.root, "dep2-"+backend)
 			writeFiles(t, dep2, map[string]string{
 				"Cargo.toml": "[package]\nname = \"dep2\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",

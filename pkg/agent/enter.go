@@ -116,14 +116,14 @@ func enter(s *store.Store, r *Record, b fork.Backend, dir string, argv, env []st
 	if r.Confinement == nil || !r.Confinement.World {
 		// Spawned before Ferry confined the host, or on a host that
 		// cannot: the store alone is sealed.
-		plan.Writable = seal.Writable
+		plan.Writable = append(seal.Writable, s.Agent(r.Name).Freshness)
 		return b.Enter(forkOf(s, r, nil), plan, busy)
 	}
 	// Its worktree is writable, but not the link to its git dirs: a
 	// build that repointed it would have git, run outside the sandbox
 	// later, read hooks and config of its choosing.
 	x := confine.For(r.Confinement, env, store.PrivateFiles(s.Agent(r.Name).Private),
-		[]string{r.Worktree}, []string{filepath.Join(r.Worktree, ".git")})
+		[]string{r.Worktree, s.Agent(r.Name).Freshness}, []string{filepath.Join(r.Worktree, ".git")})
 	if err := x.Apply(&plan, s.MntTmp()); err != nil {
 		return nil, err
 	}

@@ -543,7 +543,7 @@ func furnish(repo *git.Repo, s *store.Store, r *Record, b *base.Record, backend 
 	if err != nil {
 		return err
 	}
-	return freshness.Settle(r.Worktree, gitDir)
+	return freshness.Settle(r.Worktree, gitDir, s.Agent(r.Name).Freshness)
 }
 
 // linkRebuilds empties, in agent r's fork (an overlay fork's upper dir),

@@ -52,7 +52,8 @@ func (w *world) buildAndRunFromHost(t *testing.T, name string, extra []string, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mv, err := freshness.FreshenMoved(a.Worktree, gitDir, "", nil); err != nil || mv.Full || len(mv.Files)+len(mv.Links) != 0 {
+	state := filepath.Join(w.storeDir(t), "agents", a.Name, "freshness")
+	if mv, err := freshness.FreshenMoved(a.Worktree, gitDir, state, "", nil); err != nil || mv.Full || len(mv.Files)+len(mv.Links) != 0 {
 		t.Fatalf("right after spawn the check freshens %q and links %q (full %v, err %v): spawn's own changes taken for the agent's", mv.Files, mv.Links, mv.Full, err)
 	}
 	for i, edit := range []string{"", "\n// edited by the agent\n"} {

@@ -35,18 +35,21 @@ func readySlot(slot store.PrivateSlot, layers []sandbox.Layer) error {
 	}
 	same := boot != "" && string(bytes.TrimSpace(last)) == boot
 	for _, l := range layers {
-		marked := false
-		if _, err := os.Lstat(l.Overlay().VolatileMarker()); err == nil {
-			marked = true
-		}
-		if marked && !same {
-			if err := removeTree(l.Upper); err != nil {
+		// The kernel leaves work/work at mode 0, which hides the mark
+		// from a process without CAP_DAC_OVERRIDE: open it up first.
+		inner := filepath.Join(l.Work, "work") // overlayfs's own layout: not a store path
+		if _, err := os.Lstat(inner); err == nil {
+			if err := os.Chmod(inner, 0o700); err != nil {
 				return err
 			}
-		}
-		if marked {
+			_, err := os.Lstat(l.Overlay().VolatileMarker())
+			if marked := err == nil; marked && !same {
+				if err := removeTree(l.Upper); err != nil {
+					return err
+				}
+			}
 			// The overlay makes work/work again at the mount.
-			if err := removeTree(filepath.Join(l.Work, "work")); err != nil { // overlayfs's own layout: not a store path
+			if err := removeTree(inner); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,8 @@ package fork
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,6 +35,40 @@ func (copyBackend) PrivateBytes(p Paths) (int64, error) {
 	return walkPrivate(p.Target(), func(_ string, st *unix.Stat_t) (int64, error) {
 		return allocated(st), nil
 	})
+}
+
+// Allocated is the allocated size (st_blocks) of the tree at dir, once per
+// inode; 0 when it does not exist. What an agent's builds wrote to its
+// private layers and $TMPDIR (package confine) is counted this way; an
+// overlay's work dir, which the kernel leaves without permissions, is
+// left out.
+func Allocated(dir string) (int64, error) {
+	var total int64
+	seen := map[fileID]bool{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && path == dir {
+			return fs.SkipAll
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil {
+			return nil // gone since the directory was read
+		}
+		if id := (fileID{dev: uint64(st.Dev), ino: st.Ino}); st.Nlink > 1 && !d.IsDir() {
+			if seen[id] {
+				return nil
+			}
+			seen[id] = true
+		}
+		total += allocated(&st)
+		return nil
+	})
+	return total, err
 }
 
 // readWrite copies src to dst with read and write.

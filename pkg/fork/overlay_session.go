@@ -68,6 +68,10 @@ type nsRecord struct {
 	// between sessions (overlay_hold.go). The file's mtime is the latest
 	// entry into the namespace.
 	Holder int `json:"holder,omitempty"`
+	// Layers are the private layers its creator mounted (from its
+	// session's $HOME and $CARGO_HOME): every session that joins finds
+	// them, whatever its own environment names.
+	Layers []sandbox.Layer `json:"layers,omitempty"`
 }
 
 // overlayOf returns the overlay agent a's target is, with resolved paths
@@ -185,7 +189,7 @@ func (x *Session) tryEnter(a Agent, plan sandbox.Plan, ov sandbox.Overlay) (bool
 		cmd.OnStart = func(pid int) error {
 			user, mnt := cmd.Namespaces()
 			holder := cmd.HolderPid()
-			err := recordNamespace(a, pid, user, mnt, ov, holder)
+			err := recordNamespace(a, pid, user, mnt, ov, holder, cmd.Layers())
 			if err == nil && holder != 0 {
 				err = pointHostTarget(a, viewThrough(holder, ov.View))
 			}
@@ -220,11 +224,10 @@ func (x *Session) tryEnter(a Agent, plan sandbox.Plan, ov sandbox.Overlay) (bool
 		return true, err
 	}
 	plan.Join = ns
-	if plan.Private, err = a.layers(0, false); err != nil {
-		ns.User.Close()
-		ns.Mount.Close()
-		ml.Release()
-		return true, err
+	// The namespace shows the layers its creator mounted.
+	plan.Private = nil
+	if rec, err := readNS(a); err == nil {
+		plan.Private = rec.Layers
 	}
 	cmd, err := sandbox.Command(plan)
 	if err != nil {
@@ -281,13 +284,13 @@ func trustUpper(a Agent, ov sandbox.Overlay) error {
 }
 
 // recordNamespace writes ns.json for the namespace pid was started in.
-func recordNamespace(a Agent, pid int, user, mnt string, ov sandbox.Overlay, holder int) error {
+func recordNamespace(a Agent, pid int, user, mnt string, ov sandbox.Overlay, holder int, layers []sandbox.Layer) error {
 	if user == "" || mnt == "" {
 		return fmt.Errorf("record agent %s's namespace: the sandbox did not name it", a.Name)
 	}
 	return atomicfile.ReplaceJSON(a.Files.NS, &nsRecord{
 		Pid: pid, User: user, Mount: mnt, Upper: ov.Upper, Work: ov.Work, Boot: platform.BootID(), Created: time.Now().UTC(),
-		Lower: ov.Lower, Holder: holder,
+		Lower: ov.Lower, Holder: holder, Layers: layers,
 	}, 0o644)
 }
 

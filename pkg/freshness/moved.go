@@ -18,12 +18,13 @@ package freshness
 // tracked symlinks changed since then, whose ends it freshens the same
 // way.
 //
-// "The agent's last build" is the mark: the mtime of <gitdir>/ferry-built,
-// in the worktree's own git directory (removed with the worktree). Inside
-// the agent's sandbox that directory is read-only (a build must not change
-// the repository's git state), so a check there (from `ferry run` or
-// `ferry shell`) records nothing, as a failed check does, and the next
-// check outside looks further back. A check records the time it *started*, less a margin,
+// "The agent's last build" is the mark: the mtime of ferry-built in the
+// agent's state dir (store.Agent.Freshness, writable in its sandbox, where
+// the worktree's git directory is read-only; an agent of an older Ferry
+// kept it in that git directory, and its first check looks at everything).
+// Where the state dir is read-only after all, a check records nothing, as
+// a failed check does, and the next one looks further back. A check
+// records the time it *started*, less a margin,
 // only after it has freshened everything it found, so a change made while
 // it walks, or while the build it precedes runs, has a ctime after the
 // mark and is found by the next check; a check that fails records nothing,
@@ -67,7 +68,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/git"
 )
 
-// MarkName is the file in a worktree's git directory whose mtime is the
+// MarkName is the file in an agent's state dir whose mtime is the
 // start of the agent's last check (less markMargin): every change before
 // it has been handled.
 const MarkName = "ferry-built"
@@ -117,7 +118,7 @@ var ErrLinksPending = errors.New("changed links left to the next check")
 // (spawn's own changes, which are not changes of the agent's), and the
 // text of each tracked symlink. A change made in the worktree while spawn
 // runs would be taken for spawn's; nobody has the worktree yet.
-func Settle(worktree, gitDir string) error {
+func Settle(worktree, gitDir, stateDir string) error {
 	root, err := canonicalDir(worktree)
 	if err != nil {
 		return fmt.Errorf("settle %s: %w", worktree, err)
@@ -144,30 +145,34 @@ func Settle(worktree, gitDir string) error {
 	if err != nil {
 		return fmt.Errorf("settle %s: %w", worktree, err)
 	}
-	if err := writeLinks(gitDir, links); err != nil {
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return err
 	}
-	return writeMark(gitDir, tsTime(newest).Add(time.Nanosecond))
+	if err := writeLinks(stateDir, links); err != nil {
+		return err
+	}
+	return writeMark(stateDir, tsTime(newest).Add(time.Nanosecond))
 }
 
 // FreshenMoved freshens what changed in the checkout at worktree since the
 // last check without its mtime following (see the file comment), then
 // moves the mark to this check's start. gitDir is the worktree's git
-// directory; baseSrc the base checkout, whose link text stands for the old
+// directory (its index lists the tracked paths), stateDir where the mark
+// and the links file live; baseSrc the base checkout, whose link text stands for the old
 // one of a link the agent added after spawn. When links changed, onLinks
 // (if not nil) is called with them before anything is recorded, so a
 // failure there leaves them to the next check: the shim empties the
 // dep-info of the units that read through them (LinkReaders). When
 // onLinks returns ErrLinksPending, FreshenMoved records nothing and
 // returns no error (Moved.Pending).
-func FreshenMoved(worktree, gitDir, baseSrc string, onLinks func(links []string) error) (Moved, error) {
+func FreshenMoved(worktree, gitDir, stateDir, baseSrc string, onLinks func(links []string) error) (Moved, error) {
 	var mv Moved
 	start := time.Now()
 	root, err := canonicalDir(worktree)
 	if err != nil {
 		return mv, fmt.Errorf("freshen moved files in %s: %w", worktree, err)
 	}
-	prev, ok := readMark(gitDir)
+	prev, ok := readMark(stateDir)
 	if !ok || prev.After(start.Add(markMargin)) {
 		// No mark, or a clock set back behind it: a change made since
 		// has a ctime before the mark. Look at everything.
@@ -178,7 +183,7 @@ func FreshenMoved(worktree, gitDir, baseSrc string, onLinks func(links []string)
 	if err != nil {
 		return mv, err
 	}
-	known, err := readLinks(gitDir)
+	known, err := readLinks(stateDir)
 	if err != nil {
 		return mv, err
 	}
@@ -208,7 +213,7 @@ func FreshenMoved(worktree, gitDir, baseSrc string, onLinks func(links []string)
 	}
 	if len(links) > 0 {
 		sort.Strings(links)
-		err := freshenLinks(&mv, root, gitDir, baseSrc, known, links, entries, onLinks)
+		err := freshenLinks(&mv, root, stateDir, baseSrc, known, links, entries, onLinks)
 		if errors.Is(err, ErrLinksPending) {
 			mv.Pending = true
 			sort.Strings(mv.Files)
@@ -223,7 +228,7 @@ func FreshenMoved(worktree, gitDir, baseSrc string, onLinks func(links []string)
 	if next.Before(prev) {
 		next = prev
 	}
-	return mv, writeMark(gitDir, next)
+	return mv, writeMark(stateDir, next)
 }
 
 // freshenLinks raises the mtime of what each changed link leads to in the
@@ -235,7 +240,7 @@ func FreshenMoved(worktree, gitDir, baseSrc string, onLinks func(links []string)
 // package), and a build script's rerun-if-changed path through the link:
 // whichever it checks is then newer than the unit. Ends outside the
 // checkout are listed in Outside.
-func freshenLinks(mv *Moved, root, gitDir, baseSrc string, known map[string]string, links []string, entries []git.IndexPath, onLinks func([]string) error) error {
+func freshenLinks(mv *Moved, root, stateDir, baseSrc string, known map[string]string, links []string, entries []git.IndexPath, onLinks func([]string) error) error {
 	baseRoot, _ := canonicalDir(baseSrc) // no base checkout: no old end from it
 	ends := map[string]bool{}
 	outside := map[string]bool{}
@@ -303,7 +308,7 @@ func freshenLinks(mv *Moved, root, gitDir, baseSrc string, known map[string]stri
 			return err
 		}
 	}
-	return writeLinks(gitDir, known)
+	return writeLinks(stateDir, known)
 }
 
 // resolveText is where link rel of the checkout at root would lead with
@@ -631,9 +636,9 @@ func dirOf(p string) string {
 	return ""
 }
 
-func readMark(gitDir string) (time.Time, bool) {
+func readMark(stateDir string) (time.Time, bool) {
 	var st unix.Stat_t
-	if err := unix.Lstat(filepath.Join(gitDir, MarkName), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := unix.Lstat(filepath.Join(stateDir, MarkName), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return time.Time{}, false
 	}
 	return tsTime(st.Mtim), true
@@ -642,8 +647,8 @@ func readMark(gitDir string) (time.Time, bool) {
 // writeMark sets the mark's mtime to t, making the file if need be. No
 // fsync: a mark lost in a crash is an older one, which only makes the next
 // check look further back.
-func writeMark(gitDir string, t time.Time) error {
-	p := filepath.Join(gitDir, MarkName)
+func writeMark(stateDir string, t time.Time) error {
+	p := filepath.Join(stateDir, MarkName)
 	ts := []unix.Timespec{{Nsec: utimeOmit}, unix.NsecToTimespec(t.UnixNano())}
 	err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
 	if errors.Is(err, unix.EROFS) {
@@ -666,9 +671,9 @@ func writeMark(gitDir string, t time.Time) error {
 }
 
 // The links file: for each link, its path and its text, each ending in NUL.
-func readLinks(gitDir string) (map[string]string, error) {
+func readLinks(stateDir string) (map[string]string, error) {
 	out := map[string]string{}
-	data, err := os.ReadFile(filepath.Join(gitDir, linksName))
+	data, err := os.ReadFile(filepath.Join(stateDir, linksName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return out, nil
 	}
@@ -682,8 +687,8 @@ func readLinks(gitDir string) (map[string]string, error) {
 	return out, nil
 }
 
-func writeLinks(gitDir string, links map[string]string) error {
-	p := filepath.Join(gitDir, linksName)
+func writeLinks(stateDir string, links map[string]string) error {
+	p := filepath.Join(stateDir, linksName)
 	if len(links) == 0 {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.EROFS) {
 			return err

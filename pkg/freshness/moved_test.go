@@ -19,7 +19,7 @@ func spawned(t *testing.T) (agent, gitDir, base string) {
 	agent = tr.checkout("agent", tr.A)
 	spawn(t, input(t, agent, base, tr.A), time.Now())
 	gitDir = strings.TrimSpace(try(tr.r.Git("-C", agent, "rev-parse", "--absolute-git-dir")).must(t))
-	check(t, Settle(agent, gitDir))
+	check(t, Settle(agent, gitDir, gitDir))
 	return agent, gitDir, base
 }
 
@@ -32,7 +32,7 @@ func TestFreshenMoved(t *testing.T) {
 	at := func(rel string) string { return filepath.Join(agent, filepath.FromSlash(rel)) }
 	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 
-	mv := try(FreshenMoved(agent, gitDir, base, nil)).must(t)
+	mv := try(FreshenMoved(agent, gitDir, gitDir, base, nil)).must(t)
 	if mv.Full || len(mv.Files)+len(mv.Links)+len(mv.Ends) != 0 {
 		t.Fatalf("right after spawn: %+v, want nothing (stamping is not the agent's change)", mv)
 	}
@@ -62,7 +62,7 @@ func TestFreshenMoved(t *testing.T) {
 	// check started (and decades after the old time).
 	before := time.Now()
 	raisedBy := before.Add(-100 * time.Millisecond)
-	mv = try(FreshenMoved(agent, gitDir, base, nil)).must(t)
+	mv = try(FreshenMoved(agent, gitDir, gitDir, base, nil)).must(t)
 	if want := []string{"d1/sub", "src/lib.rs", "src/util.rs"}; !slices.Equal(mv.Files, want) {
 		t.Errorf("files %q, want %q", mv.Files, want)
 	}
@@ -88,14 +88,14 @@ func TestFreshenMoved(t *testing.T) {
 
 	// The next check: nothing new, and what was freshened is not picked
 	// again (its mtime is its ctime).
-	if got := try(FreshenMoved(agent, gitDir, base, nil)).must(t); len(got.Files)+len(got.Links) != 0 {
+	if got := try(FreshenMoved(agent, gitDir, gitDir, base, nil)).must(t); len(got.Files)+len(got.Links) != 0 {
 		t.Errorf("second check: %+v, want nothing", got)
 	}
 
 	// Retargeted again: the old end is now the one the last check saw.
 	check(t, os.Remove(at("link")))
 	check(t, os.Symlink("d2/x.txt", at("link")))
-	got := try(FreshenMoved(agent, gitDir, base, nil)).must(t)
+	got := try(FreshenMoved(agent, gitDir, gitDir, base, nil)).must(t)
 	if want := []string{"data/b.txt", "d2/x.txt"}; !slices.Equal(got.Ends, sorted(want)) {
 		t.Errorf("second retarget: ends %q, want %q", got.Ends, sorted(want))
 	}
@@ -105,14 +105,14 @@ func TestFreshenMoved(t *testing.T) {
 	check(t, os.Remove(at("link")))
 	check(t, os.Symlink("data/a.txt", at("link")))
 	var given []string
-	got = try(FreshenMoved(agent, gitDir, base, func(l []string) error { given = l; return ErrLinksPending })).must(t)
+	got = try(FreshenMoved(agent, gitDir, gitDir, base, func(l []string) error { given = l; return ErrLinksPending })).must(t)
 	if !got.Pending || !slices.Equal(given, []string{"link"}) {
 		t.Errorf("pending: %+v, callback given %q", got, given)
 	}
-	if _, err := FreshenMoved(agent, gitDir, base, func([]string) error { return os.ErrPermission }); err == nil {
+	if _, err := FreshenMoved(agent, gitDir, gitDir, base, func([]string) error { return os.ErrPermission }); err == nil {
 		t.Errorf("a failing callback: no error")
 	}
-	got = try(FreshenMoved(agent, gitDir, base, nil)).must(t)
+	got = try(FreshenMoved(agent, gitDir, gitDir, base, nil)).must(t)
 	if !slices.Equal(got.Links, []string{"link"}) {
 		t.Errorf("after a pending and a failed check, links %q, want [link]", got.Links)
 	}
@@ -120,7 +120,7 @@ func TestFreshenMoved(t *testing.T) {
 	// A link replaced by a file: where it led counts too.
 	check(t, os.Remove(at("link")))
 	check(t, os.WriteFile(at("link"), []byte("now a file\n"), 0o644))
-	got = try(FreshenMoved(agent, gitDir, base, nil)).must(t)
+	got = try(FreshenMoved(agent, gitDir, gitDir, base, nil)).must(t)
 	if !slices.Equal(got.Links, []string{"link"}) || !slices.Equal(got.Ends, []string{"data/a.txt"}) {
 		t.Errorf("link replaced by a file: links %q, ends %q; want [link] and [data/a.txt]", got.Links, got.Ends)
 	}
@@ -135,7 +135,7 @@ func TestFreshenMoved(t *testing.T) {
 	}
 	check(t, os.RemoveAll(at("d2")))
 	check(t, os.Symlink(far, at("d2")))
-	got = try(FreshenMoved(agent, gitDir, base, nil)).must(t)
+	got = try(FreshenMoved(agent, gitDir, gitDir, base, nil)).must(t)
 	for _, rel := range []string{"x.txt", "sub/y.txt"} {
 		if m := mtime(t, filepath.Join(far, rel)); !m.Equal(old) {
 			t.Errorf("%s outside the checkout, reached through d2: mtime changed to %v", rel, m)
@@ -148,7 +148,7 @@ func TestFreshenMoved(t *testing.T) {
 	// No mark (an agent spawned before Ferry kept one): every path whose
 	// mtime trails its ctime counts, the stamped ones too.
 	check(t, os.Remove(filepath.Join(gitDir, MarkName)))
-	got = try(FreshenMoved(agent, gitDir, base, nil)).must(t)
+	got = try(FreshenMoved(agent, gitDir, gitDir, base, nil)).must(t)
 	if !got.Full || !slices.Contains(got.Files, "Cargo.toml") {
 		t.Errorf("without a mark: full %v, files %q; want every stamped file", got.Full, got.Files)
 	}

@@ -94,6 +94,14 @@ type Step struct {
 // Steps is a plan's setup, compiled for a created namespace.
 func (c *Cmd) Steps() []Step { return c.steps }
 
+// Layers are the private layers a created command's namespace mounts.
+func (c *Cmd) Layers() []Layer {
+	if c.created == nil {
+		return nil
+	}
+	return c.created.Private
+}
+
 // exists reports whether a host path exists; a variable for tests.
 type exists func(path string) bool
 

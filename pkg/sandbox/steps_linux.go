@@ -130,7 +130,13 @@ func (r *stepper) run(st Step) (string, error) {
 				return "", nil
 			}
 		}
-		return "", unix.MountSetattr(unix.AT_FDCWD, st.A, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
+		err := unix.MountSetattr(unix.AT_FDCWD, st.A, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
+		if err == unix.EPERM {
+			// Read-only on the host already (the mount came locked so
+			// into the namespace): it stays as the host has it.
+			err = nil
+		}
+		return "", err
 	case opDropCaps:
 		return "", dropMountCap()
 	default:

@@ -21,8 +21,8 @@ import (
 // shell`, and at host paths for an agent without the sandbox. The worktree
 // and its git directory are the same files in each (the sandbox keeps host
 // paths, and top may be the canonical mount of the same worktree), and
-// the mark lives in that git directory, which stays writable where the
-// store is sealed.
+// the mark lives in the agent's state dir, which its sandbox keeps
+// writable (the git directory is read-only there).
 //
 // Calls that build nothing (cargo -V, metadata, locate-project, tree, …)
 // skip it: the classification is the warm build's (planWarm), whose
@@ -52,7 +52,7 @@ func (c *Call) freshenMoved(s *store.Store, a *agent.Record, top string) error {
 		}
 		return freshness.EmptyDepInfo(view, files)
 	}
-	if _, err := freshness.FreshenMoved(top, gitDir, s.Base(a.Base).Src, emptyReaders); err != nil {
+	if _, err := freshness.FreshenMoved(top, gitDir, s.Agent(a.Name).Freshness, s.Base(a.Base).Src, emptyReaders); err != nil {
 		return failure.Wrap(failure.Refused, err,
 			"make the worktree's tracked files yours and writable (Ferry raises the mtime of a file copied in with an old one, so Cargo rebuilds from it)",
 			"cannot check agent %q's worktree for files changed without a newer mtime", a.Name)

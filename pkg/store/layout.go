@@ -45,6 +45,7 @@ import (
 //	      view/                       overlay: where the live namespace also shows the fork (empty elsewhere)
 //	      seen/                       a file per command the agent has run (package demand)
 //	      last-build.json             the units its last build that compiled units compiled (ferry why)
+//	      freshness/                  the mark of its last freshness check, and its links' texts (package freshness)
 //	      private/                    its sandbox's private layers and directories (package confine):
 //	        layers/<slot>/lock boot   a session's hold on the slot; the boot its layers were last mounted in
 //	        layers/<slot>/<root>/upper/ work/   the private layer over host directory <root> ($HOME, $CARGO_HOME)
@@ -57,7 +58,7 @@ var Names = []string{
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
 	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending", "layer", "next", "keys",
-	"spare", "spare.lock", "ready", "private", "layers", "boot",
+	"spare", "spare.lock", "ready", "private", "layers", "boot", "freshness",
 }
 
 // ShimDir is where the shim is installed as cargo: <parent>/bin.
@@ -247,8 +248,11 @@ type Agent struct {
 	// compiled units compiled, for ferry why (package demand).
 	LastBuild string
 	// Private holds its sandbox's private layers and directories (package
-	// confine): what its builds write to $HOME, $CARGO_HOME and /tmp.
+	// confine): what its builds write to $HOME, $CARGO_HOME and $TMPDIR.
 	Private string
+	// Freshness holds the mark of its last freshness check and the texts
+	// of its tracked links (package freshness): writable in its sandbox.
+	Freshness string
 }
 
 // Agent returns the paths of agent name.
@@ -271,6 +275,7 @@ func AgentFiles(dir string) Agent {
 		Seen:       filepath.Join(dir, "seen"),
 		LastBuild:  filepath.Join(dir, "last-build.json"),
 		Private:    filepath.Join(dir, "private"),
+		Freshness:  filepath.Join(dir, "freshness"),
 	}
 }
 

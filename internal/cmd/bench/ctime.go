@@ -57,7 +57,7 @@ func runCtime(n, large int) error {
 	fmt.Printf("  %-26s %8s %16s %16s %16s %16s\n", "", "paths", "nothing moved", fmt.Sprintf("%d moved (cp -p)", ctimeMoved), "read the index", "git ls-files")
 	for _, s := range sets {
 		gitDir := filepath.Join(s.dir, ".git")
-		if err := freshness.Settle(s.dir, gitDir); err != nil {
+		if err := freshness.Settle(s.dir, gitDir, gitDir); err != nil {
 			return err
 		}
 		entries, err := git.ReadIndexPaths(filepath.Join(gitDir, "index"))
@@ -74,7 +74,7 @@ func runCtime(n, large int) error {
 		checked := 0
 		for i := range m + 1 { // the first round warms caches and is dropped
 			t := time.Now()
-			mv, err := freshness.FreshenMoved(s.dir, gitDir, "", nil)
+			mv, err := freshness.FreshenMoved(s.dir, gitDir, gitDir, "", nil)
 			if err != nil {
 				return err
 			}
@@ -94,7 +94,7 @@ func runCtime(n, large int) error {
 				}
 			}
 			t = time.Now()
-			mv, err = freshness.FreshenMoved(s.dir, gitDir, "", nil)
+			mv, err = freshness.FreshenMoved(s.dir, gitDir, gitDir, "", nil)
 			if err != nil {
 				return err
 			}

@@ -158,6 +158,9 @@ type listEntry struct {
 	Session      string `json:"session"`
 	Busy         bool   `json:"busy"`
 	PrivateBytes int64  `json:"private_bytes"`
+	// SandboxBytes is what its builds wrote to their private layers
+	// ($HOME, $CARGO_HOME) and $TMPDIR; the PRIVATE column adds it.
+	SandboxBytes int64 `json:"sandbox_bytes"`
 	// HostTarget is where a process outside the sandbox reaches the
 	// agent's build output now; empty while it cannot (an overlay agent
 	// without a live namespace).
@@ -184,6 +187,7 @@ func listAgents(args []string, io cli.IO) int {
 				if b, err := fork.ByName(r.Backend); err == nil {
 					e.PrivateBytes, _ = b.PrivateBytes(fork.Paths{AgentDir: fc.Store.Agent(r.Name).Dir})
 				}
+				e.SandboxBytes, _ = fork.Allocated(fc.Store.Agent(r.Name).Private)
 				out = append(out, e)
 			}
 			if c.JSON {
@@ -201,7 +205,7 @@ func listAgents(args []string, io cli.IO) int {
 					busy = "busy"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.State, cli.Short(e.Base), e.Backend,
-					cli.Bytes(e.PrivateBytes), busy, orDash(e.Tool), orDash(e.Session), e.Worktree)
+					cli.Bytes(e.PrivateBytes+e.SandboxBytes), busy, orDash(e.Tool), orDash(e.Session), e.Worktree)
 			}
 			return tw.Flush()
 		})
