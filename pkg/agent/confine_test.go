@@ -124,7 +124,7 @@ func newConfined(t *testing.T) *confined {
 		"tests/home.rs": "#[test]\nfn writes_home() {\n    let p = std::path::Path::new(&std::env::var(\"HOME\").unwrap()).join(\".config/probed/state\");\n" +
 			"    std::fs::create_dir_all(p.parent().unwrap()).unwrap();\n    std::fs::write(&p, \"kept\").unwrap();\n" +
 			"    assert_eq!(std::fs::read_to_string(&p).unwrap(), \"kept\");\n}\n",
-		"ferry.toml":  "[base]\nwarm = [\"cargo build\"]\n",
+		"ferry.toml": "[base]\nwarm = [\"cargo build\"]\n",
 	})
 	// The lockfile, fetched into a $CARGO_HOME of its own: the fake one
 	// starts empty, for the base's fetch to fill.
