@@ -162,6 +162,9 @@ type Record struct {
 	// layer is, while a layered refresh's warm build writes into an
 	// overlay, its layers (layer.go); nil otherwise.
 	layer *fork.Layers
+	// reuse is, while a refresh builds, the seed whose content digests
+	// its seal may take (contents.go); nil otherwise.
+	reuse *Reuse
 	// Pulled is set for a base pulled from a bus bucket (package share)
 	// instead of built here.
 	Pulled *PullRecord `json:"pulled,omitempty"`

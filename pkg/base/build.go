@@ -369,7 +369,14 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 			var why string
 			r.SeedBy, why = seedMethodHere(pr, r)
 			seedHow = seedWords(r.SeedBy, why)
-			return struct{}{}, cloneSeed(r, seed)
+			if err := cloneSeed(r, seed); err != nil {
+				return struct{}{}, err
+			}
+			r.reuse = &Reuse{Seed: seed}
+			if r.SeedBy != SeedByLayer {
+				r.reuse.Cloned = time.Now()
+			}
+			return struct{}{}, nil
 		})
 		cloned = func() error { _, err := clone(); return err }
 		defer cloned() // nothing returns while the clone still writes
@@ -546,9 +553,13 @@ func Discard(o Options, id string) error {
 	if err := o.Repo.WorktreeRemove(o.Store.Base(id).Src); err != nil {
 		return err
 	}
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	// RemoveTree: a layered refresh's overlay work dir holds a directory
-	// without permissions.
-	if err := fork.RemoveTree(dir); err != nil {
+	// without permissions. In a link window: a layered refresh or a pull
+	// linked its seed's files into it.
+	if err := linking(o.Store, id, func() error { return fork.RemoveTree(dir) }); err != nil {
 		return err
 	}
 	return atomicfile.SyncDir(o.Store.BasesDir())

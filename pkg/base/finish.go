@@ -83,8 +83,11 @@ func (f *finishing) prefold() {
 	if f.r.layer == nil || f.laid != nil {
 		return
 	}
-	lower, next := f.r.layer.Lower, layerNext(f.r)
-	f.laid = begin(func() (fork.FoldStats, error) { return fork.Prefold(lower, next) })
+	lower, next, s, id := f.r.layer.Lower, layerNext(f.r), f.o.Store, f.r.ID
+	f.laid = begin(func() (st fork.FoldStats, err error) {
+		err = linking(s, id, func() error { st, err = fork.Prefold(lower, next); return err })
+		return st, err
+	})
 }
 
 // spared starts checking the build's commit out as the store's spare
@@ -116,9 +119,12 @@ func (f *finishing) folded() {
 	f.flush = begin(func() (struct{}, error) { return struct{}{}, atomicfile.SyncTree(dir) })
 }
 
-// final starts sealing the target, which nothing changes from now on.
+// final starts sealing the target, which nothing changes from now on:
+// its listing, and its contents (taking the seed's digests where the
+// record says it may).
 func (f *finishing) final() {
-	f.seal = begin(func() (TargetSeal, error) { return Seal(f.r.Target) })
+	dir, reuse := f.r.Dir, f.r.reuse
+	f.seal = begin(func() (TargetSeal, error) { return SealBase(dir, reuse) })
 }
 
 // observe starts observing the warm build's units in the final target

@@ -189,27 +189,36 @@ func foldLayer(o Options, r *Record, laid task[fork.FoldStats]) error {
 	if r.layer == nil {
 		return nil
 	}
-	folded := r.layer.Upper
-	var st fork.FoldStats
-	var err error
+	var prior fork.FoldStats
 	if laid != nil {
-		var prior fork.FoldStats
-		if prior, err = laid(); err == nil {
+		var err error
+		if prior, err = laid(); err != nil {
+			return fmt.Errorf("fold the new base's layer into its target: %w", err)
+		}
+	}
+	var st fork.FoldStats
+	// Folding links the seed's files and unlinks some of those links
+	// again: in a link window.
+	err := linking(o.Store, r.ID, func() error {
+		folded := r.layer.Upper
+		var err error
+		if laid != nil {
 			folded = layerNext(r)
 			st, err = fork.Merge(r.layer.Upper, folded, prior)
+		} else {
+			st, err = fork.Fold(r.layer.Lower, r.layer.Upper)
 		}
-	} else {
-		st, err = fork.Fold(r.layer.Lower, r.layer.Upper)
-	}
+		if err != nil {
+			return fmt.Errorf("fold the new base's layer into its target: %w", err)
+		}
+		failpoint.Hit("base/layer-folded")
+		if err := os.Rename(folded, r.Target); err != nil {
+			return err
+		}
+		failpoint.Hit("base/layer-moved")
+		return fork.RemoveTree(store.BaseFiles(r.Dir).Layer)
+	})
 	if err != nil {
-		return fmt.Errorf("fold the new base's layer into its target: %w", err)
-	}
-	failpoint.Hit("base/layer-folded")
-	if err := os.Rename(folded, r.Target); err != nil {
-		return err
-	}
-	failpoint.Hit("base/layer-moved")
-	if err := fork.RemoveTree(store.BaseFiles(r.Dir).Layer); err != nil {
 		return err
 	}
 	r.layer = nil

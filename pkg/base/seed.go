@@ -238,7 +238,7 @@ func verifyCurrent(s *store.Store) verified {
 // check is caught by the next check, as one changed just after it would
 // be.
 func (v verified) of(r *Record) bool {
-	return v.id != "" && v.id == r.ID && v.created.Equal(r.Created) && v.seal == r.TargetSeal
+	return v.id != "" && v.id == r.ID && v.created.Equal(r.Created) && v.seal.equal(r.TargetSeal)
 }
 
 // cloneSeed gives r its seed's target the way r.SeedBy says: a clone
@@ -360,7 +360,8 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 		obs, err := units.Observe(r.Target, wu)
 		r.observed(obs, err)
 		if r.Observed {
-			pr, err := units.Prune(obs)
+			var pr units.Pruned
+			err := r.relinking(o.Store, func() (err error) { pr, err = units.Prune(obs); return err })
 			if err != nil {
 				return fmt.Errorf("prune the units the warm build did not use: %w", err)
 			}
@@ -376,7 +377,7 @@ func warmObserved(ctx context.Context, o Options, p *Plan, r, seed *Record, shim
 		if err := unseed(o, r); err != nil {
 			return err
 		}
-		r.Seed, r.SeedBy, r.Layer, across = "", "", nil, false
+		r.Seed, r.SeedBy, r.Layer, r.reuse, across = "", "", nil, nil, false
 	}
 	return os.RemoveAll(wu)
 }
@@ -394,9 +395,18 @@ func (r *Record) observed(obs *units.Observation, err error) {
 	}
 }
 
+// relinking runs f, which removes entries of r's target, in a link window
+// when r's target holds its seed's inodes (a layered refresh's, folded).
+func (r *Record) relinking(s *store.Store, f func() error) error {
+	if r.SeedBy != SeedByLayer {
+		return f()
+	}
+	return linking(s, r.ID, f)
+}
+
 // unseed empties r's target and stamps its checkout as a cold build's.
 func unseed(o Options, r *Record) error {
-	if err := fork.RemoveTree(r.Target); err != nil {
+	if err := r.relinking(o.Store, func() error { return fork.RemoveTree(r.Target) }); err != nil {
 		return err
 	}
 	if err := os.Mkdir(r.Target, 0o755); err != nil {

@@ -101,6 +101,7 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
@@ -259,6 +260,13 @@ func RunWith(repo *git.Repo, s *store.Store, o Options) (*Result, error) {
 	if err := sweepLocks(s, dry, res); err != nil {
 		return nil, err
 	}
+	if !dry {
+		// The link windows of deleted bases, once no ready base needs
+		// them (package base, links.go).
+		if err := base.CompactLinkWindows(s); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 
@@ -376,6 +384,7 @@ func deleteBase(repo *git.Repo, s *store.Store, id string) error {
 		return err
 	}
 	// RemoveTree: a killed layered refresh leaves an overlay work dir
-	// holding a directory without permissions.
-	return fork.RemoveTree(dir)
+	// holding a directory without permissions. In a link window: its
+	// files may be inodes other bases hold (a layered refresh's).
+	return base.Linking(s, id, func() error { return fork.RemoveTree(dir) })
 }

@@ -364,7 +364,14 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 		return nil, err
 	}
 	defer root.Close()
-	x, err := extract(zr, root, ob.seed)
+	var x *extracted
+	if ob.seed == "" {
+		x, err = extract(zr, root, "")
+	} else {
+		// Unchanged files become links of the seed's: in a link window
+		// (package base's seal).
+		err = base.Linking(s, p.ID, func() (err error) { x, err = extract(zr, root, ob.seed); return err })
+	}
 	if err == nil {
 		// The tar's end-of-archive blocks are read; the rest of the
 		// stream, then of the object (and the object store's own digest
@@ -438,7 +445,13 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	if err := atomicfile.SyncTree(r.Target); err != nil {
 		return nil, err
 	}
-	if r.TargetSeal, err = base.Seal(r.Target); err != nil {
+	var reuse *base.Reuse
+	if ob.seed != "" && m.Delta != nil {
+		if seed, err := base.Read(s, m.Delta.Seed); err == nil {
+			reuse = &base.Reuse{Seed: seed} // its linked files are its inodes
+		}
+	}
+	if r.TargetSeal, err = base.SealBase(files.Dir, reuse); err != nil {
 		return nil, fmt.Errorf("seal the pulled target: %w", err)
 	}
 	r.Pulled = &base.PullRecord{Object: ob.name, Bucket: o.Bucket.name(), From: m.Store, Host: m.Host, Digest: ob.digest, Signer: ob.signer, Relocated: res.Relocated}

@@ -171,6 +171,14 @@ func (s *Store) Spare() Spare {
 // DemandLog is the log of the agents' cargo calls (package demand).
 func (s *Store) DemandLog() string { return filepath.Join(s.Dir, "demand.log") }
 
+// LinkWindows holds the link windows of the store's bases, one file per
+// owner (package base, links.go): when Ferry added or removed names of
+// ready bases' files.
+func (s *Store) LinkWindows() string { return filepath.Join(s.Dir, "links") }
+
+// LinkWindow is the file of the link windows of base id.
+func (s *Store) LinkWindow(id string) string { return filepath.Join(s.LinkWindows(), id+".json") }
+
 // BaseDir is the directory of base id.
 func (s *Store) BaseDir(id string) string { return filepath.Join(s.BasesDir(), id) }
 
@@ -203,7 +211,10 @@ type Base struct {
 	// Private holds, while the warm build runs, its sandbox's private
 	// layers and directories (package confine).
 	Private string
-	Lock    string
+	// Contents is SHA256SUMS, the SHA-256 of each regular file of the
+	// target, in sha256sum's format, relative to Dir (package base).
+	Contents string
+	Lock     string
 }
 
 // Base returns the paths of base id.
@@ -218,7 +229,7 @@ func (s *Store) Base(id string) Base {
 func BaseFiles(dir string) Base {
 	return Base{Dir: dir, Record: filepath.Join(dir, "base.json"), Src: filepath.Join(dir, "src"), Target: filepath.Join(dir, "target"),
 		WarmUnits: filepath.Join(dir, "warm-units"), Relocation: filepath.Join(dir, "relocation.json"), Layer: filepath.Join(dir, "layer"),
-		LayerNext: filepath.Join(dir, "layer", "next"), Private: filepath.Join(dir, "private")}
+		LayerNext: filepath.Join(dir, "layer", "next"), Private: filepath.Join(dir, "private"), Contents: filepath.Join(dir, "SHA256SUMS")}
 }
 
 // Agent names the paths of one agent.
