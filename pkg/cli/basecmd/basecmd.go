@@ -25,7 +25,7 @@ import (
 type grammar struct {
 	Build  buildCmd  `cmd:"" default:"withargs" help:"Build (or reuse) the immutable warm base of a commit and make it current."`
 	List   listCmd   `cmd:"" help:"List the bases of this repository."`
-	Verify verifyCmd `cmd:"" help:"Check that ready bases still hold the target they were built with (exit 6 if one does not)."`
+	Verify verifyCmd `cmd:"" help:"Check that ready bases still hold the target they were built with, from its listing (inodes, sizes, modes, mtimes, change times), or with --full from every file's bytes (exit 6 if one does not)."`
 }
 
 type buildCmd struct {
@@ -52,6 +52,7 @@ var examples = []string{
 	"ferry base --follow --pull  # runner mode: install every base the fleet publishes",
 	"ferry base list",
 	"ferry base verify --all",
+	"ferry base verify --full    # also read every file of the current base and compare its SHA-256",
 }
 
 // Main runs ferry-base with args and returns its exit code; name is the
@@ -332,16 +333,21 @@ func (c *listCmd) run(io cli.IO) error {
 type verifyCmd struct {
 	Rev  string `help:"Verify the ready bases of this revision (default: the current base)." placeholder:"R"`
 	All  bool   `help:"Verify every ready base."`
+	Full bool   `help:"Also read every file of the target and compare its SHA-256 with the one recorded when the base was built (SHA256SUMS beside base.json), naming the files whose bytes differ."`
 	JSON bool   `name:"json" help:"Print one result per base as JSON."`
 
 	answered bool
 }
 
 type verifyResult struct {
-	ID      string  `json:"id"`
-	Commit  string  `json:"commit"`
-	Current bool    `json:"current"`
-	OK      bool    `json:"ok"`
+	ID      string `json:"id"`
+	Commit  string `json:"commit"`
+	Current bool   `json:"current"`
+	OK      bool   `json:"ok"`
+	Full    bool   `json:"full"` // the files' bytes were compared too (--full)
+	// Weak says why the seal cannot catch everything it would now: a
+	// record of an older Ferry, without change times or content digests.
+	Weak    string  `json:"weak,omitempty"`
 	Problem string  `json:"problem,omitempty"`
 	Hint    string  `json:"hint,omitempty"`
 	Seconds float64 `json:"seconds"`
@@ -369,11 +375,26 @@ func (c *verifyCmd) run(io cli.IO) error {
 			continue
 		}
 		t := time.Now()
-		v := verifyResult{ID: e.ID, Commit: e.Record.Commit, Current: e.Current, OK: true}
-		if err := base.Verify(e.Record); err != nil {
+		v := verifyResult{ID: e.ID, Commit: e.Record.Commit, Current: e.Current, OK: true, Full: c.Full}
+		verify := base.Verify
+		if c.Full {
+			verify = base.VerifyFull
+		}
+		err := verify(e.Record)
+		if errors.Is(err, base.ErrNoContents) {
+			v.Full, err = false, nil
+		}
+		if err != nil {
 			msgs := cli.Messages(err)
 			v.OK, v.Problem, v.Hint = false, msgs[len(msgs)-1], failure.HintOf(err)
 			bad++
+		}
+		rebuild := "`ferry base --rebuild --rev " + cli.Short(e.Record.Commit) + "`"
+		switch {
+		case !e.Record.TargetSeal.Covers():
+			v.Weak = "its seal, written by an older Ferry, does not cover restored timestamps (a same-size write with its mtime put back passes) and records no content digests; " + rebuild + " gives it one that does"
+		case c.Full && !v.Full:
+			v.Weak = "its seal records no content digests, so --full compared its listing only; " + rebuild + " gives it one that does"
 		}
 		v.Seconds = time.Since(t).Seconds()
 		results = append(results, v)
@@ -392,10 +413,17 @@ func (c *verifyCmd) run(io cli.IO) error {
 		c.answered = true
 	} else {
 		for _, v := range results {
+			how := ""
+			if v.Full {
+				how = ", every file read"
+			}
 			if v.OK {
-				fmt.Fprintf(io.Stdout, "ok       %s (%s)\n", v.ID, cli.Seconds(v.Seconds))
+				fmt.Fprintf(io.Stdout, "ok       %s (%s%s)\n", v.ID, cli.Seconds(v.Seconds), how)
 			} else {
 				fmt.Fprintf(io.Stdout, "CHANGED  %s\n  %s\n  fix: %s\n", v.ID, v.Problem, v.Hint)
+			}
+			if v.Weak != "" {
+				fmt.Fprintf(io.Stdout, "  note: %s\n", v.Weak)
 			}
 		}
 	}
