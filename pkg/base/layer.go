@@ -32,11 +32,13 @@ import (
 // inodes between bases is safe because a ready base's files are never
 // written (invariant 2): sandboxes mount the store read-only, every fork
 // backend gives an agent new inodes (a clone, a copy, an overlay's copy-up),
-// and a write made on the host changes a file's mtime, which the seal of
-// every base holding the inode then shows (Verify). The seal lists no link
-// counts or change times, so linking a seed's file into a new base leaves
-// the seed's seal as it was; removing a base unlinks its names, and the
-// inodes live on in the bases that still link them.
+// and a write made on the host moves a file's change time, which the seal
+// of every base holding the inode then shows (Verify). Linking a seed's
+// file into a new base moves its change time and link count too, as
+// removing a base that shares it does (the inodes live on in the bases
+// that still link them): the seal hashes neither for a regular file, and
+// the fold, the pruning after it and every removal run in link windows
+// (links.go), which the seal's check of change times passes.
 //
 // The overlay is mounted in the warm commands' user namespace, so a base
 // built at host paths, a store whose path overlayfs cannot name, and a

@@ -21,9 +21,10 @@ import (
 //
 // Linking the lower's files changes their link counts and ctimes while the
 // overlay shows them. Neither is part of what an overlay's user reads as a
-// file's identity or age (Cargo compares mtimes; the seal lists modes,
-// sizes and mtimes), and Fold links them the same way while overlay agents
-// show the same files.
+// file's identity or age (Cargo compares mtimes), and Fold links them the
+// same way while overlay agents show the same files. A base's seal, which
+// checks change times, passes these because its caller links in a link
+// window (package base).
 
 // Prefold makes next, which must not exist, the tree lower holds as a plain
 // directory: every regular file a hard link of lower's, symlinks and

@@ -58,7 +58,7 @@ var Names = []string{
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
 	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending", "layer", "next", "keys",
-	"spare", "spare.lock", "ready", "private", "layers", "boot", "freshness",
+	"spare", "spare.lock", "ready", "private", "layers", "boot", "freshness", "links", "SHA256SUMS",
 }
 
 // ShimDir is where the shim is installed as cargo: <parent>/bin.
