@@ -179,14 +179,54 @@ func quoteArg(s string) string {
 	return s
 }
 
-// run executes git -C dir args... and returns its standard output.
+// noHooks is what every git call but the checkouts runs with: no hook
+// and no fsmonitor program (see the package doc). A hooksPath of /dev/null
+// names no directory, so git finds no hook there whatever its name; an
+// empty core.hooksPath is no such thing: git 2.39 then looks for hooks at
+// the filesystem's root (/reference-transaction ran).
+var noHooks = []string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"}
+
+// noMonitor is what a checkout runs with: its hooks, and no fsmonitor
+// program, which only says which files may have changed (git then looks at
+// every one, and what it checks out is the same).
+var noMonitor = []string{"-c", "core.fsmonitor=false"}
+
+// run executes git -C dir args... without hooks or fsmonitor and returns
+// its standard output.
 func run(dir string, args ...string) ([]byte, error) {
 	return runWith(dir, nil, args...)
 }
 
 // runWith is run with global options placed before -C dir.
 func runWith(dir string, global []string, args ...string) ([]byte, error) {
-	argv := append(append(append([]string{}, global...), "-C", dir), args...)
+	return runGit(dir, noHooks, global, args...)
+}
+
+// runCheckout runs a call that checks a tree out (worktree add, checkout):
+// with the repository's hooks, as git would run them in the worktree
+// checked out, and no fsmonitor. hooks is what core.hooksPath is for it
+// (Repo.checkoutHooks), "" to leave git's own reading.
+func runCheckout(dir, hooks string, args ...string) ([]byte, error) {
+	config := noMonitor
+	if hooks != "" {
+		config = append(append([]string{}, noMonitor...), "-c", "core.hooksPath="+hooks)
+	}
+	return runGit(dir, config, nil, args...)
+}
+
+// runPlain runs a call with the configuration as it is, for the two
+// questions about it that the overrides would answer instead (where the
+// hooks are): `git config --get` and `rev-parse --git-path`, which run no
+// program.
+func runPlain(dir string, args ...string) ([]byte, error) {
+	return runGit(dir, nil, nil, args...)
+}
+
+// runGit runs git config... global... -C dir args... and returns its
+// standard output. config, the -c options above, is left out of a
+// failure's message: it is the same for every call of its kind.
+func runGit(dir string, config, global []string, args ...string) ([]byte, error) {
+	argv := append(append(append(append([]string{}, config...), global...), "-C", dir), args...)
 	cmd := exec.Command("git", argv...)
 	cmd.Env = environ()
 	var stdout, stderr bytes.Buffer

@@ -9,6 +9,45 @@
 // them), with LC_ALL=C and GIT_TERMINAL_PROMPT=0, and no standard input.
 // git's standard error becomes part of the returned error (*CommandError).
 //
+// Repository code runs only where a checkout needs it. Ferry runs git
+// outside any sandbox, often in an agent's worktree, whose files any of
+// the agent's builds can write: a relative core.hooksPath (husky's .husky,
+// say) names a directory of the worktree git runs in, so a hook a build
+// script put there would run, unconfined, at Ferry's next git call in that
+// worktree. And no call but a checkout needs a hook. So every call runs
+// with -c core.hooksPath=/dev/null (a path below which no hook can exist;
+// an empty value is no such thing: git 2.39 then looks for hooks at the
+// filesystem's root) and -c core.fsmonitor=false (`git status`, `git
+// update-index --refresh` and even `git ls-files` run a configured
+// fsmonitor program; without one, git looks at every file, with the same
+// answer). Only the calls that check a tree out keep the hooks:
+// WorktreeAddBranch (spawn, adopt's cold path), WorktreeAddDetached (a
+// base's checkout, the store's spare, a pulled base) and CheckoutDetached
+// (a spare taken by the next base). A post-checkout hook may change what
+// the checkout holds (generated files, LFS), and a base's checkout must be
+// what an agent's worktree gets, so both run the same hooks: those of the
+// tree being checked out, a relative core.hooksPath taken from it rather
+// than from the worktree Ferry was started in (checkoutHooks; a hook that
+// fires before the tree is there, worktree add -b's reference-transaction,
+// then finds none). Ferry's own post-checkout hook (package hook) runs
+// there too. The checkouts do
+// without the fsmonitor program like every other call. HooksPath and
+// HooksDir ask git about the configuration as it is, which the overrides
+// would hide; `git config --get` and `rev-parse --git-path` run nothing.
+//
+// Everything else that decides what git writes stays: clean and smudge
+// filters (LFS's among them), autocrlf, sparse checkout and attributes, in
+// the checkouts and in `git status`, which runs the clean filter to
+// compare a changed file with the index. The configuration that can start
+// other programs needs no override, because no call here reaches it: a
+// pager starts only on a terminal, and git's output here goes to a pipe;
+// diff.external and textconv drivers only show diffs (TreesDiffer asks
+// diff-tree --quiet, which compares object ids); core.editor, gpg.program
+// and credential helpers belong to commands Ferry does not run (commit,
+// signed tags) or to the network. The one network call, the pipeline's
+// `git fetch`, keeps core.sshCommand and the credential helpers it needs,
+// with hooks and fsmonitor off like the rest.
+//
 // Machine-readable output is always requested NUL-terminated (-z), so paths
 // with spaces, newlines or non-UTF-8 bytes come back verbatim. Paths are
 // compared after resolving symlinks (/tmp may be a link), including paths

@@ -103,13 +103,18 @@ func (r *Repo) FindWorktree(path string) (Worktree, bool, error) {
 
 // WorktreeAddDetached adds a worktree at path with commit checked out on a
 // detached HEAD. A relative path is relative to the process's working
-// directory. git's post-checkout hook runs as usual.
+// directory. The repository's hooks run, as for every checkout (see the
+// package doc).
 func (r *Repo) WorktreeAddDetached(path, commit string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fmt.Errorf("add worktree %s: %w", path, err)
 	}
-	if _, err := run(r.Top, "worktree", "add", "--detach", "--", abs, commit); err != nil {
+	hooks, err := r.checkoutHooks(abs)
+	if err != nil {
+		return fmt.Errorf("add worktree %s: %w", abs, err)
+	}
+	if _, err := runCheckout(r.Top, hooks, "worktree", "add", "--detach", "--", abs, commit); err != nil {
 		return wrapf(noSpaceIn(abs, err), "add detached worktree %s at %s", abs, commit)
 	}
 	return nil
@@ -134,22 +139,32 @@ func (r *Repo) WorktreeMove(from, to string) error {
 
 // CheckoutDetached checks commit out, detached, in the worktree at dir
 // (`git checkout --detach`): git rewrites only the files that differ
-// from the commit it leaves. It refuses to overwrite local changes.
+// from the commit it leaves. It refuses to overwrite local changes. The
+// repository's hooks run, as for every checkout.
 func (r *Repo) CheckoutDetached(dir, commit string) error {
-	if _, err := run(dir, "checkout", "-q", "--detach", commit, "--"); err != nil {
+	hooks, err := r.checkoutHooks(dir)
+	if err != nil {
+		return fmt.Errorf("check %s out in %s: %w", commit, dir, err)
+	}
+	if _, err := runCheckout(dir, hooks, "checkout", "-q", "--detach", commit, "--"); err != nil {
 		return wrapf(noSpaceIn(dir, err), "check %s out in %s", commit, dir)
 	}
 	return nil
 }
 
 // WorktreeAddBranch adds a worktree at path on a new branch starting at
-// commit (`worktree add -b`). It fails if the branch exists.
+// commit (`worktree add -b`). It fails if the branch exists. The
+// repository's hooks run, as for every checkout.
 func (r *Repo) WorktreeAddBranch(path, branch, commit string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fmt.Errorf("add worktree %s: %w", path, err)
 	}
-	if _, err := run(r.Top, "worktree", "add", "--no-track", "-b", branch, "--", abs, commit); err != nil {
+	hooks, err := r.checkoutHooks(abs)
+	if err != nil {
+		return fmt.Errorf("add worktree %s: %w", abs, err)
+	}
+	if _, err := runCheckout(r.Top, hooks, "worktree", "add", "--no-track", "-b", branch, "--", abs, commit); err != nil {
 		return wrapf(noSpaceIn(abs, err), "add worktree %s on new branch %s at %s", abs, branch, commit)
 	}
 	return nil

@@ -64,15 +64,16 @@ type GitEdit struct {
 // GitHooksDir is the directory git runs repo's hooks from in every
 // worktree (see above), refusing a relative core.hooksPath.
 func GitHooksDir(repo *git.Repo) (string, error) {
-	if out, err := repo.Run("", "config", "--get", "core.hooksPath"); err == nil {
-		p := strings.TrimSpace(out)
-		if p != "" && !filepath.IsAbs(p) && !strings.HasPrefix(p, "~") {
+	// Asked of git as configured: Ferry's other git calls run with hooks
+	// off (package git), which these two would report instead.
+	if p, err := repo.HooksPath(); err == nil {
+		if p != "" && !filepath.IsAbs(p) {
 			return "", failure.New(failure.Refused,
 				fmt.Sprintf("add this line to the %s hook in %s and commit it: [ -z \"${1##*[!0]*}\" ] || ferry hook git %s \"$@\"; or set an absolute core.hooksPath", GitHook, p, GitHook),
 				"core.hooksPath is the relative %q: each worktree runs the hooks of its own checkout, so a hook Ferry wrote there would not run in new worktrees", p)
 		}
 	}
-	out, err := repo.Run("", "rev-parse", "--git-path", "hooks")
+	out, err := repo.HooksDir()
 	if err != nil {
 		return "", err
 	}
