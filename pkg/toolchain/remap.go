@@ -32,6 +32,8 @@ const ignoringCache = "ignoring cache because of differing commandline arguments
 // does, and returns nil when the second compile kept the first one's
 // state. Otherwise the error (failure.Prereq) says what rustc did and how
 // to get a rustc that can: it costs two small compiles (about 0.3 s).
+// The compiles run below dir, so that rustup's rustc proxy picks the
+// toolchain dir's rust-toolchain files select, as Detect's calls do.
 func (t *Toolchain) ProbeRemap(dir string, env []string) error {
 	if env == nil {
 		env = os.Environ()
@@ -40,7 +42,7 @@ func (t *Toolchain) ProbeRemap(dir string, env []string) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "ferry-remap-probe-")
+	tmp, err := os.MkdirTemp(dir, "ferry-remap-probe-")
 	if err != nil {
 		return err
 	}
