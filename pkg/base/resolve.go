@@ -211,28 +211,41 @@ var toolchainFiles = []string{"rust-toolchain", "rust-toolchain.toml"}
 // toolchainDir makes a scratch directory holding the commit's
 // rust-toolchain files, for the caller to remove.
 func toolchainDir(o Options, commit string) (string, error) {
-	// One call lists which of the files the commit has; most have none.
-	out, err := o.Repo.Run(o.Repo.Top, append([]string{"ls-tree", "-z", "--full-tree", "--end-of-options", commit, "--"}, toolchainFiles...)...)
-	if err != nil {
-		return "", err
-	}
 	dir, err := os.MkdirTemp("", "ferry-toolchain-")
 	if err != nil {
 		return "", err
+	}
+	if err := ToolchainFiles(o.Repo, commit, dir); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// ToolchainFiles writes commit's rust-toolchain files into dir, as git's
+// object store holds them: rustup run in dir then picks the toolchain a
+// base of commit is built with. Never the working tree's: in an agent's
+// worktree any build can write one, and a [toolchain] path there names a
+// program rustup runs for every cargo and rustc call, outside the sandbox
+// for whoever asks there.
+func ToolchainFiles(repo *git.Repo, commit, dir string) error {
+	// One call lists which of the files the commit has; most have none.
+	out, err := repo.Run(repo.Top, append([]string{"ls-tree", "-z", "--full-tree", "--end-of-options", commit, "--"}, toolchainFiles...)...)
+	if err != nil {
+		return err
 	}
 	for _, line := range strings.Split(out, "\x00") {
 		_, name, ok := strings.Cut(line, "\t")
 		if !ok || !slices.Contains(toolchainFiles, name) {
 			continue
 		}
-		text, err := o.Repo.Run(o.Repo.Top, "cat-file", "-p", commit+":"+name)
+		text, err := repo.Run(repo.Top, "cat-file", "-p", commit+":"+name)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644)
 		}
 		if err != nil {
-			os.RemoveAll(dir)
-			return "", err
+			return err
 		}
 	}
-	return dir, nil
+	return nil
 }

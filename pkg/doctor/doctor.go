@@ -34,6 +34,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -180,6 +181,10 @@ type Options struct {
 	// GitHook is where `ferry hook git install` puts the hook in this
 	// repository, and whether Ferry's is there; nil skips the check.
 	GitHook *GitHook
+	// Git is the repository at Repo, whose HEAD's rust-toolchain files
+	// choose the toolchain the toolchain checks ask; nil asks the
+	// default toolchain.
+	Git *git.Repo
 }
 
 // GitHook is the state of Ferry's post-checkout hook (package hook).
@@ -355,12 +360,17 @@ func (r *Report) inRepo(o Options, userns Check) {
 	if sp.Isolation != IsolationRefused {
 		r.Checks = append(r.Checks, checkConfine(o.Store, dir, sp.Isolation == IsolationHost))
 	}
-	remap := checkRemap(o.Repo, s.RemapPaths, sp.Isolation)
+	tcDir, err := toolchainDir(o.Git)
+	if err != nil {
+		tcDir = "" // each toolchain check says it could not probe
+	}
+	defer os.RemoveAll(tcDir)
+	remap := checkRemap(tcDir, s.RemapPaths, sp.Isolation)
 	r.Checks = append(r.Checks, remap)
 	if remap.Status == Blocked && r.err == nil {
 		r.err = failure.New(failure.Prereq, remap.Hint, "%s", remap.Detail)
 	}
-	fresh, err := checkFreshness(o.Repo, s.Freshness)
+	fresh, err := checkFreshness(tcDir, s.Freshness)
 	r.Checks = append(r.Checks, fresh)
 	if r.err == nil && err != nil {
 		r.err = err
@@ -415,6 +425,32 @@ func checkGitHook(h GitHook) Check {
 	return c
 }
 
+// toolchainDir makes a scratch directory holding the rust-toolchain files
+// of repo's HEAD as committed (base.ToolchainFiles), where the toolchain
+// checks ask the toolchain ferry base would build HEAD with. Never in the
+// worktree: in an agent's, a build can write rust-toolchain.toml (whose
+// [toolchain] path names a program rustup runs) and .cargo/config.toml
+// (an alias named clippy makes `cargo clippy --version` build and run
+// anything), and doctor runs outside every sandbox. A repository without
+// a commit yet gets an empty directory: the default toolchain.
+func toolchainDir(repo *git.Repo) (string, error) {
+	dir, err := os.MkdirTemp("", "ferry-doctor-toolchain-")
+	if err != nil {
+		return "", err
+	}
+	if repo == nil {
+		return dir, nil
+	}
+	if _, err := repo.ResolveCommit("HEAD"); err != nil {
+		return dir, nil
+	}
+	if err := base.ToolchainFiles(repo, "HEAD", dir); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
 // checkRemap asks the repository's toolchain whether remap mode pays off
 // there (toolchain.ProbeRemap: two tiny compiles from two directories) and
 // says what that means for this repository: blocked when remap-paths is on
@@ -422,8 +458,15 @@ func checkGitHook(h GitHook) Check {
 // when builds run at host paths without it (each agent's first build after
 // an edit recompiles more, and remap mode is not there to help), and ok in
 // the namespace sandbox, which does not need it.
+//
+// dir holds the repository's rust-toolchain files (toolchainDir); "" is
+// a scratch directory that could not be made.
 func checkRemap(dir string, on bool, isolation string) Check {
-	c := Check{Name: CheckRemap, Path: dir}
+	c := Check{Name: CheckRemap}
+	if dir == "" {
+		c.Status, c.Detail = Warning, "could not probe the toolchain: no scratch directory for its files"
+		return c
+	}
 	tc, err := toolchain.Detect(dir, nil)
 	if err == nil {
 		err = tc.ProbeRemap(dir, nil)
@@ -462,29 +505,19 @@ func checkRemap(dir string, on bool, isolation string) Check {
 
 // checkFreshness reports the freshness mode of the bases ferry base would
 // build and, for checksum, whether the toolchain the repository selects
-// can do it, asked as ferry base asks (toolchain.ProbeChecksum, in a
-// scratch directory holding the repository's rust-toolchain files). A
-// toolchain that cannot is blocked: ferry base refuses it, and its error
-// is the one returned.
-func checkFreshness(repo, mode string) (Check, error) {
+// can do it, asked as ferry base asks (toolchain.ProbeChecksum, in dir, a
+// scratch directory holding the repository's rust-toolchain files: see
+// toolchainDir). A toolchain that cannot is blocked: ferry base refuses
+// it, and its error is the one returned.
+func checkFreshness(dir, mode string) (Check, error) {
 	c := Check{Name: CheckFreshness, Status: OK}
 	if mode != config.FreshnessChecksum {
 		c.Detail = `mtime ([base] freshness): Cargo compares mtimes, and stamping makes what an agent did not change look as old as the base; "checksum" needs a nightly toolchain`
 		return c, nil
 	}
-	dir, err := os.MkdirTemp("", "ferry-doctor-toolchain-")
-	if err != nil {
-		c.Status, c.Detail = Warning, "could not probe the toolchain: "+err.Error()
+	if dir == "" {
+		c.Status, c.Detail = Warning, "could not probe the toolchain: no scratch directory for its files"
 		return c, nil
-	}
-	defer os.RemoveAll(dir)
-	for _, name := range []string{"rust-toolchain", "rust-toolchain.toml"} {
-		if data, err := os.ReadFile(filepath.Join(repo, name)); err == nil {
-			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-				c.Status, c.Detail = Warning, "could not probe the toolchain: "+err.Error()
-				return c, nil
-			}
-		}
 	}
 	tc, err := toolchain.Detect(dir, nil)
 	if err == nil {

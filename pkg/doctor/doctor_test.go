@@ -15,6 +15,7 @@ import (
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -552,6 +553,7 @@ func TestFreshnessCheck(t *testing.T) {
 	run := func(repo, mode string) *Report {
 		o := inRepo(h, filepath.Join(parent, "store"), "auto", "auto")
 		o.Repo, o.Settings.Freshness = repo, mode
+		o.Git = gitRepo(t, repo)
 		return Run(o)
 	}
 	stable := t.TempDir()
@@ -567,13 +569,126 @@ func TestFreshnessCheck(t *testing.T) {
 	if out, err := exec.Command("rustup", "toolchain", "list").Output(); err != nil || !strings.Contains(string(out), "nightly") {
 		t.Skip("no rustup nightly toolchain")
 	}
+	// The toolchain file as committed is what ferry base builds with.
 	nightly := t.TempDir()
 	if err := os.WriteFile(filepath.Join(nightly, "rust-toolchain.toml"), []byte("[toolchain]\nchannel = \"nightly\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	commitAll(t, nightly)
 	r := run(nightly, config.FreshnessChecksum)
 	if c := r.Check(CheckFreshness); c.Status != OK || !strings.Contains(c.Detail, "CARGO_UNSTABLE_CHECKSUM_FRESHNESS=true") || r.ExitCode != 0 {
 		t.Errorf("checksum on the nightly: %+v, exit %d", c, r.ExitCode)
+	}
+}
+
+// gitRepo makes dir a git repository (with a first commit of what it
+// holds) unless it is one, and opens it.
+func gitRepo(t *testing.T, dir string) *git.Repo {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		gitT(t, dir, "init", "-q")
+		commitAll(t, dir)
+	}
+	return must(git.Open(dir))
+}
+
+// commitAll commits everything in dir, a repository made by gitRepo or
+// to be made by it.
+func commitAll(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		gitT(t, dir, "init", "-q")
+	}
+	gitT(t, dir, "add", "-A")
+	gitT(t, dir, "commit", "-q", "--allow-empty", "-m", "commit")
+}
+
+func gitT(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	c := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "core.hooksPath=/dev/null", "-C", dir}, args...)...)
+	c.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// Doctor runs outside every sandbox, in the working directory's worktree,
+// perhaps an agent's, where any build can write. Its toolchain checks ask
+// the toolchain HEAD's committed files select, never one a build planted
+// there: neither a rust-toolchain.toml whose [toolchain] path names
+// programs rustup would run for cargo and rustc, nor a .cargo/config.toml
+// whose alias named clippy would make `cargo clippy --version` run a
+// cargo subcommand of the build's choosing.
+func TestToolchainChecksIgnoreTheWorktree(t *testing.T) {
+	cargo, err := exec.LookPath("cargo")
+	if err != nil {
+		t.Skip("no cargo on PATH")
+	}
+	if _, err := exec.LookPath("rustup"); err != nil {
+		t.Skip("no rustup: a rust-toolchain file selects nothing")
+	}
+	log := filepath.Join(t.TempDir(), "ran")
+	logger := func(path, name, then string) {
+		t.Helper()
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte("#!/bin/sh\necho \""+name+" $*\" >>'"+log+"'\n"+then+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The planted toolchain's programs log and pass on to the real ones
+	// (whichever rustup gives in a directory without toolchain files).
+	real := func(tool string) string {
+		c := exec.Command("rustup", "which", tool)
+		c.Dir = t.TempDir()
+		out, err := c.Output()
+		if err != nil {
+			t.Skipf("rustup which %s: %v", tool, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	evil := filepath.Join(t.TempDir(), "evil")
+	logger(filepath.Join(evil, "bin", "cargo"), "planted cargo", `exec `+real("cargo")+` "$@"`)
+	logger(filepath.Join(evil, "bin", "rustc"), "planted rustc", `exec `+real("rustc")+` "$@"`)
+	sub := t.TempDir()
+	logger(filepath.Join(sub, "cargo-planted"), "planted alias", "echo clippy 0.1.0")
+	t.Setenv("PATH", sub+string(filepath.ListSeparator)+os.Getenv("PATH"))
+
+	for _, c := range []struct{ name, path, text string }{
+		{"rust-toolchain.toml", "rust-toolchain.toml", "[toolchain]\npath = \"" + evil + "\"\n"},
+		{".cargo/config.toml", ".cargo/config.toml", "[alias]\nclippy = [\"planted\"]\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			repo := t.TempDir()
+			if err := os.WriteFile(filepath.Join(repo, "Cargo.toml"), []byte("[workspace]\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			g := gitRepo(t, repo)
+			planted := filepath.Join(repo, filepath.FromSlash(c.path))
+			os.MkdirAll(filepath.Dir(planted), 0o755)
+			if err := os.WriteFile(planted, []byte(c.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// Live: cargo run there obeys the planted file.
+			probe := exec.Command(cargo, "clippy", "--version")
+			probe.Dir = repo
+			probe.Run()
+			if b, _ := os.ReadFile(log); !strings.Contains(string(b), "planted") {
+				t.Fatalf("cargo clippy --version in the worktree did not obey the planted %s (log %q): the test shows nothing", c.name, b)
+			}
+			os.Remove(log)
+
+			o := inRepo(platform.Real(), filepath.Join(t.TempDir(), "store"), "auto", "auto")
+			o.Repo, o.Git = repo, g
+			o.Settings.Freshness = config.FreshnessChecksum
+			r := Run(o)
+			if b, _ := os.ReadFile(log); len(b) > 0 {
+				t.Errorf("ferry doctor obeyed the planted %s:\n%s", c.name, b)
+			}
+			if c := r.Check(CheckRemap); c == nil || strings.HasPrefix(c.Detail, "could not probe") {
+				t.Errorf("remap check %+v: the toolchain was not asked", c)
+			}
+			os.Remove(log)
+		})
 	}
 }
 

@@ -63,7 +63,7 @@ func doctorOptions(h platform.Host) doctor.Options {
 		o.NotRepo = err
 		return o
 	}
-	o.Repo = repo.Top
+	o.Repo, o.Git = repo.Top, repo
 	settings, err := config.Load(repo.Top, config.OSEnv())
 	if err != nil {
 		o.ConfigErr = err
