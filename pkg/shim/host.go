@@ -27,7 +27,9 @@ func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top
 		return 0, failure.New(failure.Refused, "remove it with `ferry rm --force "+a.Name+"` and spawn it again",
 			"agent %q has no fork at %s", a.Name, s.Agent(a.Name).Target)
 	}
-	ws, err := c.workspace(cargo, top, rel)
+	// No sandbox here: cargo itself runs unconfined in the worktree. The
+	// probe still keeps out of it, as in the sandbox's case.
+	ws, err := c.workspace(cargo, top, rel, c.probeDir(s, a))
 	if err != nil {
 		return 0, err
 	}

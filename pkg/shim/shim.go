@@ -149,7 +149,9 @@ func (c *Call) warm(cargo, src, warmTarget string) (int, error) {
 	env, target := c.Env, cargoenv.Get(c.Env, "CARGO_TARGET_DIR")
 	rel, err := filepath.Rel(src, c.Dir)
 	if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-		ws, err := c.workspace(cargo, src, rel)
+		// In the base's sandbox (or, with sandbox mode off, where its warm
+		// commands run unconfined anyway): the probe runs where the call does.
+		ws, err := c.workspace(cargo, src, rel, "")
 		if err != nil {
 			return 0, err
 		}
@@ -255,7 +257,12 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	}
 	mntSrc, mntTarget := s.MntSrc(), s.MntTarget()
 	canonical := filepath.Join(mntSrc, rel)
-	ws, err := c.workspace(cargo, top, rel)
+	inSandbox := agent.InSandbox(s, a)
+	probeDir := ""
+	if !inSandbox {
+		probeDir = c.probeDir(s, a)
+	}
+	ws, err := c.workspace(cargo, top, rel, probeDir)
 	if err != nil {
 		return 0, err
 	}
@@ -263,7 +270,7 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	env := cargoenv.WithFreshness(cargoEnv(c.Env, a.Name, target, canonical), a.FreshnessEnv)
 	env = c.underCI(env, canonical, func(p string) string { return hostPath(p, mntSrc, top) }, func() string { return c.baseCargo(s, a) })
 
-	if agent.InSandbox(s, a) {
+	if inSandbox {
 		// Already in this agent's sandbox (ferry run, ferry shell): cargo
 		// inherits an overlay's mount.lock through exec, and busy.lock.
 		// The store is sealed here: the call is not recorded (observe.go).
@@ -311,18 +318,42 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 // workspace returns the directory, relative to the worktree top, of the
 // Cargo workspace the call selects. At the top without --manifest-path it is
 // the top itself; elsewhere cargo locate-project decides.
-func (c *Call) workspace(cargo, top, rel string) (string, error) {
+//
+// The probe runs before the call enters the agent's sandbox. Run in the
+// worktree, where any of the agent's builds can write, it would obey what
+// a build planted there: rustup's cargo proxy picks its toolchain from a
+// rust-toolchain.toml in the working directory or above, and one with
+// [toolchain] path = "<dir>" makes it run <dir>/bin/cargo, unconfined
+// (seen with rustup 1.29); Cargo reads .cargo/config.toml from there too.
+// So unless probeDir is "" (the call is confined already), the probe runs
+// in probeDir, a directory the sandbox cannot write (the agent's base
+// checkout: its toolchain file is the one the base was built with), and
+// names the manifest cargo would start from itself: the call's
+// --manifest-path, else the nearest Cargo.toml at or above the working
+// directory. Cargo finds the workspace from the manifest, and reads only
+// manifests, not configuration or toolchain files, below the manifest's
+// directory.
+func (c *Call) workspace(cargo, top, rel, probeDir string) (string, error) {
 	manifest := manifestPathArg(c.Args)
 	if rel == "." && manifest == "" {
 		return ".", nil
 	}
 	args := []string{"locate-project", "--workspace", "--message-format", "plain"}
-	if manifest != "" {
+	dir := c.Dir
+	switch {
+	case probeDir != "":
+		m := c.startManifest(manifest, top)
+		if m == "" {
+			return ".", nil // no manifest in the worktree: cargo itself will say so
+		}
+		args = append(args, "--manifest-path", m)
+		dir = probeDir
+	case manifest != "":
 		args = append(args, "--manifest-path", manifest)
 	}
 	cmd := exec.Command(cargo, args...)
-	cmd.Dir = c.Dir
-	cmd.Env = c.marked(c.Env, probeID, cargo, c.Dir, args)
+	cmd.Dir = dir
+	cmd.Env = c.marked(c.Env, probeID, cargo, dir, args)
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
@@ -347,6 +378,52 @@ func (c *Call) workspace(cargo, top, rel string) (string, error) {
 		return ".", nil // a workspace outside the worktree: not the agent's to redirect
 	}
 	return wsRel, nil
+}
+
+// startManifest is the manifest a cargo call in c.Dir starts from: the
+// call's --manifest-path (manifest) made absolute, else the nearest
+// Cargo.toml in c.Dir or above it, up to the worktree top, from the
+// working directory as the kernel names it (as cargo's own search goes).
+// It is "" when there is none up to the top: a workspace above the
+// worktree is not the agent's.
+func (c *Call) startManifest(manifest, top string) string {
+	if manifest != "" {
+		if filepath.IsAbs(manifest) {
+			return manifest
+		}
+		return filepath.Join(c.Dir, manifest)
+	}
+	dir, realTop := c.Dir, top
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+	}
+	if r, err := filepath.EvalSymlinks(top); err == nil {
+		realTop = r
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		p := filepath.Join(d, "Cargo.toml") // cargo's manifest search: not a store path
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
+		}
+		if d == realTop || d == filepath.Dir(d) {
+			return ""
+		}
+	}
+}
+
+// probeDir is where the workspace probe of agent a's call runs outside
+// its sandbox: the base's checkout, which no sandbox can write, else the
+// store's directory.
+func (c *Call) probeDir(s *store.Store, a *agent.Record) string {
+	if src := s.Base(a.Base).Src; isDir(src) {
+		return src
+	}
+	return s.Dir
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // manifestPathArg returns the value of --manifest-path, if any, from the
