@@ -310,12 +310,34 @@ func Load(repoRoot string, env Env) (*Settings, error) {
 // load is Load for the platform goos (a runtime.GOOS value), so tests can
 // check the overrides and defaults of a platform they do not run on.
 func load(repoRoot string, env Env, goos string) (*Settings, error) {
+	return loadFrom(repoRoot, env, goos, func(root string) (*document, error) {
+		return readDocument(filepath.Join(root, FileName))
+	})
+}
+
+// LoadCommitted is Load with ferry.toml as a commit holds it rather than
+// as the working tree does: data is the file's content, nil when the
+// commit has none, and name says where it came from in messages and in
+// Settings.File (git's spelling, HEAD:ferry.toml). Relative paths in it
+// are taken from repoRoot, as in the file.
+func LoadCommitted(repoRoot string, env Env, data []byte, name string) (*Settings, error) {
+	return loadFrom(repoRoot, env, runtime.GOOS, func(string) (*document, error) {
+		if data == nil {
+			return &document{path: name}, nil
+		}
+		return parseDocument(name, data)
+	})
+}
+
+// loadFrom is load with the document read by read from the repository
+// root.
+func loadFrom(repoRoot string, env Env, goos string, read func(root string) (*document, error)) (*Settings, error) {
 	r := resolver{env: env}
 	root, err := r.abs(repoRoot, "the repository root")
 	if err != nil {
 		return nil, err
 	}
-	doc, err := readDocument(filepath.Join(root, FileName))
+	doc, err := read(root)
 	if err != nil {
 		return nil, err
 	}

@@ -1138,3 +1138,30 @@ func TestChanged(t *testing.T) {
 		t.Fatalf("Changed = %q", got)
 	}
 }
+
+// LoadCommitted reads ferry.toml from given bytes, as a commit holds it,
+// with the working tree's file left unread: its values, relative paths from
+// the repository root, errors that name where it came from, and the
+// defaults when the commit has none.
+func TestLoadCommitted(t *testing.T) {
+	root := t.TempDir()
+	env := newEnv(nil)
+	if err := os.WriteFile(filepath.Join(root, FileName), []byte("[sandbox]\nmode = \"off\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadCommitted(root, env, []byte("[agent]\nworktree-dir = \"wt\"\n"), "HEAD:ferry.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.SandboxMode != "auto" || s.WorktreeParent != filepath.Join(root, "wt") || s.File != "HEAD:ferry.toml" {
+		t.Errorf("mode %q (the working file's must not count), worktree parent %q, file %q", s.SandboxMode, s.WorktreeParent, s.File)
+	}
+	_, err = LoadCommitted(root, env, []byte("[base]\nwram = []\n"), "HEAD:ferry.toml")
+	if err == nil || !strings.Contains(err.Error(), `HEAD:ferry.toml:2: unknown key "base.wram"`) {
+		t.Errorf("error %v does not name HEAD:ferry.toml and the line", err)
+	}
+	s, err = LoadCommitted(root, env, nil, "HEAD:ferry.toml")
+	if err != nil || s.SandboxMode != "auto" || s.File != "" {
+		t.Errorf("no committed file: %+v, %v", s, err)
+	}
+}

@@ -165,15 +165,20 @@ type site struct {
 }
 
 func readDocument(path string) (*document, error) {
-	d := &document{path: path}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return d, nil
+		return &document{path: path}, nil
 	}
 	if err != nil {
 		return nil, failure.Wrap(failure.Usage, err, "make "+FileName+" a readable file, or remove it", "read %s", path)
 	}
-	d.file = path
+	return parseDocument(path, data)
+}
+
+// parseDocument decodes data, ferry.toml as read from path (a file's path,
+// or git's name of a blob, such as HEAD:ferry.toml).
+func parseDocument(path string, data []byte) (*document, error) {
+	d := &document{path: path, file: path}
 	d.sites = locate(data)
 	if err := d.decode(data); err != nil {
 		return nil, err
