@@ -14,7 +14,10 @@
 package cli
 
 import (
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/ferrydev/ferry/pkg/cli/report"
 	"github.com/ferrydev/ferry/pkg/config"
@@ -51,15 +54,20 @@ type Context struct {
 // Every command goes through it, so this is where a store someone else
 // could change is refused (store.CheckOwner), before any command reads,
 // writes or publishes anything: the shim on the user's PATH and the bus
-// token live there.
+// token live there. In an agent's worktree ferry.toml is read as
+// committed (Settings), and a working file that differs is said on
+// standard error, as a warning of the program running.
 func Load(dir string) (*Context, error) {
 	repo, err := git.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	settings, err := config.Load(repo.Top, config.OSEnv())
+	settings, note, err := Settings(repo)
 	if err != nil {
 		return nil, err
+	}
+	if note != "" {
+		fmt.Fprintf(os.Stderr, "%s: warning: %s\n", filepath.Base(os.Args[0]), note)
 	}
 	common, err := repo.CommonDir()
 	if err != nil {

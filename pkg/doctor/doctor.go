@@ -168,6 +168,10 @@ type Options struct {
 	// ferry.toml or the environment is broken.
 	Settings  *config.Settings
 	ConfigErr error
+	// ConfigNote says how the settings were read when not as the working
+	// tree's ferry.toml says (cli.Settings: as committed, in an agent's
+	// worktree); "" otherwise. It becomes the report's note.
+	ConfigNote string
 	// Store is the repository's store; it need not exist (the store checks
 	// then probe its nearest existing ancestor). Nil outside a repository.
 	// Its CheckOwner runs first: when it fails the store is not probed,
@@ -230,6 +234,7 @@ func Run(o Options) *Report {
 		r.err = err
 	default:
 		r.Store = o.Store.Dir
+		r.Note = o.ConfigNote
 		r.inRepo(o, userns)
 	}
 	if r.err != nil {

@@ -78,7 +78,7 @@ func Main(name string, args []string, io cli.IO) int {
 
 func env(fc *cli.Context, io cli.IO) pipeline.Env {
 	return pipeline.Env{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Log: io.Stderr, Prog: "ferry-base",
-		Reload: func() (*config.Settings, error) { return config.Load(fc.Repo.Top, config.OSEnv()) }}
+		Reload: func() (*config.Settings, error) { s, _, err := cli.Settings(fc.Repo); return s, err }}
 }
 
 func (c *buildCmd) run(io cli.IO) error {

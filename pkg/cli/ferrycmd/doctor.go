@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/ferrydev/ferry/pkg/cli"
-	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/doctor"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/hook"
@@ -64,11 +63,12 @@ func doctorOptions(h platform.Host) doctor.Options {
 		return o
 	}
 	o.Repo, o.Git = repo.Top, repo
-	settings, err := config.Load(repo.Top, config.OSEnv())
+	settings, note, err := cli.Settings(repo)
 	if err != nil {
 		o.ConfigErr = err
 		return o
 	}
+	o.ConfigNote = note
 	common, err := repo.CommonDir()
 	if err != nil {
 		o.ConfigErr = err

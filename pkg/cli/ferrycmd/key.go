@@ -39,12 +39,18 @@ func signingKey(args []string, io cli.IO) int {
 			if err != nil {
 				return err
 			}
-			if repo, err := git.Open("."); err == nil {
-				top = repo.Top
+			var settings *config.Settings
+			var note string
+			if repo, rerr := git.Open("."); rerr == nil {
+				settings, note, err = cli.Settings(repo)
+			} else {
+				settings, err = config.Load(top, config.OSEnv())
 			}
-			settings, err := config.Load(top, config.OSEnv())
 			if err != nil {
 				return err
+			}
+			if note != "" {
+				fmt.Fprintf(io.Stderr, "ferry key: warning: %s\n", note)
 			}
 			s, created, err := share.EnsureSigner(settings.StoreParent)
 			if err != nil {
