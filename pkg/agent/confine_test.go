@@ -326,8 +326,8 @@ func TestConfinementTable(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			os.RemoveAll(c.probeOut)
 			os.MkdirAll(c.probeOut, 0o755)
-			other := w.spawnIn(t, c.env(""), "other", "--backend", backend)
-			a := w.spawnIn(t, c.env(""), "a", "--backend", backend)
+			other := w.spawnWith(t, c.env(""), "other", "--backend", backend)
+			a := w.spawnWith(t, c.env(""), "a", "--backend", backend)
 			defer func() {
 				w.ferry(w.repo.Dir, c.env(""), "rm", "--force", "a")
 				w.ferry(w.repo.Dir, c.env(""), "rm", "--force", "other")
@@ -506,20 +506,6 @@ func uniq(m map[string]string) map[string]bool {
 	return out
 }
 
-// spawnIn is spawn with extra environment.
-func (w *world) spawnIn(t *testing.T, extra []string, name string, args ...string) agentJSON {
-	t.Helper()
-	out, stderr, err := w.ferry(w.repo.Dir, extra, append([]string{"spawn", name, "--json"}, args...)...)
-	if err != nil {
-		t.Fatalf("ferry spawn %s: %v\n%s", name, err, stderr)
-	}
-	var a agentJSON
-	if err := json.Unmarshal([]byte(out), &a); err != nil {
-		t.Fatalf("spawn output %q: %v", out, err)
-	}
-	return a
-}
-
 // attackScript is what a hostile build script does to plant code for a
 // later step outside its sandbox, and to change what another build
 // compiles. Every step may fail: what reached the host is what counts.
@@ -580,8 +566,8 @@ func TestBuildScriptAttacks(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			shim, _ := os.ReadFile(filepath.Join(w.bin, "ferry-shim"))
 			shimLink, _ := os.Readlink(filepath.Join(w.home, "bin", "cargo"))
-			other := w.spawnIn(t, env(), "other", "--backend", backend)
-			a := w.spawnIn(t, env(), "a", "--backend", backend)
+			other := w.spawnWith(t, env(), "other", "--backend", backend)
+			a := w.spawnWith(t, env(), "a", "--backend", backend)
 			defer func() {
 				w.ferry(w.repo.Dir, env(), "rm", "--force", "a")
 				w.ferry(w.repo.Dir, env(), "rm", "--force", "other")
@@ -629,7 +615,7 @@ func TestBuildScriptAttacks(t *testing.T) {
 			if code != 0 || strings.TrimSpace(out) != "42" {
 				t.Errorf("another agent's build printed %q (exit %d), want the dependency's own 42:\n%s", out, code, stderr)
 			}
-			third := w.spawnIn(t, env(), "third", "--backend", backend)
+			third := w.spawnWith(t, env(), "third", "--backend", backend)
 			w.ferry(w.repo.Dir, env(), "rm", "--force", "third")
 			_ = third
 			if _, stderr, err := w.ferry(w.repo.Dir, env(), "base", "--rebuild"); err != nil {
