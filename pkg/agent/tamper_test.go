@@ -176,5 +176,5 @@ func oldListing(t *testing.T, target string) string {
 
 // rawMode is the st_mode the kernel reports for fi.
 func rawMode(fi os.FileInfo) uint32 {
-	return fi.Sys().(*syscall.Stat_t).Mode
+	return uint32(fi.Sys().(*syscall.Stat_t).Mode) // uint16 on macOS
 }
