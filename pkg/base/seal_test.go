@@ -193,6 +193,7 @@ func TestVerifyCatchesRestoredTimestamps(t *testing.T) {
 	}
 	// An added hard link inside the target is a new entry.
 	r2 := sealedBase(t, s, "c0ffee-inside", 50)
+	time.Sleep(20 * time.Millisecond) // past the seal, on the kernel's coarse clock
 	if err := os.Link(filepath.Join(r2.Target, "debug", "d000", "f0001"), filepath.Join(r2.Target, "debug", "d000", "extra")); err != nil {
 		t.Fatal(err)
 	}
