@@ -57,6 +57,9 @@ const Format = 1
 const (
 	Creating = "creating"
 	Ready    = "ready"
+	// Damaged is not a state any record holds: it is how ferry list
+	// shows an agent whose record cannot be read.
+	Damaged = "damaged"
 )
 
 // Record is agent.json.
@@ -165,29 +168,47 @@ type Timings struct {
 }
 
 // Read returns agent name's record; an error wrapping fs.ErrNotExist when
-// there is no such agent.
+// there is no such agent, and a *failure.DamagedError, with the fix, when
+// its agent.json cannot be read.
 func Read(s *store.Store, name string) (*Record, error) {
 	var r Record
 	if err := atomicfile.ReadJSON(s.Agent(name).Record, &r); err != nil {
+		if d := failure.AsDamaged(err); d != nil {
+			d.Fix = damagedFix(name)
+		}
 		return nil, err
 	}
 	return &r, nil
+}
+
+// damagedFix is the hint for agent name whose record is damaged.
+func damagedFix(name string) string {
+	return fmt.Sprintf("`ferry rm --force %s` removes what Ferry keeps of it (its fork, and the worktree's ./%s link when it still leads there); its worktree and branch stay, for you to keep or remove", name, TargetLink)
 }
 
 func write(s *store.Store, r *Record) error {
 	return atomicfile.WriteJSON(s.Agent(r.Name).Record, r, 0o644)
 }
 
-// All returns every agent record in the store, by name.
+// All returns every readable agent record in the store, by name: a
+// damaged one is left out (Scan names them).
 func All(s *store.Store) ([]*Record, error) {
+	all, _, err := Scan(s)
+	return all, err
+}
+
+// Scan returns every readable agent record in the store, by name, and the
+// records that cannot be read (failure.DamagedError), by name too.
+func Scan(s *store.Store) ([]*Record, []*failure.DamagedError, error) {
 	ents, err := os.ReadDir(s.AgentsDir())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []*Record
+	var damaged []*failure.DamagedError
 	for _, e := range ents {
 		if !e.IsDir() {
 			continue
@@ -196,13 +217,17 @@ func All(s *store.Store) ([]*Record, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // a directory without a record: gc's to remove
 		}
+		if d := failure.AsDamaged(err); d != nil {
+			damaged = append(damaged, d)
+			continue
+		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out, damaged, nil
 }
 
 // validName is compiled on first use, not at start: the shim links this
@@ -261,8 +286,14 @@ func FindByWorktree(s *store.Store, dir string) (*Record, error) {
 	// instead of every agent's. Its worktree must be exactly dir; anything
 	// else (a worktree named otherwise, a bind mount) takes the scan.
 	if name := filepath.Base(dir); name != "." && name != ".." && name != string(filepath.Separator) {
-		if r, err := Read(s, name); err == nil && r.Name == name && r.Worktree == dir {
+		r, err := Read(s, name)
+		if err == nil && r.Name == name && r.Worktree == dir {
 			return r, nil
+		}
+		if d := failure.AsDamaged(err); d != nil && linksInto(filepath.Join(dir, TargetLink), s.Agent(name).Dir) {
+			// Its record cannot say, but its target link leads into
+			// the agent's directory: it is that agent's worktree.
+			return nil, err
 		}
 	}
 	all, err := All(s)

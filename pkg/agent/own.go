@@ -205,6 +205,38 @@ func linksTo(path, dest string) bool {
 	return err == nil && d == dest
 }
 
+// linksInto reports whether path is a target link Ferry made into dir (an
+// agent's directory): a symbolic link to dir or below it, or a directory
+// whose entries are all such links. It tells an agent's worktree whose
+// record cannot be read.
+func linksInto(path, dir string) bool {
+	// The link's own text, not where it resolves: an overlay agent's
+	// leads on into its live namespace, or nowhere.
+	into := func(p string) bool {
+		d, err := os.Readlink(p)
+		return err == nil && strings.HasPrefix(filepath.Clean(d)+"/", filepath.Clean(dir)+"/")
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return false
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return into(path)
+	case !fi.IsDir():
+		return false
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil || len(ents) == 0 {
+		return false
+	}
+	for _, e := range ents {
+		if !into(filepath.Join(path, e.Name())) {
+			return false
+		}
+	}
+	return true
+}
+
 // HostTarget returns the path through which a process outside any sandbox
 // reaches agent r's build output now, and whether it does: the fork's
 // directory for reflink and copy agents, and for an overlay agent the

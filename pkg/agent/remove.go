@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,10 @@ type Removal struct {
 	// WorktreeKept is set for an adopted agent removed without its
 	// worktree: only what adoption added went.
 	WorktreeKept bool `json:"worktree_kept,omitempty"`
+	// Damaged is set for an agent whose record could not be read: what
+	// Ferry kept of it went, and its worktree (Worktree, when its target
+	// link told it) and branch stay.
+	Damaged bool `json:"damaged,omitempty"`
 }
 
 // RemoveOptions are how Remove removes an agent.
@@ -83,6 +88,9 @@ func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep f
 	r, err := Read(s, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, failure.New(failure.Usage, "list agents with `ferry list`", "no agent named %q", name)
+	}
+	if failure.AsDamaged(err) != nil && force && keep == nil {
+		return removeDamaged(repo, s, name)
 	}
 	if err != nil {
 		return nil, err
@@ -234,6 +242,54 @@ func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep f
 		}
 	}
 	return rm, dropRecord(s, name, release, agentLock)
+}
+
+// removeDamaged removes agent name, whose record cannot be read, as far as
+// Ferry can tell what is its own without it: its directory in the store
+// (fork, locks, private layers) and the target link of the worktree whose
+// link leads there. The worktree and its branch stay: the record would
+// have said whether Ferry made them (spawn) or a tool did (adoption), and
+// whether the branch moved. It refuses while a process runs for the agent.
+// The caller holds the store lock.
+func removeDamaged(repo *git.Repo, s *store.Store, name string) (*Removal, error) {
+	files := s.Agent(name)
+	agentLock, err := lock.TryTake(files.Lock)
+	if err == lock.ErrBusy {
+		return nil, failure.New(failure.Refused, "wait for it to finish, or stop it", "a process holds agent %q's lock", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer agentLock.Release()
+	for _, l := range []string{files.Busy, files.MountLock} {
+		if held, _ := lock.Held(l); held {
+			return nil, failure.New(failure.Refused, "stop the agent's shells and builds and try again",
+				"processes still run for agent %q", name)
+		}
+	}
+	if fork.ScanMounted().AgentDir(files.Dir) {
+		return nil, failure.New(failure.Refused, "stop the agent's shells and builds and try again",
+			"a process still has agent %q's overlay mounted", name)
+	}
+	rm := &Removal{Name: name, Damaged: true, WorktreeKept: true}
+	wts, err := repo.Worktrees()
+	if err != nil {
+		return nil, err
+	}
+	for _, wt := range wts {
+		if link := filepath.Join(wt.Path, TargetLink); linksInto(link, files.Dir) {
+			if err := os.RemoveAll(link); err != nil {
+				return nil, err
+			}
+			rm.Worktree, rm.Branch = wt.Path, wt.Branch
+			break
+		}
+	}
+	if err := os.Remove(files.Record); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	agentLock.Release()
+	return rm, fork.RemoveTree(files.Dir)
 }
 
 // dropRecord removes agent name's record and then, with the locks

@@ -357,10 +357,13 @@ var ErrNoBase = errors.New("no base to spawn from")
 
 // chooseBase picks the current base if it is at commit, else the newest
 // ready base at commit, else the current base.
+//
+// A damaged current (its file, or its base's record) is refused only when
+// no ready base at commit can serve instead: named, with its fix.
 func chooseBase(s *store.Store, commit string) (*base.Record, error) {
-	cur, err := s.Current()
-	if err != nil {
-		return nil, err
+	cur, curErr := s.Current()
+	if curErr != nil && failure.AsDamaged(curErr) == nil {
+		return nil, curErr
 	}
 	var chosen *base.Record
 	if cur != "" {
@@ -380,8 +383,15 @@ func chooseBase(s *store.Store, commit string) (*base.Record, error) {
 			}
 		}
 	}
+	if chosen == nil && curErr != nil {
+		return nil, curErr
+	}
 	if chosen == nil && cur != "" {
 		r, err := base.Read(s, cur)
+		if failure.AsDamaged(err) != nil {
+			// Its own hint says how to build it again.
+			return nil, failure.Wrap(failure.Refused, err, "", "the current base %s cannot be read", cur)
+		}
 		if err != nil {
 			return nil, failure.Wrap(failure.Refused, err, "rebuild it with `ferry base`", "the current base %s cannot be read", cur)
 		}

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/ferrydev/ferry/pkg/failure"
 )
 
 // WriteFile atomically replaces path with data, created with perm.
@@ -84,14 +86,17 @@ func WriteJSON(path string, v any, perm os.FileMode) error {
 }
 
 // ReadJSON decodes the JSON file at path into v. Unknown fields are ignored,
-// so an older Ferry can read a newer file's known fields.
+// so an older Ferry can read a newer file's known fields. A file that is
+// not one JSON value of v's shape (truncated, empty, overwritten) is a
+// *failure.DamagedError: WriteFile never leaves one so, so something else
+// changed it. The caller adds the fix it knows.
 func ReadJSON(path string, v any) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
+		return failure.Damaged(path, err, "")
 	}
 	return nil
 }

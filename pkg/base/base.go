@@ -57,6 +57,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/confine"
+	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/relocate"
@@ -275,26 +276,45 @@ func ID(commit, fp string) string { return commit + "-" + fp }
 
 // Read returns the record of ready base id, or an error wrapping
 // fs.ErrNotExist when the base is not ready.
+//
+// A damaged record (failure.DamagedError) carries the fix: the base built
+// again over it, with --rebuild.
 func Read(s *store.Store, id string) (*Record, error) {
 	var r Record
 	if err := atomicfile.ReadJSON(s.Base(id).Record, &r); err != nil {
+		if d := failure.AsDamaged(err); d != nil {
+			d.Fix = rebuildFix(id)
+		}
 		return nil, err
 	}
 	return &r, nil
 }
 
+// rebuildFix is the hint for a damaged base id: build it again over what
+// is there.
+func rebuildFix(id string) string {
+	commit, _, _ := strings.Cut(id, "-")
+	return fmt.Sprintf("build it again over it with `ferry base --rebuild --rev %s`", short(commit))
+}
+
 // Entry is one base as listed: a ready record, or a partial directory.
 type Entry struct {
 	ID      string  `json:"id"`
-	State   string  `json:"state"` // ready | building | partial
+	State   string  `json:"state"` // ready | building | partial | damaged
 	Current bool    `json:"current"`
 	Record  *Record `json:"record,omitempty"`
+	// Damaged is why a damaged base's base.json cannot be read, with the
+	// fix.
+	Damaged *failure.DamagedError `json:"-"`
 }
 
 // List returns every base of the store, ready or not, newest first.
+//
+// A damaged current (store.Current) leaves every base not current: the
+// listing is what tells which bases there are to make current again.
 func List(s *store.Store) ([]Entry, error) {
 	cur, err := s.Current()
-	if err != nil {
+	if err != nil && failure.AsDamaged(err) == nil {
 		return nil, err
 	}
 	ents, err := os.ReadDir(s.BasesDir())
@@ -311,7 +331,7 @@ func List(s *store.Store) ([]Entry, error) {
 		}
 		en := Entry{ID: e.Name(), Current: e.Name() == cur}
 		r, err := Read(s, e.Name())
-		switch {
+		switch d := failure.AsDamaged(err); {
 		case err == nil:
 			en.State, en.Record = "ready", r
 		case errors.Is(err, fs.ErrNotExist):
@@ -319,6 +339,8 @@ func List(s *store.Store) ([]Entry, error) {
 			if held, _ := lock.Held(s.BaseLock(e.Name())); held {
 				en.State = "building"
 			}
+		case d != nil:
+			en.State, en.Damaged = "damaged", d
 		default:
 			return nil, err
 		}

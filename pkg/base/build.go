@@ -173,9 +173,19 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 // to be built: it does not exist, or o.Rebuild asks for it again (then it
 // is made a partial base first). The caller holds the base lock; known is
 // the current base's seal check, taken for id's when it is that base.
+//
+// A base whose base.json is damaged is refused, naming the file, unless
+// o.Rebuild asks for it again: then it is made partial as a ready one is.
 func reuse(o Options, id string, known verified) (*Result, error) {
 	r, err := Read(o.Store, id)
 	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if d := failure.AsDamaged(err); d != nil && o.Rebuild {
+		if err := unreadyDamaged(o.Store, id); err != nil {
+			return nil, err
+		}
+		o.say("discarded base %s, whose base.json was damaged, to build it again", id)
 		return nil, nil
 	}
 	if err != nil {
@@ -523,17 +533,24 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 // lower layer (an overlay agent's processes run) is refused: its files
 // must not change under them.
 func unready(s *store.Store, r *Record) error {
+	return unreadyDamaged(s, r.ID)
+}
+
+// unreadyDamaged is unready for base id whose record may not be readable:
+// everything it needs is where the store's layout puts it.
+func unreadyDamaged(s *store.Store, id string) error {
+	files := s.Base(id)
 	// An overlay agent's idle namespace, kept for the host to reach its
 	// build output, must not stand in the way: end those holders first.
-	fork.EndHolders(s.AgentsDir(), r.Target)
-	if sandbox.MountedLower(r.Target) {
+	fork.EndHolders(s.AgentsDir(), files.Target)
+	if sandbox.MountedLower(files.Target) {
 		return failure.New(failure.Refused, "stop the processes of the overlay agents spawned from it (their shells and builds), then try again",
-			"base %s is in use as the lower layer of a running overlay agent", r.ID)
+			"base %s is in use as the lower layer of a running overlay agent", id)
 	}
-	if err := os.Remove(s.Base(r.ID).Record); err != nil {
+	if err := os.Remove(files.Record); err != nil {
 		return err
 	}
-	return atomicfile.SyncDir(r.Dir)
+	return atomicfile.SyncDir(s.BaseDir(id))
 }
 
 // Discard removes every trace of a base that is not ready: its registered

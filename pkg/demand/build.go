@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/units"
 )
 
@@ -294,7 +295,7 @@ func ReadLastBuild(path string) (*LastBuild, error) {
 	}
 	var b LastBuild
 	if err := json.Unmarshal(data, &b); err != nil {
-		return nil, err
+		return nil, failure.Damaged(path, err, "the agent's next build that compiles something writes it again; until then move it aside (`mv "+path+" "+path+".damaged`)")
 	}
 	return &b, nil
 }

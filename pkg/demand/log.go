@@ -170,6 +170,10 @@ func Read(path string) (*Log, error) {
 	return l, nil
 }
 
+// Inspect reads the log as Read does, changing nothing: for ferry doctor,
+// which reports what the next Read would drop.
+func Inspect(path string) (*Log, error) { return read(path) }
+
 func read(path string) (*Log, error) {
 	l := &Log{}
 	f, err := os.Open(path)

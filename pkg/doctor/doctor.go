@@ -28,15 +28,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
+	"github.com/ferrydev/ferry/pkg/share"
 	"github.com/ferrydev/ferry/pkg/store"
 	"github.com/ferrydev/ferry/pkg/toolchain"
 )
@@ -63,6 +67,7 @@ const (
 	CheckReflink    = platform.CheckReflink // clones in the store
 	CheckRefresh    = "refresh"             // how a new commit's base starts from an older one's target
 	CheckBases      = "bases"               // ready bases still hold what they were built with
+	CheckRecords    = "records"             // the store's records (current, base.json, agent.json) can be read
 	CheckRemap      = "remap"               // the toolchain keeps rustc's incremental state across worktrees (remap mode)
 	CheckFreshness  = "freshness"           // [base] freshness, and whether the toolchain can do checksum
 	CheckShimPath   = "shim-path"           // cargo in a shell resolves to Ferry's shim
@@ -285,9 +290,14 @@ func (r *Report) inRepo(o Options, userns Check) {
 	r.Checks = append(r.Checks, reflink)
 	bases, basesErr := checkBases(o.Store)
 	r.Checks = append(r.Checks, bases)
+	records, recordsErr := checkRecords(o.Store)
+	r.Checks = append(r.Checks, records)
 	defer func() {
 		if r.err == nil && basesErr != nil {
 			r.err = basesErr
+		}
+		if r.err == nil && recordsErr != nil {
+			r.err = recordsErr
 		}
 	}()
 
@@ -653,6 +663,118 @@ func checkBases(s *store.Store) (Check, error) {
 	c.Hint = failure.HintOf(first)
 	if c.Status == Blocked {
 		return c, first
+	}
+	return c, nil
+}
+
+// checkRecords reads the store's records: current, every base's
+// base.json and every agent's agent.json. A damaged one is named with its
+// fix (failure.DamagedError); it blocks spawn when it is current or the
+// current base's, and is a warning otherwise (commands that need another
+// record go on, and gc deletes no base while one is damaged).
+func checkRecords(s *store.Store) (Check, error) {
+	c := Check{Name: CheckRecords, Path: s.Dir, Status: OK}
+	var damaged []*failure.DamagedError
+	var blocking error
+	if _, err := os.Stat(s.Dir); err != nil {
+		c.Detail = "no store yet"
+		return c, nil
+	}
+	// store.json: every command that writes the store reads it first.
+	n := 1
+	if _, err := store.ReadMeta(s); failure.AsDamaged(err) != nil {
+		damaged, blocking = append(damaged, failure.AsDamaged(err)), err
+	} else if err != nil {
+		n--
+	}
+	cur, err := s.Current()
+	if d := failure.AsDamaged(err); d != nil {
+		damaged = append(damaged, d)
+		if blocking == nil {
+			blocking = err
+		}
+	}
+	if _, err := os.Stat(s.CurrentPath()); err == nil {
+		n++
+	}
+	list, err := base.List(s)
+	if err != nil {
+		c.Status, c.Detail = Warning, "could not list the bases: "+err.Error()
+		return c, nil
+	}
+	for _, e := range list {
+		if e.Record != nil {
+			n++
+		}
+		if e.Damaged != nil {
+			n++
+			damaged = append(damaged, e.Damaged)
+			if e.ID == cur && blocking == nil {
+				blocking = e.Damaged
+			}
+		}
+	}
+	agents, bad, err := agent.Scan(s)
+	if err != nil {
+		c.Status, c.Detail = Warning, "could not list the agents: "+err.Error()
+		return c, nil
+	}
+	n += len(agents) + len(bad)
+	damaged = append(damaged, bad...)
+	for _, a := range agents {
+		// What ferry why reads of the agent's last build.
+		if _, err := demand.ReadLastBuild(s.Agent(a.Name).LastBuild); failure.AsDamaged(err) != nil {
+			damaged = append(damaged, failure.AsDamaged(err))
+		}
+	}
+	// The signing key publishing signs bases with, when there is one.
+	if _, err := os.Lstat(share.KeyPath(s.Parent)); err == nil {
+		n++
+		if _, err := share.LoadSigner(s.Parent); failure.AsDamaged(err) != nil {
+			damaged = append(damaged, failure.AsDamaged(err))
+		}
+	}
+	// The demand log drops its unreadable lines on its next read: said,
+	// as what that read will drop.
+	var notes []string
+	if l, err := demand.Inspect(s.DemandLog()); err == nil && l.Damaged > 0 {
+		notes = append(notes, fmt.Sprintf("%s has %d unreadable line(s), which its next read drops", s.DemandLog(), l.Damaged))
+		if c.Status == OK {
+			c.Status = Warning
+		}
+	}
+	if len(damaged) == 0 {
+		c.Detail = fmt.Sprintf("%d record(s) read", n)
+		if len(notes) > 0 {
+			c.Detail += "; " + strings.Join(notes, "; ")
+		}
+		return c, nil
+	}
+	c.Status = Warning
+	if blocking != nil {
+		c.Status = Blocked
+	}
+	names := make([]string, len(damaged))
+	for i, d := range damaged {
+		names[i] = d.Path
+	}
+	first := damaged[0]
+	if blocking != nil {
+		first = failure.AsDamaged(blocking)
+	}
+	c.Detail = fmt.Sprintf("%d of %d record(s) damaged: %s (%v)", len(damaged), n, strings.Join(names, ", "), first.Err)
+	if len(notes) > 0 {
+		c.Detail += "; " + strings.Join(notes, "; ")
+	}
+	var fixes []string
+	for _, d := range damaged {
+		if h := d.Hint(); !slices.Contains(fixes, h) {
+			fixes = append(fixes, h)
+		}
+	}
+	c.Hint = strings.Join(fixes, "\n")
+	if blocking != nil {
+		return c, blocking
 	}
 	return c, nil
 }

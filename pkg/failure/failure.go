@@ -147,7 +147,8 @@ func Wrap(kind Kind, err error, hint, format string, args ...any) *Error {
 }
 
 // KindOf returns NoSpace when err's chain holds ENOSPC, else the kind of the
-// outermost *Error in err's chain, or Internal.
+// outermost *Error in err's chain, else Refused for a *DamagedError in it,
+// or Internal.
 func KindOf(err error) Kind {
 	if err != nil && errors.Is(err, syscall.ENOSPC) {
 		return NoSpace
@@ -155,6 +156,9 @@ func KindOf(err error) Kind {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Kind
+	}
+	if AsDamaged(err) != nil {
+		return Refused
 	}
 	return Internal
 }
@@ -164,6 +168,9 @@ func HintOf(err error) string {
 	for err != nil {
 		if e, ok := err.(*Error); ok && e.Hint != "" {
 			return e.Hint
+		}
+		if d, ok := err.(*DamagedError); ok {
+			return d.Hint()
 		}
 		if j, ok := err.(interface{ Unwrap() []error }); ok {
 			for _, c := range j.Unwrap() {

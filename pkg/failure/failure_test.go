@@ -1,9 +1,12 @@
 package failure
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -39,5 +42,32 @@ func TestKinds(t *testing.T) {
 	}
 	if !slices.Equal(listed, want) {
 		t.Errorf("ExitCodes lists %v, want %v (success and each kind's code)", listed, want)
+	}
+}
+
+// A damaged state file is a refusal wherever it surfaces, whatever wraps
+// it, with its fix as the hint; an outer *Error's hint and kind win.
+func TestDamaged(t *testing.T) {
+	d := Damaged("/s/bases/x/base.json", errors.New("unexpected end of JSON input"), "ferry base --rebuild --rev x")
+	wrapped := fmt.Errorf("spawn: %w", d)
+	if KindOf(wrapped) != Refused || HintOf(wrapped) != "ferry base --rebuild --rev x" {
+		t.Errorf("wrapped: kind %v, hint %q", KindOf(wrapped), HintOf(wrapped))
+	}
+	if !strings.Contains(wrapped.Error(), "/s/bases/x/base.json is damaged") {
+		t.Errorf("message does not name the file: %v", wrapped)
+	}
+	if AsDamaged(wrapped) != d {
+		t.Error("AsDamaged does not find it")
+	}
+	bare := Damaged("/s/current", errors.New("x"), "")
+	if h := HintOf(bare); !strings.Contains(h, "mv /s/current /s/current.damaged") {
+		t.Errorf("no fix: hint %q", h)
+	}
+	outer := Wrap(Usage, d, "outer hint", "outer")
+	if KindOf(outer) != Usage || HintOf(outer) != "outer hint" {
+		t.Errorf("outer: kind %v, hint %q", KindOf(outer), HintOf(outer))
+	}
+	if KindOf(Wrap(Refused, d, "", "x")) != Refused || HintOf(Wrap(Refused, d, "", "x")) != "ferry base --rebuild --rev x" {
+		t.Error("an outer error without a hint hides the fix")
 	}
 }

@@ -103,6 +103,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
@@ -122,6 +123,10 @@ type Result struct {
 	SweptLocks    []string `json:"swept_locks"`    // ids whose bases/<id>.lock had no base dir, removed
 	// HookAgents is every hook-created agent, reaped or kept, and why.
 	HookAgents []Verdict `json:"hook_agents"`
+	// Damaged lists the records that cannot be read (an agent's
+	// agent.json, current): while one is damaged no base is deleted,
+	// since it may be the one that record names.
+	Damaged []string `json:"damaged"`
 }
 
 // Options tune a pass.
@@ -146,7 +151,7 @@ func RunWith(repo *git.Repo, s *store.Store, o Options) (*Result, error) {
 	dry := o.DryRun
 	res := &Result{DryRun: dry, Bases: []string{}, Kept: []string{}, SkippedLocked: []string{},
 		SkippedInUse: []string{}, Agents: []string{}, Reaped: []string{}, Leftovers: []string{}, SweptLocks: []string{},
-		HookAgents: []Verdict{}}
+		HookAgents: []Verdict{}, Damaged: []string{}}
 	if _, err := os.Stat(s.Dir); errors.Is(err, fs.ErrNotExist) {
 		return res, nil
 	}
@@ -159,9 +164,12 @@ func RunWith(repo *git.Repo, s *store.Store, o Options) (*Result, error) {
 	}
 	defer l.Release()
 
-	agents, err := agent.All(s)
+	agents, damaged, err := agent.Scan(s)
 	if err != nil {
 		return nil, err
+	}
+	for _, d := range damaged {
+		res.Damaged = append(res.Damaged, d.Path)
 	}
 	now := o.Now
 	if now == nil {
@@ -203,7 +211,9 @@ func RunWith(repo *git.Repo, s *store.Store, o Options) (*Result, error) {
 		roots[a.Base] = true
 	}
 	cur, err := s.Current()
-	if err != nil {
+	if d := failure.AsDamaged(err); d != nil {
+		res.Damaged = append(res.Damaged, d.Path)
+	} else if err != nil {
 		return nil, err
 	}
 	if cur != "" {
@@ -226,7 +236,7 @@ func RunWith(repo *git.Repo, s *store.Store, o Options) (*Result, error) {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		if roots[id] {
+		if roots[id] || len(res.Damaged) > 0 {
 			res.Kept = append(res.Kept, id)
 			continue
 		}

@@ -97,17 +97,21 @@ func LoadSigner(parent string) (*Signer, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A key cannot be made again: what repairs a damaged one is a backup,
+	// or a new key the runners are told to trust.
+	fix := "restore it from a backup; or move it aside (`mv " + p + " " + p + ".damaged`), run `ferry key` for a new one, " +
+		"and list its public key in the runners' [share] trusted-keys"
 	block, _ := pem.Decode(data)
 	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("the signing key %s is not a PEM private key", p)
+		return nil, failure.Damaged(p, errors.New("not a PEM private key"), fix)
 	}
 	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("read the signing key %s: %w", p, err)
+		return nil, failure.Damaged(p, err, fix)
 	}
 	priv, ok := k.(ed25519.PrivateKey)
 	if !ok {
-		return nil, fmt.Errorf("the signing key %s is not an ed25519 key", p)
+		return nil, failure.Damaged(p, errors.New("not an ed25519 key"), fix)
 	}
 	return &Signer{key: priv, Path: p}, nil
 }

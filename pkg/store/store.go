@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
@@ -120,10 +121,10 @@ func (s *Store) Init() error {
 		return err
 	}
 	metaPath := s.MetaPath()
-	var m Meta
-	switch err := atomicfile.ReadJSON(metaPath, &m); {
+	m, err := ReadMeta(s)
+	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		m = Meta{Format: Format, Key: s.Key, CommonDir: s.commonDir, Created: time.Now().UTC()}
+		m = &Meta{Format: Format, Key: s.Key, CommonDir: s.commonDir, Created: time.Now().UTC()}
 		return atomicfile.WriteJSON(metaPath, m, 0o644)
 	case err != nil:
 		return err
@@ -132,6 +133,18 @@ func (s *Store) Init() error {
 			"store %s has format %d; this Ferry knows format %d", s.Dir, m.Format, Format)
 	}
 	return nil
+}
+
+// ReadMeta reads the store's store.json. A damaged one (failure.DamagedError)
+// is not rewritten: it may be a newer Ferry's, whose format this one must
+// not take for its own; moved aside, the next command that writes the
+// store writes a new one.
+func ReadMeta(s *Store) (*Meta, error) {
+	var m Meta
+	if err := atomicfile.ReadJSON(s.MetaPath(), &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
 }
 
 // resolve returns p with symlinks resolved as far as the path exists.
@@ -160,7 +173,9 @@ func within(p, dir string) bool {
 // Within reports whether path p lies inside dir (both resolved).
 func Within(p, dir string) bool { return within(resolve(p), resolve(dir)) }
 
-// Current returns the id of the current base, or "" when there is none.
+// Current returns the id of the current base, or "" when there is none. A
+// file that holds no base id (truncated, emptied, overwritten) is a
+// *failure.DamagedError: the next `ferry base` writes it again.
 func (s *Store) Current() (string, error) {
 	b, err := os.ReadFile(s.CurrentPath())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -169,7 +184,26 @@ func (s *Store) Current() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(b)), nil
+	id := strings.TrimSpace(string(b))
+	if !baseID().MatchString(id) {
+		return "", failure.Damaged(s.CurrentPath(), fmt.Errorf("it holds %q, not a base id", clip(id)),
+			"`ferry base` makes the base of HEAD current again (`ferry base list` shows the bases there are)")
+	}
+	return id, nil
+}
+
+// baseID matches a base id as package base makes them: a commit (SHA-1 or
+// SHA-256), '-', and 16 hex digits of fingerprint.
+var baseID = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?-[0-9a-f]{16}$`)
+})
+
+// clip shortens a damaged file's text for a message.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
 }
 
 // SetCurrent records id as the current base. The caller holds the store lock.

@@ -47,11 +47,20 @@ func TestOpenLaysOutAndRefusesInsideRepo(t *testing.T) {
 	if id, _ := s.Current(); id != "" {
 		t.Fatalf("fresh store has current %q", id)
 	}
-	if err := s.SetCurrent("abc-123"); err != nil {
+	id := strings.Repeat("d5", 20) + "-" + strings.Repeat("ca", 8)
+	if err := s.SetCurrent(id); err != nil {
 		t.Fatal(err)
 	}
-	if id, _ := s.Current(); id != "abc-123" {
-		t.Fatalf("current = %q", id)
+	if got, _ := s.Current(); got != id {
+		t.Fatalf("current = %q", got)
+	}
+	// A current cut short names itself, with the fix.
+	if err := os.WriteFile(s.CurrentPath(), []byte(id[:10]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Current()
+	if d := failure.AsDamaged(err); got != "" || d == nil || d.Path != s.CurrentPath() || failure.KindOf(err) != failure.Refused || !strings.Contains(failure.HintOf(err), "ferry base") {
+		t.Fatalf("truncated current: %q, %v (hint %q)", got, err, failure.HintOf(err))
 	}
 
 	_, err = Open(filepath.Join(repo, "target", "ferry"), filepath.Join(repo, ".git"), repo)

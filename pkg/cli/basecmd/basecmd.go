@@ -347,7 +347,9 @@ type verifyResult struct {
 	Full    bool   `json:"full"` // the files' bytes were compared too (--full)
 	// Weak says why the seal cannot catch everything it would now: a
 	// record of an older Ferry, without change times or content digests.
-	Weak    string  `json:"weak,omitempty"`
+	Weak string `json:"weak,omitempty"`
+	// Damaged: its base.json cannot be read (Problem says why).
+	Damaged bool    `json:"damaged,omitempty"`
 	Problem string  `json:"problem,omitempty"`
 	Hint    string  `json:"hint,omitempty"`
 	Seconds float64 `json:"seconds"`
@@ -371,6 +373,18 @@ func (c *verifyCmd) run(io cli.IO) error {
 	results := []verifyResult{}
 	bad := 0
 	for _, e := range list {
+		if e.Damaged != nil {
+			// Its commit is the id's first part: a damaged record cannot
+			// be verified, only built again.
+			idCommit, _, _ := strings.Cut(e.ID, "-")
+			if (!c.All && commit == "" && !e.Current) || (commit != "" && idCommit != commit) {
+				continue
+			}
+			results = append(results, verifyResult{ID: e.ID, Commit: idCommit, Current: e.Current, Damaged: true,
+				Problem: e.Damaged.Error(), Hint: e.Damaged.Hint()})
+			bad++
+			continue
+		}
 		if e.Record == nil || (!c.All && commit == "" && !e.Current) || (commit != "" && e.Record.Commit != commit) {
 			continue
 		}
@@ -399,6 +413,9 @@ func (c *verifyCmd) run(io cli.IO) error {
 		v.Seconds = time.Since(t).Seconds()
 		results = append(results, v)
 	}
+	if _, err := fc.Store.Current(); len(results) == 0 && !c.All && commit == "" && failure.AsDamaged(err) != nil {
+		return err // which base is current cannot be told
+	}
 	if len(results) == 0 {
 		what := "no current base"
 		if commit != "" {
@@ -417,9 +434,12 @@ func (c *verifyCmd) run(io cli.IO) error {
 			if v.Full {
 				how = ", every file read"
 			}
-			if v.OK {
+			switch {
+			case v.OK:
 				fmt.Fprintf(io.Stdout, "ok       %s (%s%s)\n", v.ID, cli.Seconds(v.Seconds), how)
-			} else {
+			case v.Damaged:
+				fmt.Fprintf(io.Stdout, "DAMAGED  %s\n  %s\n  fix: %s\n", v.ID, v.Problem, v.Hint)
+			default:
 				fmt.Fprintf(io.Stdout, "CHANGED  %s\n  %s\n  fix: %s\n", v.ID, v.Problem, v.Hint)
 			}
 			if v.Weak != "" {
@@ -428,8 +448,8 @@ func (c *verifyCmd) run(io cli.IO) error {
 		}
 	}
 	if bad > 0 {
-		return failure.New(failure.Refused, "rebuild each changed base with `ferry base --rebuild --rev COMMIT`",
-			"%d of %d base(s) changed after they were built", bad, len(results))
+		return failure.New(failure.Refused, "rebuild each changed or damaged base with `ferry base --rebuild --rev COMMIT`",
+			"%d of %d base(s) changed after they were built or have a damaged record", bad, len(results))
 	}
 	return nil
 }

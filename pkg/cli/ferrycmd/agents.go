@@ -3,6 +3,7 @@ package ferrycmd
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -165,6 +166,9 @@ type listEntry struct {
 	// agent's build output now; empty while it cannot (an overlay agent
 	// without a live namespace).
 	HostTarget string `json:"host_target"`
+	// Problem says why a damaged agent's record cannot be read, and the
+	// fix.
+	Problem string `json:"problem,omitempty"`
 }
 
 func listAgents(args []string, io cli.IO) int {
@@ -175,11 +179,16 @@ func listAgents(args []string, io cli.IO) int {
 			if err != nil {
 				return err
 			}
-			all, err := agent.All(fc.Store)
+			all, damaged, err := agent.Scan(fc.Store)
 			if err != nil {
 				return err
 			}
 			out := []listEntry{}
+			for _, d := range damaged {
+				// Named by its directory: its record cannot say more.
+				name := filepath.Base(filepath.Dir(d.Path))
+				out = append(out, listEntry{Record: &agent.Record{Name: name, State: agent.Damaged}, Problem: d.Error() + "; " + d.Hint()})
+			}
 			for _, r := range all {
 				e := listEntry{Record: r, Tool: r.Tool, Session: r.Session}
 				e.Busy, _ = agent.Busy(fc.Store, r.Name)
@@ -200,6 +209,10 @@ func listAgents(args []string, io cli.IO) int {
 			tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tSTATE\tBASE\tBACKEND\tPRIVATE\tBUSY\tTOOL\tSESSION\tWORKTREE")
 			for _, e := range out {
+				if e.Problem != "" {
+					fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\n", e.Name, e.State)
+					continue
+				}
 				busy := "-"
 				if e.Busy {
 					busy = "busy"
@@ -207,7 +220,15 @@ func listAgents(args []string, io cli.IO) int {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.State, cli.Short(e.Base), e.Backend,
 					cli.Bytes(e.PrivateBytes+e.SandboxBytes), busy, orDash(e.Tool), orDash(e.Session), e.Worktree)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, e := range out {
+				if e.Problem != "" {
+					fmt.Fprintf(io.Stderr, "ferry list: agent %s: %s\n", e.Name, e.Problem)
+				}
+			}
+			return nil
 		})
 }
 
@@ -253,6 +274,17 @@ func rmAgent(args []string, io cli.IO) int {
 			}
 			if c.JSON {
 				return cli.WriteJSON(io.Stdout, rm)
+			}
+			if rm.Damaged {
+				where := "no worktree's ./target led to it"
+				if rm.Worktree != "" {
+					where = "its worktree " + rm.Worktree + " stays, building cold"
+					if rm.Branch != "" {
+						where += ", on branch " + rm.Branch
+					}
+				}
+				fmt.Fprintf(io.Stdout, "removed what Ferry kept of agent %s, whose record was damaged; %s\n", rm.Name, where)
+				return nil
 			}
 			if rm.WorktreeKept {
 				fmt.Fprintf(io.Stdout, "removed agent %s; its worktree %s stays as it is, building cold (pass --worktree to remove it too)\n", rm.Name, rm.Worktree)

@@ -103,6 +103,9 @@ func (c *grammar) run(io cli.IO) error {
 	for _, id := range res.SkippedInUse {
 		fmt.Fprintf(io.Stdout, "skipped base %s: still mounted under a removed overlay agent's process\n", id)
 	}
+	for _, path := range res.Damaged {
+		fmt.Fprintf(io.Stdout, "kept every base: %s is damaged, and may name any of them (`ferry doctor` says how to repair it)\n", path)
+	}
 	fmt.Fprintf(io.Stdout, "kept %d base(s) in use\n", len(res.Kept))
 	return nil
 }
