@@ -55,6 +55,9 @@ type Options struct {
 type Result struct {
 	Record *Record
 	Reused bool // the base was already ready; nothing was built
+	// NotCurrent: current stays another base, at a newer commit of the
+	// same history (SetCurrent).
+	NotCurrent bool
 }
 
 func (o Options) env() []string {
@@ -166,7 +169,8 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		}
 		return nil, err
 	}
-	return &Result{Record: r}, nil
+	cur, _ := o.Store.Current()
+	return &Result{Record: r, NotCurrent: cur != r.ID}, nil
 }
 
 // reuse serves base id when it is ready, and returns nil, nil when it is
@@ -211,11 +215,12 @@ func reuse(o Options, id string, known verified) (*Result, error) {
 			return nil, fmt.Errorf("remap mode: %w", err)
 		}
 	}
-	if err := SetCurrent(o.Store, id); err != nil {
+	made, err := SetCurrent(o.Repo, o.Store, id)
+	if err != nil {
 		return nil, err
 	}
-	o.say("base %s is ready; reused", id)
-	return &Result{Record: r, Reused: true}, nil
+	o.say("base %s is ready; reused%s", id, keptCurrent(o.Store, made))
+	return &Result{Record: r, Reused: true, NotCurrent: !made}, nil
 }
 
 // A checkout is a base's checkout going on in the background
@@ -520,11 +525,22 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	if err := atomicfile.WriteJSON(s.Base(p.ID).Record, r, 0o644); err != nil {
 		return nil, err
 	}
-	if err := SetCurrent(s, p.ID); err != nil {
+	made, err := SetCurrent(o.Repo, s, p.ID)
+	if err != nil {
 		return nil, err
 	}
-	o.say("base %s ready in %.1fs (warm %.1fs)", p.ID, r.Timings.Total, r.Timings.Warm)
+	o.say("base %s ready in %.1fs (warm %.1fs)%s", p.ID, r.Timings.Total, r.Timings.Warm, keptCurrent(s, made))
 	return r, nil
+}
+
+// keptCurrent is what a progress line adds when SetCurrent kept the
+// current base: which, and why.
+func keptCurrent(s *store.Store, made bool) string {
+	if made {
+		return ""
+	}
+	cur, _ := s.Current()
+	return fmt.Sprintf("; current stays %s, at a newer commit of its history", cur)
 }
 
 // unready turns ready base r back into a partial one, for --rebuild: its
@@ -582,15 +598,33 @@ func Discard(o Options, id string) error {
 	return atomicfile.SyncDir(o.Store.BasesDir())
 }
 
-// SetCurrent records id as current under the store lock. Called with the
+// SetCurrent records base id as current under the store lock, unless the
+// current base is at a newer commit of the same history: one whose commit
+// descends from id's. So current is the newest commit any finished base
+// covers, whatever order builds finish in (two `ferry base --rev` at once,
+// a watcher's build overtaken by a user's), and an older commit's base,
+// built or reused, serves spawns from that commit (chooseBase) without
+// taking current back. A commit of another history (a branch switched to)
+// replaces current. It reports whether id is current now. Called with the
 // base lock held (the lock order's one exception: see package lock).
-func SetCurrent(s *store.Store, id string) error {
+func SetCurrent(repo *git.Repo, s *store.Store, id string) (bool, error) {
 	l, err := lock.Take(s.LockPath())
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer l.Release()
-	return s.SetCurrent(id)
+	if cur, err := s.Current(); err == nil && cur != "" && cur != id && repo != nil {
+		commit, _, _ := strings.Cut(id, "-")
+		curCommit, _, _ := strings.Cut(cur, "-")
+		if _, rerr := Read(s, cur); rerr == nil && commit != curCommit {
+			// A commit the repository lost (a current left by a history
+			// rewritten and collected) answers no: id replaces it.
+			if newer, _ := repo.IsAncestor(commit, curCommit); newer {
+				return false, nil
+			}
+		}
+	}
+	return true, s.SetCurrent(id)
 }
 
 func interrupted(err error) error {

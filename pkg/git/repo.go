@@ -242,6 +242,20 @@ func (r *Repo) ResolveCommit(rev string) (string, error) {
 	return id, nil
 }
 
+// IsAncestor reports whether commit a is an ancestor of commit b (`git
+// merge-base --is-ancestor`; a commit is its own ancestor). A commit the
+// repository does not have is an error.
+func (r *Repo) IsAncestor(a, b string) (bool, error) {
+	_, err := run(r.Top, "merge-base", "--is-ancestor", "--end-of-options", a, b)
+	if err == nil {
+		return true, nil
+	}
+	if exitCode(err) == 1 {
+		return false, nil
+	}
+	return false, wrapf(err, "is %s an ancestor of %s", a, b)
+}
+
 // CheckBranchName refuses, as failure.Usage, a name git would not accept
 // for a new branch (`git check-ref-format --branch`). A name that git
 // expands, such as @{-1} for the branch checked out before, is refused too:

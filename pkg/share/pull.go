@@ -124,7 +124,7 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 		if err := base.Verify(r); err != nil {
 			return nil, err
 		}
-		if err := base.SetCurrent(s, p.ID); err != nil {
+		if _, err := base.SetCurrent(o.Build.Repo, s, p.ID); err != nil {
 			return nil, err
 		}
 		o.say("base %s is ready; reused", p.ID)
@@ -463,7 +463,7 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	if err := atomicfile.WriteJSON(files.Record, &r, 0o644); err != nil {
 		return nil, err
 	}
-	if err := base.SetCurrent(s, p.ID); err != nil {
+	if _, err := base.SetCurrent(o.Build.Repo, s, p.ID); err != nil {
 		return nil, err
 	}
 	res.Record = &r

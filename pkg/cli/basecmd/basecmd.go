@@ -150,9 +150,12 @@ func (c *buildCmd) run(io cli.IO) error {
 	if c.JSON {
 		return cli.WriteJSON(io.Stdout, struct {
 			*base.Record
-			Reused    bool             `json:"reused"`
+			Reused bool `json:"reused"`
+			// Current: the base is current now (false when current
+			// stays at a newer commit of its history).
+			Current   bool             `json:"current"`
 			Published *share.Published `json:"published,omitempty"`
-		}{res.Record, res.Reused, published})
+		}{res.Record, res.Reused, !res.NotCurrent, published})
 	}
 	r := res.Record
 	verb := "built"
