@@ -9,6 +9,10 @@ XFS      := /mnt/ferry-xfs
 # pins the same); script/bootstrap installs it with npm into CLAUDE_DIR.
 CLAUDE_VERSION := 2.1.332
 CLAUDE_DIR     ?= $(HOME)/.cache/ferry-test/claude-code-$(CLAUDE_VERSION)
+# An old release whose worktree sessions read their settings from the
+# worktree (internal/claudestub.OldVersion): the hooks copy them in.
+CLAUDE_OLD_VERSION := 2.1.197
+CLAUDE_OLD_DIR     ?= $(HOME)/.cache/ferry-test/claude-code-$(CLAUDE_OLD_VERSION)
 
 .PHONY: all bootstrap build install test demo bench vet cross dist clean
 
@@ -17,7 +21,8 @@ all: build
 # Install and create what the demo and the tests need (idempotent; quick
 # when all is in place). See script/bootstrap.
 bootstrap:
-	@GO=$(GO) FERRY_CLAUDE_VERSION=$(CLAUDE_VERSION) FERRY_CLAUDE_DIR=$(CLAUDE_DIR) script/bootstrap
+	@GO=$(GO) FERRY_CLAUDE_VERSION=$(CLAUDE_VERSION) FERRY_CLAUDE_DIR=$(CLAUDE_DIR) \
+		FERRY_CLAUDE_OLD_VERSION=$(CLAUDE_OLD_VERSION) FERRY_CLAUDE_OLD_DIR=$(CLAUDE_OLD_DIR) script/bootstrap
 
 # The shim runs on every cargo call and enters an agent's sandbox through a
 # C constructor (pkg/sandbox/inplace): linked statically, neither of its two
@@ -81,6 +86,7 @@ test: bootstrap build vet cross
 	FERRY_TEST_REQUIRE=1 \
 	FERRY_TEST_XFS="$${FERRY_TEST_XFS:-$$(findmnt -n -o TARGET -t xfs --mountpoint $(XFS) || true)}" \
 	FERRY_TEST_CLAUDE="$${FERRY_TEST_CLAUDE:-$(CLAUDE_DIR)/node_modules/.bin/claude}" \
+	FERRY_TEST_CLAUDE_OLD="$${FERRY_TEST_CLAUDE_OLD:-$(CLAUDE_OLD_DIR)/node_modules/.bin/claude}" \
 	$(GO) tool testreport -count=1 -timeout 25m ./...
 
 # Generate a sample Cargo workspace, build its base with the real binaries,

@@ -38,20 +38,40 @@ const Version = "2.1.332"
 // what script/bootstrap installed).
 const Env = "FERRY_TEST_CLAUDE"
 
+// OldVersion is an old release the tests pin too: one whose worktree
+// sessions read their settings from the worktree (2.1.78 to 2.1.210), and
+// whose shells got no shim before Ferry's WorktreeCreate hook copied them
+// in. OldEnv names its binary.
+const (
+	OldVersion = "2.1.197"
+	OldEnv     = "FERRY_TEST_CLAUDE_OLD"
+)
+
 // Binary returns the claude binary the tests drive. Without one, under
 // `make test` (fixture.Required) the test fails, since bootstrap installs
 // it; under plain go test it skips, saying how to get one.
 func Binary(t testing.TB) string {
 	t.Helper()
-	p := os.Getenv(Env)
+	return binary(t, Env, Version)
+}
+
+// OldBinary returns the old release's binary (OldVersion), as Binary does.
+func OldBinary(t testing.TB) string {
+	t.Helper()
+	return binary(t, OldEnv, OldVersion)
+}
+
+func binary(t testing.TB, env, version string) string {
+	t.Helper()
+	p := os.Getenv(env)
 	if p != "" {
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
 			return p
 		}
 	}
-	msg := fmt.Sprintf("no Claude Code binary: set %s to one (script/bootstrap installs @anthropic-ai/claude-code@%s with npm; `make test` passes it on)", Env, Version)
+	msg := fmt.Sprintf("no Claude Code binary: set %s to one (script/bootstrap installs @anthropic-ai/claude-code@%s with npm; `make test` passes it on)", env, version)
 	if p != "" {
-		msg = fmt.Sprintf("%s=%s is not a file", Env, p)
+		msg = fmt.Sprintf("%s=%s is not a file", env, p)
 	}
 	if fixture.Required() {
 		t.Fatal(msg)

@@ -13,8 +13,10 @@ func TestMakefilePinsVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^CLAUDE_VERSION\s*:=\s*(\S+)$`).FindSubmatch(data)
-	if m == nil || string(m[1]) != Version {
-		t.Fatalf("Makefile's CLAUDE_VERSION is %q, want %s", m, Version)
+	for name, want := range map[string]string{"CLAUDE_VERSION": Version, "CLAUDE_OLD_VERSION": OldVersion} {
+		m := regexp.MustCompile(`(?m)^` + name + `\s*:=\s*(\S+)$`).FindSubmatch(data)
+		if m == nil || string(m[1]) != want {
+			t.Errorf("Makefile's %s is %q, want %s", name, m, want)
+		}
 	}
 }

@@ -125,7 +125,7 @@ func Adopt(o AdoptOptions) (*Adoption, error) {
 		err = prepareAdopted(o.Repo, s, r, b, backend)
 	}
 	if err == nil {
-		err = furnish(o.Repo, s, r, b, backend)
+		err = furnish(o.Repo, s, r, b, backend, nil)
 	}
 	if err == nil {
 		r.Timings.Total = since(start)

@@ -91,6 +91,11 @@ type Record struct {
 	// when it placed none (or for a record older than this field). rm does
 	// not count that file as the agent's work while it is unchanged.
 	PlacedLockfile string `json:"placed_lockfile,omitempty"`
+	// Placed are the files spawn placed in the worktree for the agent's
+	// tool (SpawnOptions.Place), by path relative to the worktree as git
+	// status names it, with the digest of what it wrote: not the agent's
+	// work while unchanged.
+	Placed map[string]string `json:"placed,omitempty"`
 	// Tool and Session name the agent tool that had the agent created
 	// through a hook ("claude-code", and the tool's session id), empty for
 	// `ferry spawn`. gc reaps only such agents, once abandoned.

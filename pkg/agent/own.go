@@ -205,6 +205,51 @@ func linksTo(path, dest string) bool {
 	return err == nil && d == dest
 }
 
+// Placed is a file spawn places in an agent's worktree for its tool.
+type Placed struct {
+	Rel  string // relative to the worktree, with '/'
+	Data []byte
+}
+
+// placeFiles writes the files of place that r's worktree does not have
+// (one the commit or a checkout hook put there is the user's, and stays),
+// and records each it wrote in r.Placed. The mtimes of the directories it
+// wrote into that were there before (the worktree's root, a tracked
+// .claude) are put back, as for the target link: stamping set them.
+func placeFiles(r *Record, place []Placed) error {
+	for _, p := range place {
+		path := filepath.Join(r.Worktree, filepath.FromSlash(p.Rel))
+		if _, err := os.Lstat(path); err == nil {
+			continue
+		}
+		kept := map[string]os.FileInfo{}
+		for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+			if fi, err := os.Lstat(d); err == nil {
+				kept[d] = fi
+			}
+			if d == r.Worktree || len(d) <= len(r.Worktree) {
+				break
+			}
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, p.Data, 0o600); err != nil {
+			return fmt.Errorf("place %s in the worktree: %w", p.Rel, err)
+		}
+		if r.Placed == nil {
+			r.Placed = map[string]string{}
+		}
+		r.Placed[p.Rel] = digest(p.Data)
+		for d, fi := range kept {
+			if err := os.Chtimes(d, fi.ModTime(), fi.ModTime()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // linksInto reports whether path is a target link Ferry made into dir (an
 // agent's directory): a symbolic link to dir or below it, or a directory
 // whose entries are all such links. It tells an agent's worktree whose

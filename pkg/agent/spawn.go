@@ -40,8 +40,13 @@ type SpawnOptions struct {
 	Backend  string // default the configured backend
 	// Tool and Session record the agent tool a hook spawns for (see
 	// Record); empty for ferry spawn.
-	Tool     string
-	Session  string
+	Tool    string
+	Session string
+	// Place are files the agent's tool needs in the worktree and that no
+	// commit holds (Claude Code's local settings, for releases that read
+	// them from the worktree): written once the worktree is furnished, and
+	// Ferry's own while unchanged (Record.Placed).
+	Place    []Placed
 	Progress io.Writer
 }
 
@@ -340,8 +345,10 @@ func InRepoWorktrees(repo *git.Repo, path string) bool {
 	return false
 }
 
-// mainTop is the repository's main checkout (the first worktree git
+// MainTop is the repository's main checkout (the first worktree git
 // lists), or repo.Top when that cannot be said.
+func MainTop(repo *git.Repo) string { return mainTop(repo) }
+
 func mainTop(repo *git.Repo) string {
 	if wts, err := repo.Worktrees(); err == nil && len(wts) > 0 && !wts[0].Bare {
 		if p, err := filepath.EvalSymlinks(wts[0].Path); err == nil {
@@ -448,7 +455,7 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 		}
 	}
 	r.Timings.Worktree = since(t)
-	return furnish(o.Repo, s, r, b, backend)
+	return furnish(o.Repo, s, r, b, backend, o.Place)
 }
 
 // furnish makes r's worktree, checked out at r.StartCommit, an agent of
@@ -456,7 +463,7 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 // where the agent builds at other paths), links the worktree's target to
 // the fork and settles the worktree's state for the shim. Spawn and
 // Adopt share it; the caller holds the agent lock.
-func furnish(repo *git.Repo, s *store.Store, r *Record, b *base.Record, backend fork.Backend) error {
+func furnish(repo *git.Repo, s *store.Store, r *Record, b *base.Record, backend fork.Backend, place []Placed) error {
 	t := time.Now()
 	index, err := repo.LsFiles(r.Worktree)
 	if err != nil {
@@ -541,6 +548,9 @@ func furnish(repo *git.Repo, s *store.Store, r *Record, b *base.Record, backend 
 	}
 	failpoint.Hit("spawn/after-fork")
 	if err := makeTargetLink(repo, s, r, backend); err != nil {
+		return err
+	}
+	if err := placeFiles(r, place); err != nil {
 		return err
 	}
 	failpoint.Hit("furnish/after-link")

@@ -72,7 +72,9 @@ const (
 //     still leads there;
 //   - target, the symlink spawn made at the worktree's root for the host to
 //     reach the agent's build output (OwnEntry), while it still points
-//     where spawn pointed it.
+//     where spawn pointed it;
+//   - a file spawn placed for the agent's tool (Record.Placed: Claude
+//     Code's local settings), while unchanged.
 //
 // An entry Ferry adds to a worktree is added here, or rm refuses to remove
 // every agent and gc reaps none.
@@ -89,6 +91,11 @@ func ferryEntry(r *Record, path string) entryKind {
 	}
 	if OwnEntry(r, path) {
 		return entryFerrys
+	}
+	if d, ok := r.Placed[path]; ok {
+		if data, err := os.ReadFile(filepath.Join(r.Worktree, filepath.FromSlash(path))); err == nil && digest(data) == d {
+			return entryFerrys // placed for the agent's tool (SpawnOptions.Place), unchanged
+		}
 	}
 	if r.Remap != nil && path == store.RemapLink && linksTo(filepath.Join(r.Worktree, store.RemapLink), r.Remap.Link) {
 		return entryFerrys // remap mode's link to the fork (remap.go)

@@ -72,6 +72,7 @@ const (
 	CheckFreshness  = "freshness"           // [base] freshness, and whether the toolchain can do checksum
 	CheckShimPath   = "shim-path"           // cargo in a shell resolves to Ferry's shim
 	CheckGitHook    = "git-hook"            // git worktree add makes agents (ferry hook git install)
+	CheckClaudeCode = "claude-code"         // the claude on PATH takes the hooks Ferry installs
 	// CheckConfine (confine.go): what builds in the sandbox can write.
 )
 
@@ -190,10 +191,28 @@ type Options struct {
 	// GitHook is where `ferry hook git install` puts the hook in this
 	// repository, and whether Ferry's is there; nil skips the check.
 	GitHook *GitHook
+	// Claude is the claude on PATH and the settings files holding Ferry's
+	// hooks; nil skips the check (no claude, no hooks).
+	Claude *ClaudeCode
 	// Git is the repository at Repo, whose HEAD's rust-toolchain files
 	// choose the toolchain the toolchain checks ask; nil asks the
 	// default toolchain.
 	Git *git.Repo
+}
+
+// ClaudeCode is the claude on PATH, as package hook reads it.
+type ClaudeCode struct {
+	Bin     string // "" when none is on PATH
+	Version string // "" when it said none
+	// Gaps is what that release lacks that the hooks rely on
+	// (hook.ClaudeGaps).
+	Gaps []string
+	// Hooks names each settings file holding Ferry's hooks, with the
+	// events it holds them for.
+	Hooks map[string][]string
+	// Dropped names the settings files this release drops whole: they
+	// name an event it does not know (CwdChanged before 2.1.83).
+	Dropped []string
 }
 
 // GitHook is the state of Ferry's post-checkout hook (package hook).
@@ -391,6 +410,9 @@ func (r *Report) inRepo(o Options, userns Check) {
 		r.err = err
 	}
 	r.Checks = append(r.Checks, checkShimPath(o.Store, o.PATH))
+	if o.Claude != nil {
+		r.Checks = append(r.Checks, checkClaude(*o.Claude))
+	}
 	if o.GitHook != nil {
 		r.Checks = append(r.Checks, checkGitHook(*o.GitHook))
 	}
@@ -423,6 +445,38 @@ func checkShimPath(s *store.Store, path string) Check {
 	c.Status, c.Detail = Warning, "no cargo on PATH, and not Ferry's shim"
 	c.Hint = "put this line in the shell profile of the tools' shells: " + line
 	return c
+}
+
+// checkClaude says whether the claude on PATH takes Ferry's hooks: a
+// settings file it drops whole (it names an event the release does not
+// know) is blocked for Claude Code, though not for spawn, so a warning
+// with the fix; what the release lacks is a warning too.
+func checkClaude(c ClaudeCode) Check {
+	ch := Check{Name: CheckClaudeCode, Path: c.Bin, Status: OK}
+	installed := len(c.Hooks) > 0
+	switch {
+	case c.Bin == "":
+		ch.Status, ch.Detail = Warning, "Ferry's hooks are installed, and no claude is on PATH to ask its release"
+		return ch
+	case c.Version == "":
+		ch.Status, ch.Detail = Warning, c.Bin+" --version names no release"
+		return ch
+	case len(c.Dropped) > 0:
+		ch.Status = Warning
+		ch.Detail = fmt.Sprintf("Claude Code %s drops %s whole: it names a hook event this release does not know, so none of Ferry's hooks run", c.Version, strings.Join(c.Dropped, ", "))
+		ch.Hint = "run `ferry hook claude-code install` again (with the same --scope): it leaves out the events this release does not know"
+		return ch
+	case len(c.Gaps) > 0:
+		ch.Status = Warning
+		ch.Detail = fmt.Sprintf("Claude Code %s: %s", c.Version, strings.Join(c.Gaps, "; "))
+		ch.Hint = "upgrade Claude Code (`claude update`, or npm install -g @anthropic-ai/claude-code)"
+		return ch
+	case !installed:
+		ch.Detail = fmt.Sprintf("Claude Code %s takes every hook Ferry installs; none are installed here (`ferry hook claude-code install`)", c.Version)
+	default:
+		ch.Detail = fmt.Sprintf("Claude Code %s takes every hook Ferry installs", c.Version)
+	}
+	return ch
 }
 
 // checkGitHook says whether `git worktree add` makes agents here.

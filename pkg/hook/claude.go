@@ -27,6 +27,9 @@ type Env struct {
 	// Ferry is the ferry binary a hook starts to build a missing base
 	// (see Defer); empty: none is started.
 	Ferry string
+	// Place are files WorktreeCreate places in the worktrees it makes
+	// for the session (SettingsCopy).
+	Place []agent.Placed
 }
 
 // maxTries bounds the names Create tries when the one it chose is taken.
@@ -56,6 +59,17 @@ func Create(e Env, p *Payload) (*agent.Record, *Cold, error) {
 	if cerr != nil {
 		return nil, nil, errors.Join(err, fmt.Errorf("and the worktree could not be made without Ferry: %w", cerr))
 	}
+	// The tool's worktree, as Claude Code makes its own: with the local
+	// settings it copies into them (SettingsCopy), left to the tool.
+	for _, f := range e.Place {
+		dst := filepath.Join(path, filepath.FromSlash(f.Rel))
+		if _, err := os.Lstat(dst); err == nil {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
+			os.WriteFile(dst, f.Data, 0o600)
+		}
+	}
 	c := Defer(e, path, Tool, p.SessionID, commit, err)
 	c.Branch = branch
 	return nil, c, nil
@@ -74,7 +88,7 @@ func create(e Env, p *Payload) (*agent.Record, error) {
 		r, err := pipeline.Spawn(e.Announcer, agent.SpawnOptions{
 			Repo: e.Repo, Settings: e.Settings, Store: e.Store,
 			Name: name, From: p.Start(), Tool: Tool, Session: p.SessionID,
-			Progress: e.Progress,
+			Place: e.Place, Progress: e.Progress,
 		})
 		if err == nil {
 			return r, nil

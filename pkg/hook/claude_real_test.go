@@ -31,7 +31,12 @@ type realWorld struct {
 
 func newRealWorld(t *testing.T) *realWorld {
 	t.Helper()
-	w := &realWorld{claude: claudestub.Binary(t), repo: testenv.Repo(t, fixture.Options{}), bin: testenv.Binaries(t)}
+	return newRealWorldOf(t, claudestub.Binary(t))
+}
+
+func newRealWorldOf(t *testing.T, claude string) *realWorld {
+	t.Helper()
+	w := &realWorld{claude: claude, repo: testenv.Repo(t, fixture.Options{}), bin: testenv.Binaries(t)}
 	root := t.TempDir()
 	w.home, w.worktrees = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
 	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte("[base]\nwarm = [\"cargo build --workspace --all-targets\"]\n"), 0o644); err != nil {
@@ -189,4 +194,34 @@ func TestRealClaudeCode(t *testing.T) {
 		t.Fatalf("agent in-repo: %+v; claude said:\n%s\n%s", inRepo, res.Stdout, res.Stderr)
 	}
 	w.expectWarm(t, res, inRepo.Worktree, in)
+}
+
+// An old Claude Code (claudestub.OldVersion) reads a --worktree session's
+// settings from the worktree, where the main checkout's untracked
+// .claude/settings.local.json is not: without a copy no SessionStart ran
+// there, the session's cargo was the plain one, and it failed on the
+// overlay fork's ./target link. The WorktreeCreate hook copies the file
+// in: the session builds warm through the shim, and the copy is Ferry's,
+// so ferry rm removes the agent without --force.
+func TestRealClaudeCodeOldRelease(t *testing.T) {
+	w := newRealWorldOf(t, claudestub.OldBinary(t))
+	w.ferry(t, "base")
+	s := claudestub.Start(t, claudestub.Script{Bash: w.buildCheck})
+	res := s.Run(t, w.claude, w.repo.Dir, w.env(), "-w", "fix-login")
+	var a *listed
+	for _, l := range w.agents(t) {
+		if l.Name == "fix-login" {
+			a = &l
+		}
+	}
+	if a == nil || a.Tool != "claude-code" {
+		t.Fatalf("no agent fix-login made by the hook (%+v); claude said:\n%s\n%s", a, res.Stdout, res.Stderr)
+	}
+	w.expectWarm(t, res, a.Worktree, s)
+	copied, err := os.ReadFile(filepath.Join(a.Worktree, ".claude", "settings.local.json"))
+	main, _ := os.ReadFile(filepath.Join(w.repo.Dir, ".claude", "settings.local.json"))
+	if err != nil || string(copied) != string(main) {
+		t.Fatalf("the worktree's .claude/settings.local.json is not the main checkout's: %v\n%s", err, copied)
+	}
+	w.ferry(t, "rm", "fix-login")
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
@@ -93,12 +94,38 @@ func (e *Edit) Content() []byte { return e.after }
 // inRepo has WorktreeCreate put worktrees under the repository's
 // .claude/worktrees/, where every Claude Code accepts them.
 func Install(path, ferry string, inRepo bool) (*Edit, error) {
+	return InstallEvents(path, ferry, inRepo, Events)
+}
+
+// InstallEvents is Install for the events evs only (ClaudeEvents): a hook
+// of Ferry's for another of Events is removed, as Uninstall would.
+func InstallEvents(path, ferry string, inRepo bool, evs []string) (*Edit, error) {
 	return edit(path, func(d *jdoc, e *Edit) error {
 		hooks, err := hooksObject(d, e, true)
 		if err != nil {
 			return err
 		}
 		for _, ev := range Events {
+			if slices.Contains(evs, ev) {
+				continue
+			}
+			list := hooks.get(ev)
+			if list == nil || list.kind != '[' {
+				continue
+			}
+			found := ferryHooks(list, ev)
+			for i := len(found) - 1; i >= 0; i-- {
+				found[i].drop()
+			}
+			if len(found) > 0 {
+				dropEmptyGroups(list)
+				if len(list.members) == 0 {
+					removeMember(hooks, ev)
+				}
+				e.Removed = append(e.Removed, ev)
+			}
+		}
+		for _, ev := range evs {
 			want := commandFor(ferry, ev, inRepo)
 			list := hooks.get(ev)
 			if list == nil {
@@ -136,6 +163,25 @@ func Install(path, ferry string, inRepo bool) (*Edit, error) {
 		}
 		return nil
 	})
+}
+
+// InstalledEvents returns the events whose Ferry hook the settings file at
+// path holds (none when the file is not there).
+func InstalledEvents(path string) ([]string, error) {
+	var evs []string
+	_, err := edit(path, func(d *jdoc, e *Edit) error {
+		hooks, err := hooksObject(d, e, false)
+		if err != nil || hooks == nil {
+			return err
+		}
+		for _, ev := range Events {
+			if list := hooks.get(ev); list != nil && list.kind == '[' && len(ferryHooks(list, ev)) > 0 {
+				evs = append(evs, ev)
+			}
+		}
+		return nil
+	})
+	return evs, err
 }
 
 // Uninstall removes Ferry's hooks from the settings file at path, and the

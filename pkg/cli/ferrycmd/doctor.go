@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -89,7 +90,49 @@ func doctorOptions(h platform.Host) doctor.Options {
 		gh.Installed = hook.GitInstalled(dir)
 	}
 	o.GitHook = gh
+	o.Claude = claudeCode(repo.Top)
 	return o
+}
+
+// claudeCode reads the claude on PATH and the settings files (local and
+// project of the checkout at top, the user's) that hold Ferry's hooks;
+// nil when there is neither.
+func claudeCode(top string) *doctor.ClaudeCode {
+	c := &doctor.ClaudeCode{Hooks: map[string][]string{}}
+	configDir := os.Getenv("CLAUDE_CONFIG_DIR")
+	if configDir == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			configDir = filepath.Join(home, ".claude")
+		}
+	}
+	for _, scope := range hook.Scopes {
+		path, err := hook.SettingsPath(scope, top, configDir)
+		if err != nil || (scope == hook.ScopeUser && configDir == "") {
+			continue
+		}
+		if evs, err := hook.InstalledEvents(path); err == nil && len(evs) > 0 {
+			c.Hooks[path] = evs
+		}
+	}
+	v, bin, known := hook.InstalledClaude()
+	if bin == "" && len(c.Hooks) == 0 {
+		return nil
+	}
+	c.Bin = bin
+	if known {
+		c.Version, c.Gaps = v.String(), hook.ClaudeGaps(v)
+		want := hook.ClaudeEvents(v, true)
+		for path, evs := range c.Hooks {
+			for _, ev := range evs {
+				if !slices.Contains(want, ev) {
+					c.Dropped = append(c.Dropped, path)
+					break
+				}
+			}
+		}
+		slices.Sort(c.Dropped)
+	}
+	return c
 }
 
 // printDoctor renders a report for a terminal: where, a table of checks,

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
@@ -240,7 +241,15 @@ func worktreeCreate(io cli.IO, worktrees string) error {
 	if worktrees != "" {
 		fc.Settings.WorktreesInRepo = worktrees == config.WorktreesRepo
 	}
-	r, cold, err := hook.Create(hookEnv(fc, io), p)
+	e := hookEnv(fc, io)
+	// A release that reads a worktree session's settings from the
+	// worktree gets the main checkout's local settings copied in, or its
+	// SessionStart (the shim on PATH) never runs there.
+	v, known := hook.HookClaude(os.Getenv)
+	if e.Place, err = hook.SettingsCopy(agent.MainTop(fc.Repo), v, known); err != nil {
+		fmt.Fprintf(io.Stderr, "ferry hook: warning: Claude Code %s reads the worktree's .claude/settings.local.json, and the main checkout's could not be read for a copy (%v): the session's shells may not get Ferry's shim\n", v, err)
+	}
+	r, cold, err := hook.Create(e, p)
 	if err != nil {
 		return err
 	}
@@ -248,6 +257,9 @@ func worktreeCreate(io cli.IO, worktrees string) error {
 		fmt.Fprintf(io.Stderr, "ferry hook: %s\n", cold.Message())
 		fmt.Fprintln(io.Stdout, cold.Path)
 		return nil
+	}
+	for rel := range r.Placed {
+		fmt.Fprintf(io.Stderr, "ferry hook: copied %s into the worktree: Claude Code %s reads a worktree session's settings there (until %s), and Ferry's SessionStart hook puts the shim on the session's PATH\n", rel, v, hook.ClaudeMainSettings)
 	}
 	asked, field := p.NameAsked()
 	how := "asked for " + fmt.Sprintf("%q (%s)", asked, field)
@@ -370,22 +382,36 @@ func (c *settingsCmd) run(io cli.IO, install bool) error {
 	}
 	var ed *hook.Edit
 	ferry := ""
+	out := editOutput{Scope: c.Scope, DryRun: c.DryRun}
 	if install {
 		if ferry, err = selfPath(); err != nil {
 			return err
 		}
 		inRepo := c.Worktrees == config.WorktreesRepo || (c.Worktrees == "auto" && runtime.GOOS == "darwin")
-		ed, err = hook.Install(path, ferry, inRepo)
+		// The hooks the installed Claude Code can take (a release that
+		// knows no CwdChanged drops a file naming it), and what it lacks.
+		v, bin, known := hook.InstalledClaude()
+		if known {
+			out.Claude, out.ClaudeGaps = v.String(), hook.ClaudeGaps(v)
+		}
+		if bin == "" {
+			out.ClaudeGaps = []string{"no claude on PATH to ask its release: every hook is installed, for Claude Code " + hook.ClaudeCwdChanged.String() + " or later (`ferry doctor` checks once claude is on PATH)"}
+		}
+		ed, err = hook.InstallEvents(path, ferry, inRepo, hook.ClaudeEvents(v, known))
 	} else {
 		ed, err = hook.Uninstall(path)
 	}
 	if err != nil {
 		return err
 	}
-	if printed, err := writeEdit(io, ed, editOutput{Scope: c.Scope, Ferry: ferry, DryRun: c.DryRun}, c.JSON); printed || err != nil {
+	out.Ferry = ferry
+	if printed, err := writeEdit(io, ed, out, c.JSON); printed || err != nil {
 		return err
 	}
 	reportEdit(io.Stderr, ed, c.Scope, c.DryRun, install)
+	for _, g := range out.ClaudeGaps {
+		fmt.Fprintf(io.Stderr, "ferry hook: note: %s\n", g)
+	}
 	return nil
 }
 
@@ -398,6 +424,10 @@ type editOutput struct {
 	DryRun bool   `json:"dry_run"`
 	// Content is the file as it would be, with --dry-run.
 	Content *string `json:"content,omitempty"`
+	// Claude is the release of the claude on PATH, and ClaudeGaps what
+	// it lacks that the hooks rely on (hook.ClaudeGaps).
+	Claude     string   `json:"claude_version,omitempty"`
+	ClaudeGaps []string `json:"claude_gaps,omitempty"`
 }
 
 // writeEdit writes ed unless this is a dry run, then prints it as JSON
