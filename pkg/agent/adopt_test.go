@@ -332,3 +332,48 @@ func TestAdoptWithoutShimKeepsPlainCargoWorking(t *testing.T) {
 	}
 	w.mustFerry(t, "rm", a.Name)
 }
+
+// With Ferry's shim off PATH (an agent tool whose shells never got it),
+// plain cargo in a spawned agent's worktree builds, whatever the backend:
+// an overlay agent's ./target leads to a directory of its own on the host
+// while no namespace lives (cold, at host paths, leaving the fork alone),
+// never to a link that leads nowhere; a copy agent's to its fork.
+func TestPlainCargoBuildsInEveryBackend(t *testing.T) {
+	w := shared(t)
+	for _, backend := range []string{"overlay", "copy"} {
+		t.Run(backend, func(t *testing.T) {
+			a := w.spawn(t, "plain-"+backend, "--backend", backend)
+			defer w.mustFerry(t, "rm", "--force", a.Name)
+			c := exec.Command("cargo", "build", "-p", "chain-c")
+			c.Dir = a.Worktree
+			c.Env = w.env(nil) // PATH as the test's: no shim
+			out, err := c.CombinedOutput()
+			if err != nil {
+				t.Fatalf("plain cargo build in a %s agent: %v\n%s", backend, err, out)
+			}
+			if backend != "overlay" {
+				return
+			}
+			if !strings.Contains(string(out), "Compiling chain-c") {
+				t.Errorf("plain cargo in an overlay agent did not build cold:\n%s", out)
+			}
+			plain := filepath.Join(w.storeDir(t), "agents", a.Name, "plain")
+			if _, err := os.Stat(filepath.Join(plain, "debug", ".fingerprint")); err != nil {
+				t.Errorf("plain cargo did not build in the agent's plain directory: %v", err)
+			}
+			// The fork is untouched, and the agent's own build through the
+			// shim is still warm.
+			if ents, _ := os.ReadDir(filepath.Join(w.storeDir(t), "agents", a.Name, "upper")); len(ents) > 0 {
+				t.Errorf("plain cargo wrote into the fork's upper layer: %v", ents)
+			}
+			if _, stderr, code := w.cargo(a.Worktree, nil, "build", "-p", "chain-c"); code != 0 || strings.Contains(stderr, "Compiling") {
+				t.Errorf("the agent's build through the shim after plain cargo (exit %d):\n%s", code, stderr)
+			}
+			// ferry list says what happened, and how to fix it.
+			_, stderr, err := w.ferry(w.repo.Dir, nil, "list")
+			if err != nil || !strings.Contains(stderr, "agent "+a.Name+": cargo ran in its worktree without Ferry's shim") {
+				t.Errorf("ferry list does not say plain cargo built cold in %s (%v):\n%s", a.Name, err, stderr)
+			}
+		})
+	}
+}

@@ -39,15 +39,20 @@ import (
 // of the base it reads (EndHolders). Both send SIGTERM and wait for it to
 // go.
 //
-// When no holder lives, host-target leads nowhere: a dangling link (to
-// /proc/<pid>/root of a process that is gone, or at spawn to
-// "no-live-namespace"), so ./target/debug/app fails with "No such file or
-// directory", never runs the base's output. A holder killed before it could
-// repoint the link leaves /proc/<pid>/root/.../view behind: a process that
-// reuses the pid, on the host or in another agent's namespace (after a
-// reboot, say), shows the agent's view directory empty, since only this
-// agent's namespace mounts its fork there. ferry env and ferry list check
-// the holder (Reach) before naming the path.
+// When no holder lives, host-target leads to the agent's plain directory
+// (store.Agent.Plain): at spawn, and again whenever a command asks where
+// the build output is (Reach) and finds the holder gone. A cargo run
+// without Ferry's shim (an agent tool whose shells never got it on PATH)
+// then builds there, cold and at host paths, as it would in a checkout of
+// its own, instead of failing on a link that leads nowhere (Cargo: "failed
+// to create directory .../target: Not a directory"); and
+// ./target/debug/app is that build's or missing, never the base's output.
+// Between a holder's end and the next command that asks, the link still
+// names /proc/<pid>/root of a process that is gone: a process that reuses
+// the pid, on the host or in another agent's namespace (after a reboot,
+// say), shows the agent's view directory empty, since only this agent's
+// namespace mounts its fork there. ferry env and ferry list check the
+// holder (Reach) before naming the path.
 //
 // Measured with the fixture workspace on a 2-core machine, as root and as
 // an ordinary user: a host process of the same user reads and execs
@@ -67,9 +72,6 @@ func holdIdle() time.Duration {
 	return HoldIdle
 }
 
-// noNamespace is what host-target names while no namespace lives: a
-// relative path that does not exist beside it, and says why.
-const noNamespace = "no-live-namespace"
 
 // hold is the holder a created session asks for: it keeps mount.lock, the
 // session's second file (after busy.lock, which it must not hold).
@@ -80,15 +82,27 @@ func hold(a Agent) *sandbox.Hold {
 	return &sandbox.Hold{Files: []int{1}, Idle: holdIdle(), Busy: a.Files.Busy, Touch: a.Files.NS, Lock: a.Files.MountLock}
 }
 
-// HostLink makes the agent dir's host-target link, leading nowhere until a
-// namespace lives, and returns it.
+// HostLink makes the agent dir's host-target link, leading to its plain
+// directory until a namespace lives, and returns it.
 func (overlayBackend) HostLink(a Agent) (string, error) {
 	if _, err := os.Lstat(a.Files.HostTarget); errors.Is(err, fs.ErrNotExist) {
-		if err := pointHostTarget(a, noNamespace); err != nil {
+		if err := plainHostTarget(a); err != nil {
 			return "", err
 		}
 	}
 	return a.Files.HostTarget, nil
+}
+
+// plainHostTarget points host-target at the agent's plain directory,
+// making it, unless it leads there already.
+func plainHostTarget(a Agent) error {
+	if d, err := os.Readlink(a.Files.HostTarget); err == nil && d == a.Files.Plain {
+		return nil
+	}
+	if err := os.MkdirAll(a.Files.Plain, 0o755); err != nil {
+		return fmt.Errorf("point agent %s's host target: %w", a.Name, err)
+	}
+	return pointHostTarget(a, a.Files.Plain)
 }
 
 // pointHostTarget replaces the host-target link with one to dest.
@@ -124,10 +138,18 @@ func holder(a Agent) int {
 	return rec.Holder
 }
 
-// Reach is the agent's view as the live holder's namespace shows it.
+// Reach is the agent's view as the live holder's namespace shows it. With
+// no holder alive it points host-target back at the plain directory, if
+// no process uses the overlay (mount.lock free: no namespace is being
+// made either, whose holder would point it at its view); best effort, so
+// a store the caller cannot write keeps the link as it is.
 func (overlayBackend) Reach(a Agent) (string, bool) {
 	pid := holder(a)
 	if pid == 0 {
+		if l, err := lock.TryTake(a.Files.MountLock); err == nil {
+			plainHostTarget(a)
+			l.Release()
+		}
 		return "", false
 	}
 	dir, err := filepath.EvalSymlinks(a.Files.Dir)

@@ -42,6 +42,7 @@ import (
 //	      upper/ work/                overlay forks
 //	      mount.lock ns.json          overlay: in-use lock and live namespace
 //	      host-target                 overlay: a link into the live namespace's view, for the host
+//	      plain/                      overlay: where host-target leads while no namespace lives (plain cargo's)
 //	      view/                       overlay: where the live namespace also shows the fork (empty elsewhere)
 //	      seen/                       a file per command the agent has run (package demand)
 //	      last-build.json             the units its last build that compiled units compiled (ferry why)
@@ -57,7 +58,7 @@ var Names = []string{
 	"bin", "cargo", "ferry-rustc", "bus", "bus.json", "token", "bus.lock", "jetstream", "worktrees",
 	"store.json", "lock", "current", "watch.lock", "mnt", "src", "target", "outbox", "tmp",
 	"bases", "base.json", "warm-units", "relocation.json", "agents", "agent.json", "busy.lock", "ferry-ws", "upper", "work",
-	"mount.lock", "ns.json", "host-target", "view", "demand.log", "seen", "last-build.json", "pending", "layer", "next", "keys",
+	"mount.lock", "ns.json", "host-target", "plain", "view", "demand.log", "seen", "last-build.json", "pending", "layer", "next", "keys",
 	"spare", "spare.lock", "ready", "private", "layers", "boot", "freshness", "links", "SHA256SUMS",
 }
 
@@ -248,6 +249,11 @@ type Agent struct {
 	// live namespace (/proc/<pid>/root/...), the only place its fork is
 	// seen, and at nothing when none lives. No mount passes through it.
 	HostTarget string
+	// Plain is, for an overlay agent, what HostTarget names while no
+	// namespace lives: a directory of the host's own, where a cargo run
+	// without Ferry's shim (so outside the sandbox) builds cold, at host
+	// paths, instead of failing on a link that leads nowhere.
+	Plain string
 	// View is, for an overlay agent, an empty directory that the agent's
 	// namespace alone mounts the fork on too: reached through another
 	// namespace's /proc/<pid>/root, it is empty, never another fork.
@@ -282,6 +288,7 @@ func AgentFiles(dir string) Agent {
 		MountLock:  filepath.Join(dir, "mount.lock"),
 		NS:         filepath.Join(dir, "ns.json"),
 		HostTarget: filepath.Join(dir, "host-target"),
+		Plain:      filepath.Join(dir, "plain"),
 		View:       filepath.Join(dir, "view"),
 		Seen:       filepath.Join(dir, "seen"),
 		LastBuild:  filepath.Join(dir, "last-build.json"),

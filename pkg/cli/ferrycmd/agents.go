@@ -169,6 +169,10 @@ type listEntry struct {
 	// Problem says why a damaged agent's record cannot be read, and the
 	// fix.
 	Problem string `json:"problem,omitempty"`
+	// PlainBuilt: a cargo without Ferry's shim built in the worktree (an
+	// overlay agent's plain directory holds a build): cold, and the shim
+	// is not on that shell's PATH.
+	PlainBuilt bool `json:"plain_built"`
 }
 
 func listAgents(args []string, io cli.IO) int {
@@ -197,6 +201,9 @@ func listAgents(args []string, io cli.IO) int {
 					e.PrivateBytes, _ = b.PrivateBytes(fork.Paths{AgentDir: fc.Store.Agent(r.Name).Dir})
 				}
 				e.SandboxBytes, _ = fork.Allocated(fc.Store.Agent(r.Name).Private)
+				if ents, err := os.ReadDir(fc.Store.Agent(r.Name).Plain); err == nil && len(ents) > 0 {
+					e.PlainBuilt = true
+				}
 				out = append(out, e)
 			}
 			if c.JSON {
@@ -224,8 +231,13 @@ func listAgents(args []string, io cli.IO) int {
 				return err
 			}
 			for _, e := range out {
-				if e.Problem != "" {
+				switch {
+				case e.Problem != "":
 					fmt.Fprintf(io.Stderr, "ferry list: agent %s: %s\n", e.Name, e.Problem)
+				case e.PlainBuilt:
+					fmt.Fprintf(io.Stderr, "ferry list: agent %s: cargo ran in its worktree without Ferry's shim, and built cold; put %s first on PATH in that shell (`eval \"$(ferry env %s)\"`, or the agent tool's hooks: `ferry doctor`)\n", e.Name, fc.Store.ShimDir(), e.Name)
+				case e.TargetLinkSkipped != "":
+					fmt.Fprintf(io.Stderr, "ferry list: agent %s: no ./%s link: %s\n", e.Name, agent.TargetLink, e.TargetLinkSkipped)
 				}
 			}
 			return nil
