@@ -72,7 +72,6 @@ func holdIdle() time.Duration {
 	return HoldIdle
 }
 
-
 // hold is the holder a created session asks for: it keeps mount.lock, the
 // session's second file (after busy.lock, which it must not hold).
 func hold(a Agent) *sandbox.Hold {
