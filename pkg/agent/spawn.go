@@ -654,7 +654,10 @@ func rollback(repo *git.Repo, s *store.Store, r *Record) error {
 	if r.MadeWorktree {
 		if wt, ok, err := repo.FindWorktree(r.Worktree); err != nil {
 			errs = append(errs, err)
-		} else if ok && wt.Branch == r.Branch {
+		} else if ok && (wt.Branch == r.Branch || wt.Adding()) {
+			// Added on the agent's branch, or still being added (its
+			// HEAD not set yet): this spawn's, as the path was free when
+			// it reserved it.
 			if err := repo.WorktreeRemove(r.Worktree); err != nil {
 				errs = append(errs, err)
 			}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ferrydev/ferry/pkg/failure"
 )
@@ -257,13 +258,97 @@ func (r *Repo) WorktreeRemove(path string) error {
 	if wt == nil {
 		return fmt.Errorf("remove worktree %s: not a registered worktree of %s", abs, r.Top)
 	}
+	if wt.Adding() {
+		// `git worktree add` is still making it, or died making it.
+		waitAdding(want)
+		now, ok, err := r.FindWorktree(abs)
+		if err != nil {
+			return fmt.Errorf("remove worktree %s: %w", abs, err)
+		}
+		if !ok || now.Adding() {
+			return r.unregister(want, abs) // the git adding it died
+		}
+		wt = &now
+	}
 	if wt.Locked {
 		if err := r.WorktreeUnlock(abs); err != nil {
 			return fmt.Errorf("remove worktree %s: %w", abs, err)
 		}
 	}
 	if _, err := run(r.Top, "worktree", "remove", "--force", "--force", "--", abs); err != nil {
+		if strings.Contains(stderrOf(err), "is not a working tree") {
+			// Registered, but its checkout never wrote the link back
+			// (a git killed mid-add): git will not remove it.
+			return r.unregister(want, abs)
+		}
 		return wrapf(err, "remove worktree %s", abs)
+	}
+	return nil
+}
+
+// Adding reports whether git is still adding wt, or died adding it: its
+// entry is locked as `git worktree add` locks it until it is done, and its
+// HEAD is not set yet (listed detached).
+func (wt Worktree) Adding() bool { return wt.Locked && wt.LockReason == addingReason }
+
+// addingReason is the lock reason `git worktree add` gives the entry it
+// is making (in its admin dir's locked file, removed when it is done; git
+// runs with LC_ALL=C, so untranslated). A git killed on the way leaves it.
+const addingReason = "initializing"
+
+// AddPatience bounds how long WorktreeRemove waits for a `git worktree
+// add` still making the worktree it removes.
+var AddPatience = time.Minute
+
+// waitAdding waits, for AddPatience at most, while a git may still be
+// making the worktree at path (resolved): a process works in it (the
+// checkout, `git reset --hard`, runs there) or names it on its command
+// line (`git worktree add`). A spawn killed mid-add leaves its git running
+// on; one whose git died too leaves the entry initializing for good.
+func waitAdding(path string) {
+	deadline := time.Now().Add(AddPatience)
+	for time.Now().Before(deadline) && gitAt(path) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// gitAt reports whether a process works in path or names it on its
+// command line.
+func gitAt(path string) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		proc := "/proc/" + e.Name() // procfs: not a store path
+		if cwd, err := os.Readlink(proc + "/cwd"); err == nil && (cwd == path || strings.HasPrefix(cwd, path+"/")) {
+			return true
+		}
+		if cmd, err := os.ReadFile(proc + "/cmdline"); err == nil && bytes.Contains(cmd, []byte("\x00"+path+"\x00")) {
+			return true
+		}
+	}
+	return false
+}
+
+// unregister removes the worktree at abs (resolved: want) by hand, its
+// admin dir and then its directory: for an entry git refuses to remove
+// because it never finished adding it. The caller owns the worktree.
+func (r *Repo) unregister(want, abs string) error {
+	admin, err := r.adminDirOf(want)
+	if err != nil {
+		return fmt.Errorf("remove worktree %s: %w", abs, err)
+	}
+	if admin != "" {
+		if err := os.RemoveAll(admin); err != nil {
+			return fmt.Errorf("remove worktree %s: unregister it: %w", abs, err)
+		}
+	}
+	if err := os.RemoveAll(abs); err != nil {
+		return fmt.Errorf("remove worktree %s: %w", abs, err)
 	}
 	return nil
 }
