@@ -63,9 +63,23 @@ func Parse(name, desc string, examples []string, grammar any, args []string, io 
 		return nil, code, true
 	}
 	if err != nil {
-		return nil, Report(io, name, failure.Wrap(failure.Usage, err, "run `"+name+" --help` for usage", "bad arguments"), false), true
+		return nil, Report(io, name, failure.Wrap(failure.Usage, err, "run `"+name+" --help` for usage", "bad arguments"), WantsJSON(args)), true
 	}
 	return ctx, 0, false
+}
+
+// WantsJSON reports whether args ask for --json before any "--": a usage
+// error is reported as JSON too then, though the flags did not parse.
+func WantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "--json=true", "--json=1":
+			return true
+		}
+	}
+	return false
 }
 
 // Run parses args into grammar and runs run, reporting its error under

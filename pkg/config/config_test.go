@@ -1058,26 +1058,6 @@ func TestBranchPrefixProblem(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want int
-	}{
-		{"warm", "warm", 0},
-		{"wram", "warm", 1},
-		{"backedn", "backend", 1},
-		{"worktree_dir", "worktree-dir", 1},
-		{"dir", "url", 3},
-		{"dri", "dir", 1},
-		{"", "mode", 4},
-	}
-	for _, tt := range tests {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
-	}
-}
-
 // A base learns from demand only with the generated commands and demand
 // on: configured commands win.
 func TestLearns(t *testing.T) {

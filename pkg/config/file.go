@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/suggest"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 )
@@ -605,16 +606,16 @@ func keysHint(table []string, name string) string {
 		where = "[" + strings.Join(table, ".") + "]"
 	}
 	list := fmt.Sprintf("%s takes: %s", where, strings.Join(keyNames(t), ", "))
-	if guess := suggest(table, name); guess != "" {
+	if guess := meant(table, name); guess != "" {
 		return fmt.Sprintf("did you mean %q? %s", guess, list)
 	}
 	return list
 }
 
-// suggest returns the dotted key name was probably meant to be: a close key
+// meant returns the dotted key name was probably meant to be: a close key
 // of the same table, else a key of that name or close to it in another
 // table at the same level (warm at the top level means base.warm).
-func suggest(table []string, name string) string {
+func meant(table []string, name string) string {
 	t, _ := schemaType(table)
 	if k := closest(keyNames(t), name); k != "" {
 		return strings.Join(append(slices.Clone(table), k), ".")
@@ -639,52 +640,15 @@ func suggest(table []string, name string) string {
 	return strings.Join(append(slices.Clone(scope), best), ".")
 }
 
-// closest returns the key whose last part is within maxTypos edits of
-// name, the closest first, "" if none.
+// closest returns the key whose last part is within suggest.MaxTypos
+// edits of name, the closest first, "" if none.
 func closest(keys []string, name string) string {
 	best, bestDist := "", -1
 	for _, k := range keys {
 		leaf := k[strings.LastIndexByte(k, '.')+1:]
-		if d := editDistance(strings.ToLower(name), leaf); d <= maxTypos(name) && (bestDist < 0 || d < bestDist) {
+		if d := suggest.Distance(strings.ToLower(name), leaf); d <= suggest.MaxTypos(name) && (bestDist < 0 || d < bestDist) {
 			best, bestDist = k, d
 		}
 	}
 	return best
-}
-
-// maxTypos is how many edits still count as a typo: one for short keys, so
-// that dir is not taken for url.
-func maxTypos(name string) int {
-	if len(name) <= 4 {
-		return 1
-	}
-	return 2
-}
-
-// editDistance is the optimal string alignment distance: insertions,
-// deletions, substitutions and transpositions of adjacent bytes each cost
-// one, so "wram" is one edit from "warm".
-func editDistance(a, b string) int {
-	// d[i][j] is the distance between a[:i] and b[:j].
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }

@@ -10,15 +10,18 @@ package ferrycmd
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/suggest"
 )
 
 // stages are the pipeline binaries that `ferry NAME` runs.
@@ -100,7 +103,17 @@ func Main(args []string, io cli.IO) int {
 	case "completion":
 		return completion(args[1:], io)
 	}
-	return cli.Report(io, "ferry", failure.New(failure.Usage, "run `ferry --help` for the commands", "unknown command %q", name), false)
+	return cli.Report(io, "ferry", unknownCommand(name), cli.WantsJSON(args[1:]))
+}
+
+// unknownCommand is the usage error for a command ferry does not have,
+// naming the one within a typo or two when there is one (ferry lsit).
+func unknownCommand(name string) error {
+	names := slices.Concat(slices.Sorted(maps.Keys(stages)), slices.Sorted(maps.Keys(own)))
+	if meant := suggest.Closest(name, names); meant != "" {
+		return failure.New(failure.Usage, fmt.Sprintf("did you mean `ferry %s`? run `ferry --help` for the commands", meant), "unknown command %q", name)
+	}
+	return failure.New(failure.Usage, "run `ferry --help` for the commands", "unknown command %q", name)
 }
 
 // execStage replaces this process with the stage binary, telling it the
