@@ -76,6 +76,12 @@ func (s *Store) CheckWritable() error {
 	if !readOnlyMount(s.Parent) {
 		return nil
 	}
+	if !masked(s.Parent) {
+		// Read-only, but not sealed: the filesystem itself is.
+		return failure.New(failure.Prereq,
+			"point FERRY_HOME (or [store] dir in ferry.toml) at a writable directory, or remount the filesystem read-write",
+			"the store %s is on a read-only filesystem: Ferry writes its bases, agents and records there", s.Parent)
+	}
 	return failure.New(failure.Refused,
 		"run Ferry's commands for other agents and bases outside the agent's sandbox (from the shell that started it, not from `ferry shell` or `ferry run`)",
 		"the store %s is read-only here: this process runs inside an agent's sandbox, which may not change bases, agents or the store", s.Parent)
