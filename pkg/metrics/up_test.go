@@ -159,4 +159,19 @@ func TestStagesUnderUp(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&varz); err != nil || varz.ServerName != "ferry-bus" {
 		t.Errorf("NATS monitoring /varz: %+v, %v", varz, err)
 	}
+
+	// Ctrl-C is how a user stops ferry up: a clean stop, exit 0, the
+	// stages stopped with it (their ports free again).
+	cmd.Process.Signal(os.Interrupt)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("ferry up after Ctrl-C: %v\n%s", err, log.String())
+	}
+	if out := log.String(); !strings.Contains(out, "ferry up: stopped") || strings.Contains(out, "error:") {
+		t.Errorf("ferry up after Ctrl-C said:\n%s", out)
+	}
+	for _, stage := range metrics.Stages {
+		if _, err := samples(addr(stage)); err == nil {
+			t.Errorf("%s still serves its metrics after ferry up stopped", stage)
+		}
+	}
 }

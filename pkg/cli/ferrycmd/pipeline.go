@@ -25,7 +25,7 @@ type upCmd struct {
 // processes and stops them all on Ctrl-C (exit 130) or SIGTERM (exit 0).
 func up(args []string, io cli.IO) int {
 	var c upCmd
-	_, code, done := cli.Parse("ferry up", "Keep bases warm for this repository: start ferry-watch (hosting the bus), ferry-base --follow and ferry-gc --follow, and stop them all on Ctrl-C or SIGTERM. Their output goes to stderr.",
+	_, code, done := cli.Parse("ferry up", "Keep bases warm for this repository: start ferry-watch (hosting the bus), ferry-base --follow and ferry-gc --follow, and stop them all on Ctrl-C or SIGTERM (exit 0). Their output goes to stderr.",
 		[]string{"ferry up", "ferry up --rev main --interval 5", "ferry up --runner   # on a runner, with FERRY_NATS_URL naming the fleet's bus"}, &c, args, io)
 	if done {
 		return code
@@ -118,8 +118,9 @@ func (c *upCmd) run(io cli.IO) error {
 	if failed != "" {
 		return failure.New(failure.Internal, "see its messages above", "ferry %s stopped; ferry up stopped the others", failed)
 	}
+	// Ctrl-C is how ferry up is meant to stop: a clean stop, exit 0.
 	fmt.Fprintln(io.Stderr, "ferry up: stopped")
-	return stop.Err("ferry up", nil)
+	return nil
 }
 
 type eventsCmd struct {
