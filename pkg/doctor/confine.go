@@ -1,7 +1,9 @@
 package doctor
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"strings"
@@ -26,7 +28,16 @@ func checkConfine(s *store.Store, scratch string, hostPaths bool) Check {
 	if hostPaths {
 		gaps = append(gaps, confine.Unconfined.String())
 	} else {
-		rec := confine.Decide(s.Parent, scratch, os.Environ(), nil, nil)
+		parent := s.Parent
+		if _, err := os.Stat(parent); errors.Is(err, fs.ErrNotExist) {
+			// No store yet: a stand-in on the same filesystem, as the
+			// other checks probe.
+			if tmp, err := os.MkdirTemp(scratch, "ferry-doctor-store-"); err == nil {
+				defer os.RemoveAll(tmp)
+				parent = tmp
+			}
+		}
+		rec := confine.Decide(parent, scratch, os.Environ(), nil, nil)
 		for _, g := range rec.Gaps {
 			gaps = append(gaps, g.String())
 		}

@@ -61,6 +61,7 @@ const (
 const (
 	CheckUserns     = platform.CheckUserns  // the namespace sandbox
 	CheckConfig     = "config"              // ferry.toml and FERRY_* (only when they are broken)
+	CheckWorkspace  = "workspace"           // HEAD has the Cargo.toml at the repository root that bases build
 	CheckOwner      = "store-owner"         // nobody but the caller (and root) can change the store's path
 	CheckOverlay    = platform.CheckOverlay // an unprivileged overlay with its upper in the store
 	CheckFilesystem = "filesystem"          // the store's filesystem
@@ -273,6 +274,18 @@ func Run(o Options) *Report {
 // inRepo runs the store checks and decides what spawn would do.
 func (r *Report) inRepo(o Options, userns Check) {
 	s := o.Settings
+	if o.Git != nil {
+		ws := checkWorkspace(o.Git)
+		r.Checks = append(r.Checks, ws)
+		if ws.Status == Blocked {
+			// Said after what the host blocks: that is the harder fix.
+			defer func() {
+				if r.err == nil {
+					r.err = failure.New(failure.Prereq, ws.Hint, "%s", ws.Detail)
+				}
+			}()
+		}
+	}
 	if err := o.Store.CheckOwner(); err != nil {
 		r.Checks = append(r.Checks, Check{Name: CheckOwner, Status: Blocked, Detail: err.Error(), Hint: failure.HintOf(err)})
 		why := "the store is refused (see the " + CheckOwner + " check)"
@@ -950,4 +963,24 @@ func existingAncestor(dir string) (string, error) {
 			return "", err
 		}
 	}
+}
+
+// checkWorkspace checks that HEAD has a Cargo.toml at the repository root:
+// the workspace every base builds (ferry base refuses a commit without).
+func checkWorkspace(g *git.Repo) Check {
+	c := Check{Name: CheckWorkspace, Path: g.Top, Status: Blocked}
+	head, err := g.ResolveCommit("HEAD")
+	if err != nil {
+		c.Detail = "the repository has no commit yet: a base builds a commit"
+		c.Hint = "commit the Cargo workspace (its Cargo.toml at the repository root), then run ferry base"
+		return c
+	}
+	if _, err := g.Run(g.Top, "cat-file", "-e", head+":Cargo.toml"); err != nil {
+		c.Detail = fmt.Sprintf("HEAD (%.12s) has no Cargo.toml at the repository root: a base builds the Cargo workspace there", head)
+		c.Hint = "add a Cargo.toml at the repository root (a workspace or a package) and commit it; ferry base --rev builds a commit that has one"
+		return c
+	}
+	c.Status = OK
+	c.Detail = fmt.Sprintf("HEAD (%.12s) has a Cargo.toml at the repository root", head)
+	return c
 }

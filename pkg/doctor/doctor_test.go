@@ -574,6 +574,7 @@ func TestFreshnessCheck(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(nightly, "rust-toolchain.toml"), []byte("[toolchain]\nchannel = \"nightly\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	os.WriteFile(filepath.Join(nightly, "Cargo.toml"), []byte("[workspace]\n"), 0o644)
 	commitAll(t, nightly)
 	r := run(nightly, config.FreshnessChecksum)
 	if c := r.Check(CheckFreshness); c.Status != OK || !strings.Contains(c.Detail, "CARGO_UNSTABLE_CHECKSUM_FRESHNESS=true") || r.ExitCode != 0 {
@@ -586,10 +587,51 @@ func TestFreshnessCheck(t *testing.T) {
 func gitRepo(t *testing.T, dir string) *git.Repo {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, "Cargo.toml")); err != nil {
+			os.WriteFile(filepath.Join(dir, "Cargo.toml"), []byte("[workspace]\n"), 0o644)
+		}
 		gitT(t, dir, "init", "-q")
 		commitAll(t, dir)
 	}
 	return must(git.Open(dir))
+}
+
+// A repository whose HEAD has no Cargo.toml at its root, or no HEAD at
+// all, is blocked (exit 3) by the workspace check, with what to do: ferry
+// base would refuse it.
+func TestWorkspaceCheck(t *testing.T) {
+	skipIfBlocked(t)
+	parent := t.TempDir()
+	run := func(repo string) *Report {
+		o := inRepo(platform.Real(), filepath.Join(parent, "store"), "auto", "auto")
+		o.Repo, o.Git = repo, must(git.Open(repo))
+		return Run(o)
+	}
+	empty := t.TempDir()
+	gitT(t, empty, "init", "-q")
+	noCargo := t.TempDir()
+	os.WriteFile(filepath.Join(noCargo, "README"), []byte("not rust\n"), 0o644)
+	commitAll(t, noCargo)
+	// A Cargo.toml in the working tree that is not committed builds nothing.
+	os.WriteFile(filepath.Join(noCargo, "Cargo.toml"), []byte("[workspace]\n"), 0o644)
+	for _, tc := range []struct{ repo, detail string }{
+		{empty, "no commit yet"},
+		{noCargo, "no Cargo.toml at the repository root"},
+	} {
+		r := run(tc.repo)
+		c := r.Check(CheckWorkspace)
+		if c == nil || c.Status != Blocked || !strings.Contains(c.Detail, tc.detail) || !strings.Contains(c.Hint, "Cargo.toml") {
+			t.Errorf("%s: workspace check %+v", tc.detail, c)
+		}
+		if r.ExitCode != failure.Prereq.ExitCode() || r.Spawn == nil || r.Spawn.Works {
+			t.Errorf("%s: exit %d, spawn %+v; want exit 3 and spawn not working", tc.detail, r.ExitCode, r.Spawn)
+		}
+	}
+	gitT(t, noCargo, "add", "Cargo.toml")
+	gitT(t, noCargo, "commit", "-qm", "workspace")
+	if c := run(noCargo).Check(CheckWorkspace); c == nil || c.Status != OK {
+		t.Errorf("with Cargo.toml committed: %+v", c)
+	}
 }
 
 // commitAll commits everything in dir, a repository made by gitRepo or

@@ -32,7 +32,8 @@ func front(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errOut.String(), code
 }
 
-// tempRepo makes an empty git repository, enters it, and points Ferry's
+// tempRepo makes a git repository whose one commit holds an empty
+// workspace's Cargo.toml, enters it, and points Ferry's
 // store at a fresh parent, with no backend or sandbox mode from outside.
 func tempRepo(t *testing.T) (repo, storeParent string) {
 	t.Helper()
@@ -40,8 +41,15 @@ func tempRepo(t *testing.T) (repo, storeParent string) {
 		t.Skip("no git")
 	}
 	repo = t.TempDir()
-	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v\n%s", err, out)
+	if err := os.WriteFile(filepath.Join(repo, "Cargo.toml"), []byte("[workspace]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "Cargo.toml"}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "workspace"}} {
+		c := exec.Command("git", args...)
+		c.Dir = repo
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
 	}
 	repo, _ = filepath.EvalSymlinks(repo)
 	storeParent = filepath.Join(t.TempDir(), "ferry")
