@@ -259,7 +259,7 @@ func startCheckout(o Options, id, commit string) *checkout {
 		} else if err := o.Repo.WorktreeAddDetached(src, commit); err != nil {
 			return struct{}{}, err
 		}
-		return struct{}{}, o.Repo.WorktreeLock(src, "ferry base "+id)
+		return struct{}{}, o.Repo.WorktreeLock(src, store.BaseCheckoutReason(id))
 	})
 	return &checkout{discarded: func() error { _, err := discarded(); return err }, done: func() error { _, err := done(); return err }}
 }

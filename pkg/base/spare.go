@@ -10,6 +10,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/platform"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Spare checkouts. A base's checkout is a `git worktree add` of its commit,
@@ -79,6 +80,9 @@ func makeSpare(o Options, commit string) error {
 	if err := o.Repo.WorktreeAddDetached(sp.Src, commit); err != nil {
 		return err
 	}
+	if err := o.Repo.WorktreeLock(sp.Src, store.SpareCheckoutReason); err != nil {
+		return err
+	}
 	return atomicfile.WriteJSON(sp.Ready, spareRecord{Commit: commit, Boot: boot}, 0o644)
 }
 
@@ -130,6 +134,9 @@ func takeSpare(o Options, src, commit string) (bool, error) {
 	// discard removes the worktree) or a spare without ready (dropped).
 	if err := os.Remove(sp.Ready); err != nil {
 		return false, err
+	}
+	if err := o.Repo.WorktreeUnlock(sp.Src); err != nil {
+		return false, errors.Join(err, dropSpare(o))
 	}
 	if err := o.Repo.WorktreeMove(sp.Src, src); err != nil {
 		return false, errors.Join(err, dropSpare(o))

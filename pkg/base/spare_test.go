@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // The spare checkout a build makes beside its warm commands is what the
@@ -187,6 +188,16 @@ func (e *env) checkSpare(t *testing.T, commit string) {
 		}
 		if strings.HasPrefix(resolved(w.Path)+"/", resolved(sp.Dir)+"/") {
 			n++
+			// git worktree list -v says whose it is.
+			if !w.Locked || w.LockReason != store.SpareCheckoutReason {
+				t.Errorf("the spare %s is listed locked %v (%q), not as Ferry's spare", w.Path, w.Locked, w.LockReason)
+			}
+		}
+		if strings.HasPrefix(resolved(w.Path)+"/", resolved(e.store.BasesDir())+"/") {
+			id := filepath.Base(filepath.Dir(w.Path))
+			if !w.Locked || w.LockReason != store.BaseCheckoutReason(id) {
+				t.Errorf("base checkout %s is listed locked %v (%q), not as Ferry's checkout of base %s", w.Path, w.Locked, w.LockReason, id)
+			}
 		}
 	}
 	if n != 1 {

@@ -333,7 +333,7 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 	if err := repo.WorktreeAddDetached(files.Src, p.Commit); err != nil {
 		return nil, err
 	}
-	if err := repo.WorktreeLock(files.Src, "ferry base "+p.ID); err != nil {
+	if err := repo.WorktreeLock(files.Src, store.BaseCheckoutReason(p.ID)); err != nil {
 		return nil, err
 	}
 	tctx, cancel := transferContext(ctx)

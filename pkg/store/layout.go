@@ -169,6 +169,17 @@ func (s *Store) Spare() Spare {
 	return Spare{Dir: dir, Src: filepath.Join(dir, "src"), Ready: filepath.Join(dir, "ready"), Lock: filepath.Join(s.Dir, "spare.lock")}
 }
 
+// Why Ferry's checkouts are locked, as `git worktree list -v` shows it: a
+// base's checkout, and the spare the next base build takes. Locked, git
+// worktree prune leaves them be, and whoever lists the repository's
+// worktrees sees whose they are.
+func BaseCheckoutReason(id string) string {
+	return "Ferry's checkout of base " + id + " (ferry gc removes it)"
+}
+
+// SpareCheckoutReason is the lock reason of the spare checkout.
+const SpareCheckoutReason = "Ferry's spare checkout, which the next ferry base takes (ferry gc removes it)"
+
 // DemandLog is the log of the agents' cargo calls (package demand).
 func (s *Store) DemandLog() string { return filepath.Join(s.Dir, "demand.log") }
 
