@@ -18,10 +18,15 @@ func Environ(s *store.Store, r *Record, env []string) []string {
 	out := cargoenv.WithFreshness(cargoenv.Without(env, "FERRY_AGENT", "PATH"), r.FreshnessEnv)
 	shim := s.ShimDir()
 	var keep []string
+	seen := map[string]bool{}
 	for _, p := range filepath.SplitList(path) {
-		if p != shim {
-			keep = append(keep, p)
+		// The shim goes first, once, however the entry names it; a later
+		// copy of an entry finds nothing the first did not.
+		if seen[p] || isDir(p, shim) {
+			continue
 		}
+		seen[p] = true
+		keep = append(keep, p)
 	}
 	return append(out, "PATH="+strings.Join(append([]string{shim}, keep...), string(filepath.ListSeparator)), "FERRY_AGENT="+r.Name)
 }
@@ -47,4 +52,17 @@ func Run(s *store.Store, r *Record, o RunOptions) (int, error) {
 	}
 	x.Cmd.Stdin, x.Cmd.Stdout, x.Cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	return x.Run()
+}
+
+// isDir reports whether the search path entry p names dir (resolved):
+// written as it is, with a trailing slash, or through a link.
+func isDir(p, dir string) bool {
+	if p == "" {
+		return false // the working directory
+	}
+	if filepath.Clean(p) == dir {
+		return true
+	}
+	resolved, err := filepath.EvalSymlinks(p)
+	return err == nil && resolved == dir
 }

@@ -287,6 +287,9 @@ func TestHostTargetOverlay(t *testing.T) {
 	if env["FERRY_HOST_TARGET"] != "" {
 		t.Fatalf("ferry env names %q without a live namespace", env["FERRY_HOST_TARGET"])
 	}
+	if out := w.mustFerry(t, "env", "hostoverlay"); !strings.Contains(out, "\nunset FERRY_HOST_TARGET") || strings.Contains(out, "export FERRY_HOST_TARGET") {
+		t.Fatalf("ferry env without a live namespace exports an empty FERRY_HOST_TARGET, or does not unset it:\n%s", out)
+	}
 	// A build brings it back; rm ends the holder it made.
 	if _, stderr, code := w.cargo(a.Worktree, hold, "build", "--workspace"); code != 0 {
 		t.Fatalf("build: %s", stderr)

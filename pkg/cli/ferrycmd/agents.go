@@ -138,8 +138,16 @@ func envAgent(args []string, io cli.IO) int {
 			if c.JSON {
 				return cli.WriteJSON(io.Stdout, vars)
 			}
-			for _, k := range []string{"PATH", "FERRY_AGENT", "FERRY_WORKTREE", "FERRY_HOST_TARGET"} {
+			for _, k := range []string{"PATH", "FERRY_AGENT", "FERRY_WORKTREE"} {
 				fmt.Fprintf(io.Stdout, "export %s=%s\n", k, shellQuote(vars[k]))
+			}
+			if t := vars["FERRY_HOST_TARGET"]; t != "" {
+				fmt.Fprintf(io.Stdout, "export FERRY_HOST_TARGET=%s\n", shellQuote(t))
+			} else {
+				// An overlay agent's output is reachable from the host only
+				// while its namespace lives; a value from an earlier eval
+				// would lead elsewhere.
+				fmt.Fprintln(io.Stdout, "unset FERRY_HOST_TARGET  # the agent's build output is not reachable from the host until its next build (overlay: no namespace lives)")
 			}
 			return nil
 		})
