@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,18 +39,19 @@ const SeeExitCodes = "Exit codes are listed by `ferry --help`."
 // with exit status code. desc is the command's description; examples, one
 // per line, follow it under "Examples:". Args of complete.ModelFlag alone
 // print the grammar's model for completion scripts instead (done, 0).
-func Parse(name, desc string, examples []string, grammar any, args []string, io IO) (ctx *kong.Context, code int, done bool) {
+// opts are the command's own kong options (its help printer).
+func Parse(name, desc string, examples []string, grammar any, args []string, io IO, opts ...kong.Option) (ctx *kong.Context, code int, done bool) {
 	exited := false
 	text := desc
 	if len(examples) > 0 {
 		text += "\n\nExamples:\n  " + strings.Join(examples, "\n  ")
 	}
-	parser, err := kong.New(grammar,
+	parser, err := kong.New(grammar, append([]kong.Option{
 		kong.Name(name),
-		kong.Description(text+"\n\n"+SeeExitCodes),
+		kong.Description(text + "\n\n" + SeeExitCodes),
 		kong.Writers(io.Stdout, io.Stderr),
 		kong.Exit(func(c int) { exited, code = true, c }),
-	)
+	}, opts...)...)
 	if err != nil {
 		return nil, Report(io, name, err, false), true
 	}
@@ -90,4 +92,22 @@ func Run(name, desc string, examples []string, grammar any, args []string, io IO
 		return code
 	}
 	return Report(io, name, run(), asJSON != nil && *asJSON)
+}
+
+// WithDefaultHelp is the help of a grammar with a default command (ferry
+// base builds without one): its own help, then the default command's, so
+// that the flags typed most are on the page `--help` shows.
+func WithDefaultHelp(command string) kong.Option {
+	return kong.Help(func(options kong.HelpOptions, ctx *kong.Context) error {
+		if err := kong.DefaultHelpPrinter(options, ctx); err != nil || ctx.Selected() != nil {
+			return err
+		}
+		sub, err := kong.Trace(ctx.Kong, []string{command})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(ctx.Stdout, "\nWithout a command, %s runs %s:\n", ctx.Model.Name, command)
+		options.NoAppSummary = true
+		return kong.DefaultHelpPrinter(options, sub)
+	})
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -47,5 +48,32 @@ func TestUsageErrorIsJSONUnderJSON(t *testing.T) {
 		if out.Error.Kind != "usage" || out.Error.ExitCode != 2 || out.Error.Hint == "" {
 			t.Errorf("%q: error object %+v", tc.args, out.Error)
 		}
+	}
+}
+
+// --help of a grammar with a default command shows that command's flags
+// too; a subcommand's own --help shows only its own.
+func TestHelpShowsTheDefaultCommandsFlags(t *testing.T) {
+	var grammar struct {
+		Build struct {
+			Rev string `help:"Revision to build."`
+		} `cmd:"" default:"withargs" help:"Build."`
+		List struct {
+			Long bool `help:"Long listing."`
+		} `cmd:"" help:"List."`
+	}
+	help := func(args ...string) string {
+		var stdout, stderr bytes.Buffer
+		_, code, done := Parse("ferry test", "A test.", nil, &grammar, args, IO{Stdout: &stdout, Stderr: &stderr}, WithDefaultHelp("build"))
+		if !done || code != 0 {
+			t.Fatalf("%q: done %v, exit %d\n%s", args, done, code, stderr.String())
+		}
+		return stdout.String()
+	}
+	if out := help("--help"); !strings.Contains(out, "--rev") || !strings.Contains(out, "Without a command, ferry test runs build") || !strings.Contains(out, "list") {
+		t.Errorf("ferry test --help:\n%s", out)
+	}
+	if out := help("list", "--help"); strings.Contains(out, "--rev") || !strings.Contains(out, "--long") {
+		t.Errorf("ferry test list --help:\n%s", out)
 	}
 }

@@ -59,7 +59,7 @@ var examples = []string{
 // command as typed (cli.Name).
 func Main(name string, args []string, io cli.IO) int {
 	var c grammar
-	ctx, code, done := cli.Parse(name, desc, examples, &c, args, io)
+	ctx, code, done := cli.Parse(name, desc, examples, &c, args, io, cli.WithDefaultHelp("build"))
 	if done {
 		return code
 	}
