@@ -78,7 +78,7 @@ func printStats(w io.Writer, s statsJSON, window time.Duration) error {
 	for _, c := range s.Commands {
 		var by []string
 		for _, b := range c.ByBase {
-			by = append(by, fmt.Sprintf("%s %s", rate(b.Rate), cli.Short(b.Base)))
+			by = append(by, fmt.Sprintf("%s: %s", baseWords(b.Base), rate(b.Rate)))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", c.Command, c.Calls, c.Agents, c.FirstBuilds, rate(c.Rate), orDash(strings.Join(by, " → ")))
 	}
@@ -94,6 +94,20 @@ func printStats(w io.Writer, s statsJSON, window time.Duration) error {
 		fmt.Fprintln(w, "\n`ferry why NAME` tells why an agent's last build compiled what it did.")
 	}
 	return nil
+}
+
+// baseWords names a base in a table: its commit's short hash and the
+// start of its fingerprint (the id's parts), "no base" for calls of an
+// agent made cold.
+func baseWords(id string) string {
+	if id == "" {
+		return "no base"
+	}
+	commit, fp, ok := strings.Cut(id, "-")
+	if !ok {
+		return cli.Short(id)
+	}
+	return cli.Short(commit) + "-" + fp[:min(len(fp), 6)]
 }
 
 // rate words a hit rate: 87%, or - when nothing was counted.
