@@ -4,7 +4,7 @@
 // a new commit, spawns three agents, edits one, builds all three through the
 // cargo shim, prints the event log, and stops everything. `make demo` runs it.
 //
-// The sample workspace has registry crates (serde, regex) from Debian's
+// The sample workspace has registry crates (fixture.RegistryDeps) from Debian's
 // crate packages, which script/bootstrap installs. Where they cannot be had
 // (no root, not Debian) the demo generates the workspace without them and
 // says so, rather than failing: what it shows does not depend on them.
@@ -91,7 +91,7 @@ func run(bin, dir string, keep bool) error {
 	if err := fixture.CheckCommands(); err != nil {
 		return fmt.Errorf("%w\n  hint: run script/bootstrap", err)
 	}
-	opts, what := fixture.Options{}, "path deps, proc macro, build script, serde, regex"
+	opts, what := fixture.Options{}, "path deps, proc macro, build script, "+strings.Join(fixture.RegistryDeps, ", ")
 	var noRegistry *fixture.RegistryError
 	if errors.As(fixture.CheckRegistry(""), &noRegistry) {
 		opts.NoRegistry, what = true, "path deps, proc macro, build script; no registry crates"
@@ -116,7 +116,7 @@ func run(bin, dir string, keep bool) error {
 			note = "no crate sources (" + noRegistry.Err.Error() + ")"
 		}
 		fmt.Printf("   note: %s;\n", note)
-		fmt.Printf("   the workspace leaves out serde and regex; the rest of the demo is the same with them\n")
+		fmt.Printf("   the workspace leaves out %s; the rest of the demo is the same with them\n", strings.Join(fixture.RegistryDeps, " and "))
 		fmt.Printf("   hint: %s\n", noRegistry.Hint())
 	}
 	t := time.Now()
