@@ -139,7 +139,7 @@ func editSetup(tool, path, ferry string, install bool) (*Edit, error) {
 		return editText(path, func(doc []byte, e *Edit) ([]byte, error) {
 			if len(bytes.TrimSpace(doc)) == 0 && install {
 				doc = []byte("# Codex local environment; Ferry's lines adopt each new worktree (ferry hook codex install)\nversion = 1\nname = " +
-					tomlRaw(filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(path))))) + "\n")
+					tomlBasic(filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(path))))) + "\n")
 			}
 			keys := []scriptKey{{"setup", "script", false}, {"cleanup", "script", true}}
 			for _, platform := range []string{"linux", "darwin"} {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/pkg/failure"
+	toml "github.com/pelletier/go-toml/v2"
 )
 
 const testFerry = "/opt/ferry/bin/ferry"
@@ -161,12 +162,20 @@ func TestSetupConductor(t *testing.T) {
 // Codex: a new environment file is made whole; in an existing one the
 // setup and cleanup scripts and their platform overrides gain the lines.
 func TestSetupCodex(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), `my "app"`)
 	path, err := SetupFile(ToolCodex, ScopeProject, dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := installSetup(t, ToolCodex, path)
+	// The environment's name, the project's directory, is one line.
+	if !strings.Contains(string(e.Content()), "\nname = \"my \\\"app\\\"\"\n") {
+		t.Fatalf("new file's name is not a one-line string:\n%s", e.Content())
+	}
+	var top struct{ Name string }
+	if err := toml.Unmarshal(e.Content(), &top); err != nil || top.Name != `my "app"` {
+		t.Fatalf("new file: name = %q (%v)", top.Name, err)
+	}
 	for _, k := range [][2]string{{"setup", "script"}, {"cleanup", "script"}} {
 		if s, ok, err := tomlString(e.Content(), k[0], k[1]); !ok || err != nil || !strings.Contains(s, "ferry") {
 			t.Fatalf("new file: [%s] %s = %q (%v)\n%s", k[0], k[1], s, err, e.Content())

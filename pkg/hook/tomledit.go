@@ -176,6 +176,33 @@ func tomlString(doc []byte, table, key string) (string, bool, error) {
 	return s, true, nil
 }
 
+// tomlBasic is s as a one-line TOML basic string, for a value that is a
+// name, not a script.
+func tomlBasic(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '\\':
+			b.WriteString(`\\`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
 // tomlRaw is s as a TOML string: a multi-line literal when it can be one.
 func tomlRaw(s string) string {
 	if s == "" {
