@@ -141,10 +141,10 @@ func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep f
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range all {
-		if o.Name != name && store.Within(o.Worktree, r.Worktree) {
-			return nil, failure.New(failure.Refused, fmt.Sprintf("remove agent %q first", o.Name),
-				"agent %q's worktree %s is nested inside %s", o.Name, o.Worktree, r.Worktree)
+	for _, other := range all {
+		if other.Name != name && store.Within(other.Worktree, r.Worktree) {
+			return nil, failure.New(failure.Refused, fmt.Sprintf("remove agent %q first", other.Name),
+				"agent %q's worktree %s is nested inside %s", other.Name, other.Worktree, r.Worktree)
 		}
 	}
 

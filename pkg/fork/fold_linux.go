@@ -53,7 +53,13 @@ func Fold(lower, upper string) (FoldStats, error) {
 	if err != nil {
 		return FoldStats{}, err
 	}
-	defer unix.Close(lfd)
+	defer func() {
+		// Closed once: an opaque upper closes it early, and a second
+		// close could close a descriptor opened since.
+		if lfd >= 0 {
+			unix.Close(lfd)
+		}
+	}()
 	ufd, err := openDirAt(unix.AT_FDCWD, upper)
 	if err != nil {
 		return FoldStats{}, err

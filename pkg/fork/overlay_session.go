@@ -236,11 +236,18 @@ func (x *Session) tryEnter(a Agent, plan sandbox.Plan, ov sandbox.Overlay) (bool
 		ml.Release()
 		return true, err
 	}
+	// The holder counts idleness from the latest entry: unmarked, it
+	// could end the namespace under this one. (A sealed store is seen
+	// from inside a sandbox, whose entries its own holder counts.)
+	now := time.Now()
+	if err := os.Chtimes(a.Files.NS, now, now); err != nil && !errors.Is(err, unix.EROFS) {
+		ns.User.Close()
+		ns.Mount.Close()
+		ml.Release()
+		return true, fmt.Errorf("mark the agent's namespace in use: %w", err)
+	}
 	x.Mode, x.Cmd, x.ns = EnterJoin, cmd, ns
 	x.locks = append(x.locks, ml)
-	// The holder counts idleness from the latest entry.
-	now := time.Now()
-	os.Chtimes(a.Files.NS, now, now)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, x.busy().File(), ml.File())
 	cmd.OnStart = func(int) error {
 		x.releaseAgentLock()
