@@ -253,3 +253,71 @@ func (w *world) checkNoLeftovers(t *testing.T, name string) {
 		t.Errorf("agent directory %s is left", name)
 	}
 }
+
+// An agent whose record went with its store (deleted, or lost under it)
+// leaves its branch, and perhaps its worktree: a respawn of the name
+// adopts nothing by itself and deletes no work. With the worktree there,
+// it is refused naming `ferry adopt`, which makes it an agent again; with
+// the worktree gone and nothing on the branch, the respawn prunes and
+// reuses the branch; with commits of its own on it, it is refused.
+func TestRespawnAfterTheStoreLostAnAgent(t *testing.T) {
+	w := shared(t)
+	lose := func(name string) agentJSON {
+		t.Helper()
+		a := w.spawn(t, name)
+		if err := os.RemoveAll(filepath.Join(w.storeDir(t), "agents", name)); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	respawn := func(name string) (string, error) {
+		_, stderr, err := w.ferry(w.repo.Dir, nil, "spawn", name)
+		return stderr, err
+	}
+
+	// The worktree is there: refused, naming adopt, which brings it back.
+	a := lose("lost-kept")
+	os.WriteFile(filepath.Join(a.Worktree, "work.txt"), []byte("the agent's work\n"), 0o644)
+	if stderr, err := respawn("lost-kept"); err == nil || !strings.Contains(stderr, "ferry adopt") {
+		t.Fatalf("respawn over a kept worktree: %v\n%s", err, stderr)
+	}
+	if !w.branchExists(a.Branch) {
+		t.Fatal("the refused respawn deleted the branch")
+	}
+	back := w.adopt(t, a.Worktree)
+	if back.State != "ready" || back.Branch != a.Branch {
+		t.Fatalf("adopted again: %+v", back)
+	}
+	if b, err := os.ReadFile(filepath.Join(a.Worktree, "work.txt")); err != nil || string(b) != "the agent's work\n" {
+		t.Fatalf("the work after adopting again: %q %v", b, err)
+	}
+	w.mustFerry(t, "rm", back.Name, "--worktree", "--force")
+
+	// The worktree is gone too, the branch holds nothing: respawned.
+	a = lose("lost-gone")
+	if err := os.RemoveAll(a.Worktree); err != nil {
+		t.Fatal(err)
+	}
+	if stderr, err := respawn("lost-gone"); err != nil {
+		t.Fatalf("respawn with the worktree gone and an empty branch: %v\n%s", err, stderr)
+	}
+	if !w.readyAgent(t, "lost-gone") {
+		t.Fatal("the respawn left no ready agent")
+	}
+	w.mustFerry(t, "rm", "lost-gone")
+	w.checkNoLeftovers(t, "lost-gone")
+
+	// The branch holds a commit of its own: refused, the branch kept.
+	a = lose("lost-work")
+	gitIn(t, a.Worktree, "commit", "-q", "--allow-empty", "-m", "the agent's commit")
+	tip, _ := w.repo.Git("rev-parse", a.Branch)
+	if err := os.RemoveAll(a.Worktree); err != nil {
+		t.Fatal(err)
+	}
+	if stderr, err := respawn("lost-work"); err == nil || !strings.Contains(stderr, "holds commits") {
+		t.Fatalf("respawn over a branch with work: %v\n%s", err, stderr)
+	}
+	if now, _ := w.repo.Git("rev-parse", a.Branch); now != tip {
+		t.Fatalf("branch %s moved from %s to %s", a.Branch, tip, now)
+	}
+}

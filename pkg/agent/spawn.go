@@ -218,8 +218,13 @@ func reserve(o SpawnOptions, commit, branch, path, backend, isolation string, co
 		}
 	}
 	if _, err := o.Repo.Run("", "show-ref", "--verify", "--quiet", "refs/heads/"+branch); err == nil {
-		return nil, nil, failure.New(failure.Refused, "pass another --branch, or delete the branch",
-			"branch %q already exists", branch)
+		if o.Branch != "" {
+			// Named by the user: theirs to delete.
+			return nil, nil, failure.New(failure.Refused, "pass another --branch, or delete the branch", "branch %q already exists", branch)
+		}
+		if err := reclaimBranch(o.Repo, s, branch, commit); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := checkPath(o, path); err != nil {
 		return nil, nil, err
@@ -246,6 +251,57 @@ func reserve(o SpawnOptions, commit, branch, path, backend, isolation string, co
 		return nil, nil, err
 	}
 	return r, l, nil
+}
+
+// reclaimBranch deals with branch, the agent's own (its prefix and name),
+// which exists though no agent of this name does: left by an agent whose
+// store was deleted under it, or made by hand. It refuses while an agent records the branch or a worktree has
+// it checked out (that worktree is adopted again, with its work), and
+// deletes it when it holds nothing commit does not (a registered
+// worktree whose directory is gone is pruned first); a branch with
+// commits of its own is refused, as someone's work. The caller holds the
+// store lock, under which every spawn records its branch before making it.
+func reclaimBranch(repo *git.Repo, s *store.Store, branch, commit string) error {
+	taken := failure.New(failure.Refused, "pass another --branch, or delete the branch", "branch %q already exists", branch)
+	all, damaged, err := Scan(s)
+	if err != nil || len(damaged) > 0 {
+		return taken // whose it is cannot be told
+	}
+	for _, r := range all {
+		if r.Branch == branch {
+			return failure.New(failure.Refused, "pass another --branch", "branch %q is agent %q's", branch, r.Name)
+		}
+	}
+	wts, err := repo.Worktrees()
+	if err != nil {
+		return err
+	}
+	for _, wt := range wts {
+		if wt.Branch != branch {
+			continue
+		}
+		if !wt.Prunable {
+			return failure.New(failure.Refused,
+				fmt.Sprintf("`cd %s && ferry adopt` makes it an agent again, its work kept; or remove it (git worktree remove) and the branch (git branch -D %s)", wt.Path, branch),
+				"branch %q is checked out at %s, a worktree no agent records (was the store deleted?)", branch, wt.Path)
+		}
+		if _, err := repo.Run("", "worktree", "prune"); err != nil {
+			return fmt.Errorf("prune the worktree of branch %s, whose directory is gone: %w", branch, err)
+		}
+	}
+	tip, err := repo.ResolveCommit("refs/heads/" + branch)
+	if err != nil {
+		return err
+	}
+	if mine, err := repo.IsAncestor(tip, commit); err != nil || !mine {
+		return failure.New(failure.Refused,
+			fmt.Sprintf("pass another --branch (or name), or delete the branch (git branch -D %s) if its work is not wanted", branch),
+			"branch %q already exists and holds commits %.12s does not", branch, commit)
+	}
+	if _, err := repo.Run("", "branch", "-D", "--", branch); err != nil {
+		return fmt.Errorf("delete branch %s, which holds nothing of its own: %w", branch, err)
+	}
+	return nil
 }
 
 // checkPathForm refuses, as bad input, a worktree path git cannot create a
