@@ -139,7 +139,7 @@ func TestDemandWarmsWhatAgentsRun(t *testing.T) {
 		t.Errorf("by base: %v then %v, want 0 then 1", *b[0].HitRate, *b[1].HitRate)
 	}
 	human := w.mustFerry(t, "stats")
-	if !strings.Contains(human, key) || !strings.Contains(human, "0% ") || !strings.Contains(human, "→ 100% ") {
+	if !strings.Contains(human, key) || !strings.Contains(human, ": 0% → ") || !strings.HasSuffix(strings.SplitN(human[strings.Index(human, key):], "\n", 2)[0], ": 100%") {
 		t.Errorf("ferry stats does not show the rate rising:\n%s", human)
 	}
 }
