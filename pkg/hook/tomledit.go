@@ -181,6 +181,14 @@ func tomlString(doc []byte, table, key string) (string, bool, error) {
 func tomlBasic(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')
+	escapeBasic(&b, s, `\n`)
+	b.WriteByte('"')
+	return b.String()
+}
+
+// escapeBasic writes s escaped for a TOML basic string, a newline as nl
+// (itself in a multi-line string, escaped in a one-line one).
+func escapeBasic(b *strings.Builder, s, nl string) {
 	for _, r := range s {
 		switch r {
 		case '\\':
@@ -188,19 +196,17 @@ func tomlBasic(s string) string {
 		case '"':
 			b.WriteString(`\"`)
 		case '\n':
-			b.WriteString(`\n`)
+			b.WriteString(nl)
 		case '\t':
 			b.WriteString(`\t`)
 		default:
 			if r < 0x20 || r == 0x7f {
-				fmt.Fprintf(&b, `\u%04x`, r)
+				fmt.Fprintf(b, `\u%04x`, r)
 			} else {
 				b.WriteRune(r)
 			}
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
 }
 
 // tomlRaw is s as a TOML string: a multi-line literal when it can be one.
@@ -213,24 +219,7 @@ func tomlRaw(s string) string {
 	}
 	var b strings.Builder
 	b.WriteString(`"""` + "\n")
-	for _, r := range s {
-		switch r {
-		case '\\':
-			b.WriteString(`\\`)
-		case '"':
-			b.WriteString(`\"`)
-		case '\n':
-			b.WriteString("\n")
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if r < 0x20 || r == 0x7f {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
+	escapeBasic(&b, s, "\n")
 	b.WriteString(`"""`)
 	return b.String()
 }
