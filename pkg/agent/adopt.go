@@ -18,6 +18,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -409,7 +410,7 @@ func undoAdoption(r *Record) error {
 		}
 	}
 	if r.Remap != nil {
-		if link := filepath.Join(r.Worktree, store.RemapLink); linksTo(link, r.Remap.Link) {
+		if link := filepath.Join(r.Worktree, store.RemapLink); record.LinksTo(link, r.Remap.Link) {
 			if err := os.Remove(link); err != nil {
 				errs = append(errs, err)
 			}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/record"
+	"github.com/ferrydev/ferry/pkg/session"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -54,7 +56,7 @@ import (
 
 // TargetLink is the link's name at the worktree root, as git status
 // names it.
-const TargetLink = "target"
+const TargetLink = record.TargetLink
 
 // makeTargetLink makes the worktree's target link for agent r, or records
 // why it did not. The caller holds the agent lock.
@@ -62,7 +64,7 @@ func makeTargetLink(repo *git.Repo, s *store.Store, r *Record, b fork.Backend) e
 	if r.TargetLinkSkipped != "" {
 		return nil // decided before (Adopt)
 	}
-	dest, err := b.HostLink(forkOf(s, r, nil))
+	dest, err := b.HostLink(session.Fork(s, r, nil))
 	if err != nil {
 		return err
 	}
@@ -102,7 +104,7 @@ func makeTargetLink(repo *git.Repo, s *store.Store, r *Record, b fork.Backend) e
 // records why.
 func makeTargetDir(repo *git.Repo, s *store.Store, r *Record, dest string) error {
 	dir := filepath.Join(r.Worktree, TargetLink)
-	names, err := targetNames(forkOf(s, r, nil))
+	names, err := targetNames(session.Fork(s, r, nil))
 	if err != nil {
 		return err
 	}
@@ -171,11 +173,11 @@ func OwnEntry(r *Record, path string) bool {
 		return false
 	}
 	if r.TargetLinks == nil {
-		return path == TargetLink && linksTo(filepath.Join(r.Worktree, TargetLink), r.TargetLink)
+		return path == TargetLink && record.LinksTo(filepath.Join(r.Worktree, TargetLink), r.TargetLink)
 	}
 	dir := filepath.Join(r.Worktree, TargetLink)
 	if name, ok := strings.CutPrefix(path, TargetLink+"/"); ok && name != "" {
-		return slices.Contains(r.TargetLinks, name) && linksTo(filepath.Join(dir, name), filepath.Join(r.TargetLink, name))
+		return slices.Contains(r.TargetLinks, name) && record.LinksTo(filepath.Join(dir, name), filepath.Join(r.TargetLink, name))
 	}
 	if path != TargetLink && path != TargetLink+"/" {
 		return false
@@ -188,21 +190,11 @@ func OwnEntry(r *Record, path string) bool {
 		return false
 	}
 	for _, n := range r.TargetLinks {
-		if !linksTo(filepath.Join(dir, n), filepath.Join(r.TargetLink, n)) {
+		if !record.LinksTo(filepath.Join(dir, n), filepath.Join(r.TargetLink, n)) {
 			return false
 		}
 	}
 	return true
-}
-
-// linksTo reports whether path is a symbolic link to dest.
-func linksTo(path, dest string) bool {
-	fi, err := os.Lstat(path)
-	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-		return false
-	}
-	d, err := os.Readlink(path)
-	return err == nil && d == dest
 }
 
 // Placed is a file spawn places in an agent's worktree for its tool.
@@ -250,62 +242,11 @@ func placeFiles(r *Record, place []Placed) error {
 	return nil
 }
 
-// linksInto reports whether path is a target link Ferry made into dir (an
-// agent's directory): a symbolic link to dir or below it, or a directory
-// whose entries are all such links. It tells an agent's worktree whose
-// record cannot be read.
-func linksInto(path, dir string) bool {
-	// The link's own text, not where it resolves: an overlay agent's
-	// leads on into its live namespace, or nowhere.
-	into := func(p string) bool {
-		d, err := os.Readlink(p)
-		return err == nil && strings.HasPrefix(filepath.Clean(d)+"/", filepath.Clean(dir)+"/")
-	}
-	fi, err := os.Lstat(path)
-	switch {
-	case err != nil:
-		return false
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return into(path)
-	case !fi.IsDir():
-		return false
-	}
-	ents, err := os.ReadDir(path)
-	if err != nil || len(ents) == 0 {
-		return false
-	}
-	for _, e := range ents {
-		if !into(filepath.Join(path, e.Name())) {
-			return false
-		}
-	}
-	return true
-}
-
 // HostTarget returns the path through which a process outside any sandbox
-// reaches agent r's build output now, and whether it does: the fork's
-// directory for reflink and copy agents, and for an overlay agent the
-// live namespace's view while one lives ("", false otherwise).
-func HostTarget(s *store.Store, r *Record) (string, bool) {
-	b, err := backendOf(r)
-	if err != nil || r.State != Ready {
-		return "", false
-	}
-	return b.Reach(forkOf(s, r, nil))
-}
+// reaches agent r's build output now, and whether it does
+// (session.HostTarget).
+func HostTarget(s *store.Store, r *Record) (string, bool) { return session.HostTarget(s, r) }
 
 // Written returns the host directory holding what agent r's builds wrote
-// into its fork: the fork's directory for reflink and copy agents, the
-// upper layer for an overlay agent (which holds only that). It needs no
-// live namespace, so the shim reads it after cargo has exited.
-func Written(s *store.Store, r *Record) (string, error) {
-	b, err := backendOf(r)
-	if err != nil {
-		return "", err
-	}
-	spec := b.TargetSpec(fork.Paths{AgentDir: s.Agent(r.Name).Dir})
-	if spec.Overlay != nil {
-		return spec.Overlay.Upper, nil
-	}
-	return spec.Dir, nil
-}
+// into its fork (session.Written).
+func Written(s *store.Store, r *Record) (string, error) { return session.Written(s, r) }

@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -11,6 +9,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/store"
 	"github.com/ferrydev/ferry/pkg/toolchain"
 )
@@ -25,18 +24,11 @@ import (
 // place, so their roots hold the same entries), and ignored through the
 // repository's info/exclude, as the base's is. The shim gives cargo the
 // link as its target dir and ferry-rustc as its workspace wrapper
-// (RemapTarget); rm and gc do not count the link as the agent's work while
-// it leads where spawn made it lead (ferryEntry).
+// (session.RemapTarget); rm and gc do not count the link as the agent's
+// work while it leads where spawn made it lead (ferryEntry).
 
 // Remap is what agent.json records of remap mode.
-type Remap struct {
-	Link    string `json:"link"`    // where <worktree>/.ferry-target leads: the fork
-	Channel string `json:"channel"` // the base toolchain's channel, for ferry-rustc (toolchain.Channel)
-	// Wrapper is ferry-rustc as the base's build named it (the store's
-	// RemapWrapper, spelled as the commands saw the store parent): Cargo
-	// keys its rustc-info cache on the wrapper's path.
-	Wrapper string `json:"wrapper"`
-}
+type Remap = record.Remap
 
 // makeRemapLink puts remap mode's link into agent r's worktree, leading to
 // the fork backend will make, and records it in r.
@@ -56,25 +48,4 @@ func makeRemapLink(repo *git.Repo, s *store.Store, r *Record, b *base.Record, ba
 	}
 	r.Remap = &Remap{Link: dest, Channel: toolchain.Channel(b.Toolchain.RustcVersion), Wrapper: s.RemapWrapper()}
 	return nil
-}
-
-// RemapTarget is the target dir cargo gets for remap agent r's worktree:
-// the link in it, put back when something removed it. A link that leads
-// elsewhere, or anything else of that name, is not Ferry's to replace:
-// builds are refused until it is removed.
-func RemapTarget(r *Record) (string, error) {
-	link := filepath.Join(r.Worktree, store.RemapLink)
-	if linksTo(link, r.Remap.Link) {
-		return link, nil
-	}
-	if _, err := os.Lstat(link); errors.Is(err, fs.ErrNotExist) {
-		if err := os.Symlink(r.Remap.Link, link); err != nil && !errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("remap mode: put back %s: %w", link, err)
-		}
-		if linksTo(link, r.Remap.Link) {
-			return link, nil
-		}
-	}
-	return "", failure.New(failure.Refused, fmt.Sprintf("remove %s: Ferry puts its link back on the next cargo call", link),
-		"%s in agent %q's worktree is not the link to its fork (%s) that its builds in remap mode go through", store.RemapLink, r.Name, r.Remap.Link)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/record"
+	"github.com/ferrydev/ferry/pkg/session"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -115,7 +117,7 @@ func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep f
 	defer agentLock.Release()
 	if r.State != Ready {
 		if keep != nil {
-			return nil, notReady(r)
+			return nil, record.NotReady(r)
 		}
 		// An unfinished spawn whose spawner is gone: roll it back.
 		if err := rollback(repo, s, r); err != nil {
@@ -127,11 +129,11 @@ func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep f
 	// The backend keeps new sessions out while removing (busy.lock held
 	// exclusively, and an overlay's mount.lock), and refuses while
 	// processes still use the fork.
-	b, err := backendOf(r)
+	b, err := session.Backend(r)
 	if err != nil {
 		return nil, err
 	}
-	release, err := b.Exclude(forkOf(s, r, nil))
+	release, err := b.Exclude(session.Fork(s, r, nil))
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +279,7 @@ func removeDamaged(repo *git.Repo, s *store.Store, name string) (*Removal, error
 		return nil, err
 	}
 	for _, wt := range wts {
-		if link := filepath.Join(wt.Path, TargetLink); linksInto(link, files.Dir) {
+		if link := filepath.Join(wt.Path, TargetLink); record.LinksInto(link, files.Dir) {
 			if err := os.RemoveAll(link); err != nil {
 				return nil, err
 			}

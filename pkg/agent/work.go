@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -97,7 +98,7 @@ func ferryEntry(r *Record, path string) entryKind {
 			return entryFerrys // placed for the agent's tool (SpawnOptions.Place), unchanged
 		}
 	}
-	if r.Remap != nil && path == store.RemapLink && linksTo(filepath.Join(r.Worktree, store.RemapLink), r.Remap.Link) {
+	if r.Remap != nil && path == store.RemapLink && record.LinksTo(filepath.Join(r.Worktree, store.RemapLink), r.Remap.Link) {
 		return entryFerrys // remap mode's link to the fork (remap.go)
 	}
 	return entryUsers

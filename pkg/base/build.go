@@ -17,6 +17,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -335,13 +336,13 @@ func (g *guessed) abandon(o Options) {
 func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Time, co *checkout, probed task[SeedHost]) (*Record, error) {
 	s := o.Store
 	dir := s.BaseDir(p.ID)
-	r := &Record{
+	r := &Record{Base: record.Base{
 		Format: Format, ID: p.ID, Commit: p.Commit, Fingerprint: strings.TrimPrefix(p.ID, p.Commit+"-"),
 		Store: s.Dir, Dir: dir, Src: s.Base(p.ID).Src, Target: s.Base(p.ID).Target,
 		MntSrc: s.MntSrc(), MntTarget: s.MntTarget(),
 		Toolchain: p.Toolchain, Modes: p.Modes, UnitInputs: p.UnitInputs, Warnings: []string{}, Incomplete: []string{},
 		Demand: p.Learned,
-	}
+	}}
 	if l := p.Learned; l != nil && l.Damaged > 0 {
 		msg := fmt.Sprintf("the demand log had %d line(s) that could not be read: rebuilt without them", l.Damaged)
 		r.Warnings = append(r.Warnings, msg)

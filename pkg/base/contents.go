@@ -318,7 +318,7 @@ func VerifyFull(r *Record) error {
 			ce.Differ = append(ce.Differ, strings.TrimPrefix(name, "target/"))
 		}
 	}
-	if len(ce.Differ) == 0 && ce.Found.sameListing(ce.Recorded) && len(ce.Newer) == 0 {
+	if len(ce.Differ) == 0 && sameListing(ce.Found, ce.Recorded) && len(ce.Newer) == 0 {
 		return nil
 	}
 	return changed(r, ce)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/demand"
+	"github.com/ferrydev/ferry/pkg/record"
 )
 
 // Warm sets learned from demand. With the generated warm commands
@@ -27,20 +28,7 @@ import (
 // no unit behind that its warm build did not check (invariant 2).
 
 // Learned is what a base learned from demand, as base.json records it.
-type Learned struct {
-	Window    string        `json:"window"`
-	Min       int           `json:"min"`
-	Budget    float64       `json:"budget"`
-	Reference float64       `json:"reference_cpu"` // the base's own warm CPU time the budget is a fraction of
-	Calls     int           `json:"calls"`         // the agents' calls within the window
-	Picked    []demand.Pick `json:"picked"`
-	Skipped   []demand.Pick `json:"skipped,omitempty"`
-	// Damaged is how many lines of the demand log could not be read (the
-	// log was rewritten without them); Error says why the log could not
-	// be read at all (nothing was learned).
-	Damaged int    `json:"damaged,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
+type Learned = record.Learned
 
 // learn adds to p the commands agents demand, when the settings let a
 // base learn. Nothing it meets fails the build: a log it cannot read

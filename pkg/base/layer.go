@@ -10,6 +10,7 @@ import (
 	"github.com/ferrydev/ferry/internal/failpoint"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/platform"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -231,13 +232,7 @@ func foldLayer(o Options, r *Record, laid task[fork.FoldStats]) error {
 }
 
 // LayerCount is what folding a layered refresh's layer found.
-type LayerCount struct {
-	Own       int     `json:"own"`       // entries the warm build wrote
-	OwnBytes  int64   `json:"own_bytes"` // the sizes of the files among them
-	Linked    int     `json:"linked"`    // entries taken from the seed (files hard-linked)
-	Whiteouts int     `json:"whiteouts"` // seed entries the build removed
-	Seconds   float64 `json:"seconds"`
-}
+type LayerCount = record.LayerCount
 
 // resetLayerWork gives the overlay an empty work dir before each mount:
 // the warm commands' overlay is volatile (no sync of the whole filesystem

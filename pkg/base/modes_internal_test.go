@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/remap"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
@@ -31,8 +32,8 @@ func TestRemapEntersTheFingerprint(t *testing.T) {
 // link and run rustc through the wrapper, replacing an inherited one, with
 // the toolchain's channel.
 func TestWarmEnvInRemapMode(t *testing.T) {
-	r := &Record{Src: "/s/bases/b/src", Target: "/s/bases/b/target", Modes: Modes{Isolation: sandbox.IsolationOff, Remap: true},
-		Toolchain: Toolchain{RustcVersion: "1.97.0-nightly"}}
+	r := &Record{Base: record.Base{Src: "/s/bases/b/src", Target: "/s/bases/b/target", Modes: Modes{Isolation: sandbox.IsolationOff, Remap: true},
+		Toolchain: Toolchain{RustcVersion: "1.97.0-nightly"}}}
 	env := warmEnv([]string{"PATH=/bin", "RUSTC_WORKSPACE_WRAPPER=/theirs", remap.EnvChannel + "=stable"}, r, "/p/bin", "/p/bin/ferry-rustc")
 	for _, want := range []string{"CARGO_TARGET_DIR=/s/bases/b/src/.ferry-target", "FERRY_WARM_TARGET=/s/bases/b/src/.ferry-target",
 		"RUSTC_WORKSPACE_WRAPPER=/p/bin/ferry-rustc", remap.EnvChannel + "=nightly"} {

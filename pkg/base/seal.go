@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/record"
 )
 
 // A ready base is immutable (invariant 2). Inside every sandbox the store is
@@ -74,35 +75,18 @@ import (
 // SealVersion is the version of the listing this Ferry seals with: 2 adds
 // inode numbers, change times and link counts to the listing of a Ferry
 // without one (0).
-const SealVersion = 2
+const SealVersion = record.SealVersion
 
 // TargetSeal is what base.json records of the target.
-type TargetSeal struct {
-	Digest  string `json:"digest"` // SHA-256 of the listing
-	Entries int    `json:"entries"`
-	Bytes   int64  `json:"bytes"`
-	// Version is the listing's (SealVersion); 0 for a record of an older
-	// Ferry, whose listing has no inodes or change times.
-	Version int `json:"version,omitempty"`
-	// Sealed is when the listing was taken: no entry's change time is
-	// later, outside Ferry's link windows.
-	Sealed time.Time `json:"sealed,omitzero"`
-	// Contents is the SHA-256 of SHA256SUMS, the digests of the target's
-	// regular files; empty when none were recorded.
-	Contents string `json:"contents,omitempty"`
-}
+type TargetSeal = record.TargetSeal
 
-// Covers reports whether the seal catches a write whose mtime was put
-// back: whether a Ferry that knew change times sealed it.
-func (s TargetSeal) Covers() bool { return s.Version >= SealVersion }
-
-// equal reports whether s and o are the same seal.
-func (s TargetSeal) equal(o TargetSeal) bool {
-	return s.sameListing(o) && s.Version == o.Version && s.Sealed.Equal(o.Sealed) && s.Contents == o.Contents
+// sameSeal reports whether s and o are the same seal.
+func sameSeal(s, o TargetSeal) bool {
+	return sameListing(s, o) && s.Version == o.Version && s.Sealed.Equal(o.Sealed) && s.Contents == o.Contents
 }
 
 // sameListing reports whether s and o seal the same listing.
-func (s TargetSeal) sameListing(o TargetSeal) bool {
+func sameListing(s, o TargetSeal) bool {
 	return s.Digest == o.Digest && s.Entries == o.Entries && s.Bytes == o.Bytes
 }
 
@@ -286,9 +270,9 @@ func (e *ChangedError) Error() string {
 	switch {
 	case len(e.Newer) > 0:
 		parts = append(parts, "has entries written since ("+some(e.Newer)+")")
-	case !e.Found.sameListing(e.Recorded) && e.Found.Entries != e.Recorded.Entries:
+	case !sameListing(e.Found, e.Recorded) && e.Found.Entries != e.Recorded.Entries:
 		parts = append(parts, fmt.Sprintf("holds %d entries, %d when it was built", e.Found.Entries, e.Recorded.Entries))
-	case !e.Found.sameListing(e.Recorded):
+	case !sameListing(e.Found, e.Recorded):
 		parts = append(parts, "differs from its record in base.json")
 	}
 	if len(e.Differ) > 0 {
@@ -347,7 +331,7 @@ func check(r *Record) *ChangedError {
 			}
 		}
 	}
-	if found.sameListing(rec) && len(ce.Newer) == 0 {
+	if sameListing(found, rec) && len(ce.Newer) == 0 {
 		return nil
 	}
 	return ce

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -57,7 +58,7 @@ func sealDir(t testing.TB, s *store.Store, id string) *Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Record{ID: id, Commit: "c0ffee", Store: s.Dir, Dir: files.Dir, Target: files.Target, TargetSeal: seal, Created: time.Now()}
+	return &Record{Base: record.Base{ID: id, Commit: "c0ffee", Store: s.Dir, Dir: files.Dir, Target: files.Target, TargetSeal: seal, Created: time.Now()}}
 }
 
 func testStore(t testing.TB) *store.Store {
@@ -73,7 +74,7 @@ func TestVerifyDetectsChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Record{ID: "c-f", Commit: "c", Target: target, TargetSeal: seal, Created: time.Now()}
+	r := &Record{Base: record.Base{ID: "c-f", Commit: "c", Target: target, TargetSeal: seal, Created: time.Now()}}
 	if err := Verify(r); err != nil {
 		t.Fatalf("untouched target: %v", err)
 	}

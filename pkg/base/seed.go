@@ -238,7 +238,7 @@ func verifyCurrent(s *store.Store) verified {
 // check is caught by the next check, as one changed just after it would
 // be.
 func (v verified) of(r *Record) bool {
-	return v.id != "" && v.id == r.ID && v.created.Equal(r.Created) && v.seal.equal(r.TargetSeal)
+	return v.id != "" && v.id == r.ID && v.created.Equal(r.Created) && sameSeal(v.seal, r.TargetSeal)
 }
 
 // cloneSeed gives r its seed's target the way r.SeedBy says: a clone

@@ -385,7 +385,7 @@ func TestEventsPackageStaysFreeOfNATS(t *testing.T) {
 	}
 }
 
-// A test in the spirit of depaware: the binaries run on every cargo and
+// A dependency test: the binaries run on every cargo and
 // rustc call must not link NATS.
 func goListDeps(t *testing.T, pkg string) string {
 	t.Helper()

@@ -5,7 +5,10 @@
 // contract), so Ferry sets them itself and exports them to nothing else.
 package cargoenv
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Redirects are the variables that move Cargo's output.
 var Redirects = []string{"CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR", "CARGO_BUILD_BUILD_DIR"}
@@ -24,6 +27,25 @@ func Without(env []string, drop ...string) []string {
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
 		if !skip[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// BusVariables are the FERRY_* variables about the bus: its address (which
+// may carry credentials) and how Ferry uses it. No command Ferry runs in a
+// sandbox gets them (WithoutBus): whoever holds the address and its
+// credentials can publish events, and on a host that shares bases, objects
+// runners pull.
+var BusVariables = []string{"FERRY_NATS_URL", "FERRY_BUS_REPLICAS", "FERRY_ACK_WAIT", "FERRY_BUS_MONITOR_PORT"}
+
+// WithoutBus returns env without BusVariables.
+func WithoutBus(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(BusVariables, name) {
 			out = append(out, kv)
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -477,24 +478,12 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	return nil
 }
 
-// BusVariables are the FERRY_* variables about the bus: its address (which
-// may carry credentials) and how Ferry uses it. No command Ferry runs in a
-// sandbox gets them (WithoutBus): whoever holds the address and its
-// credentials can publish events, and on a host that shares bases, objects
-// runners pull.
-var BusVariables = []string{"FERRY_NATS_URL", "FERRY_BUS_REPLICAS", "FERRY_ACK_WAIT", "FERRY_BUS_MONITOR_PORT"}
+// BusVariables are the FERRY_* variables about the bus, which no command
+// Ferry runs in a sandbox gets (cargoenv.BusVariables).
+var BusVariables = cargoenv.BusVariables
 
-// WithoutBus returns env without BusVariables.
-func WithoutBus(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(BusVariables, name) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
+// WithoutBus returns env without BusVariables (cargoenv.WithoutBus).
+func WithoutBus(env []string) []string { return cargoenv.WithoutBus(env) }
 
 // applyEnv lets the FERRY_* variables override the file. An empty variable
 // counts as unset.

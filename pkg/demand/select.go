@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ferrydev/ferry/pkg/record"
 )
 
 // Policy is how a base learns from demand ([base] demand-min,
@@ -21,16 +23,9 @@ type Policy struct {
 	Reference float64
 }
 
-// Pick is a command Select considered.
-type Pick struct {
-	Command string  `json:"command"`
-	Warm    string  `json:"warm"`
-	Calls   int     `json:"calls"`
-	Agents  int     `json:"agents"`
-	Missed  int     `json:"missed"`       // first builds on a base without it that compiled new units
-	Seconds float64 `json:"estimate_cpu"` // what warming it is estimated to cost, in CPU seconds
-	Why     string  `json:"why"`
-}
+// Pick is a command Select considered; base.json records the picks of a
+// base that learned (record.Learned).
+type Pick = record.Pick
 
 // Selection is what Select decided.
 type Selection struct {

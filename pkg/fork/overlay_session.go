@@ -27,9 +27,9 @@ import (
 // kernel only warns, and the two views diverge). So every process of an
 // overlay agent runs in one shared namespace, entered by this protocol,
 // which lives here, with the backend whose fork needs it, rather than in
-// package agent: the agent lifecycle asks its backend how to enter, who
-// uses the fork and what removing it must wait for, and never needs to know
-// that a backend mounts anything.
+// packages agent and session: the agent lifecycle and its sessions ask the
+// backend how to enter, who uses the fork and what removing it must wait
+// for, and never need to know that a backend mounts anything.
 //
 //   - Every process using the overlay holds mount.lock shared through an
 //     inherited descriptor (as every process run for any agent holds

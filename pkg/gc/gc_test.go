@@ -21,6 +21,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/gc"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -141,11 +142,11 @@ func (e *env) makeBase(t *testing.T, commit, fp string, partial bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := base.Record{
+	r := base.Record{Base: record.Base{
 		Format: base.Format, ID: id, Commit: commit, Fingerprint: fp,
 		Store: e.s.Dir, Dir: dir, Src: src, Target: target, MntSrc: e.s.MntSrc(), MntTarget: e.s.MntTarget(),
 		Modes: base.Modes{Freshness: "mtime", Isolation: "namespace"}, Created: time.Now().UTC(), TargetSeal: seal,
-	}
+	}}
 	if err := atomicfile.WriteJSON(filepath.Join(dir, "base.json"), r, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,7 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/units"
 )
 
@@ -114,13 +115,8 @@ type Removal struct {
 	Why  string `json:"why"`
 }
 
-// Applied is what Apply removed.
-type Applied struct {
-	Paths   int   `json:"paths"`   // entries of Plan.Remove removed (absent ones are not counted)
-	Files   int   `json:"files"`   // files and symlinks removed
-	Bytes   int64 `json:"bytes"`   // their apparent sizes
-	Emptied bool  `json:"emptied"` // the whole fork was emptied
-}
+// Applied is what Apply removed, as base.json and agent.json record it.
+type Applied = record.Applied
 
 // Compute plans the relocation of target, built by a base whose paths are
 // roots. live: the base's own target paths may stay (a base built without
@@ -188,7 +184,7 @@ func (p *Plan) Apply(fork string) (Applied, error) {
 			return a, failure.Wrap(failure.Internal, err, hint, "empty the fork %s", fork)
 		}
 		for _, e := range ents {
-			if err := a.remove(fork, e.Name()); err != nil {
+			if err := remove(&a, fork, e.Name()); err != nil {
 				return a, failure.Wrap(failure.Internal, err, hint, "empty the fork %s", fork)
 			}
 		}
@@ -198,7 +194,7 @@ func (p *Plan) Apply(fork string) (Applied, error) {
 	order := append([]Removal(nil), p.Remove...)
 	sort.SliceStable(order, func(i, j int) bool { return !isFingerprintDir(order[i].Path) && isFingerprintDir(order[j].Path) })
 	for _, r := range order {
-		if err := a.remove(fork, r.Path); err != nil {
+		if err := remove(&a, fork, r.Path); err != nil {
 			return a, failure.Wrap(failure.Internal, err, hint, "relocate the fork %s", fork)
 		}
 	}
@@ -210,8 +206,8 @@ func isFingerprintDir(rel string) bool {
 }
 
 // remove deletes rel below root, refusing a path that leaves it or passes
-// through a symlink.
-func (a *Applied) remove(root, rel string) error {
+// through a symlink, and counts what it deleted in a.
+func remove(a *Applied, root, rel string) error {
 	clean := filepath.Clean(filepath.FromSlash(rel))
 	if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
 		return fmt.Errorf("%s: not a path inside the target", rel)

@@ -3,10 +3,11 @@ package shim
 import (
 	"path/filepath"
 
-	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/remap"
+	"github.com/ferrydev/ferry/pkg/session"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -17,12 +18,12 @@ import (
 // paths (nested workspaces under ferry-ws/); in remap mode through the
 // worktree's link to the fork, with rustc run through ferry-rustc. cargo inherits busy.lock
 // through exec, so rm and gc see the call.
-func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top string) (int, error) {
+func (c *Call) runAtHostPaths(cargo string, a *record.Agent, s *store.Store, top string) (int, error) {
 	rel, err := filepath.Rel(top, c.Dir)
 	if err != nil {
 		return 0, err
 	}
-	fork, ok := agent.HostTarget(s, a)
+	fork, ok := session.HostTarget(s, a)
 	if !ok {
 		return 0, failure.New(failure.Refused, "remove it with `ferry rm --force "+a.Name+"` and spawn it again",
 			"agent %q has no fork at %s", a.Name, s.Agent(a.Name).Target)
@@ -39,7 +40,7 @@ func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top
 		// through ferry-rustc, as the base was built (replacing any
 		// inherited wrapper: execve keeps duplicates, and Cargo reads
 		// the first).
-		if fork, err = agent.RemapTarget(a); err != nil {
+		if fork, err = session.RemapTarget(a); err != nil {
 			return 0, err
 		}
 		callerEnv = cargoenv.Without(c.Env, remap.EnvWrapper, remap.EnvChannel)
@@ -52,7 +53,7 @@ func (c *Call) runAtHostPaths(cargo string, a *agent.Record, s *store.Store, top
 		obs.target = target
 		args := obs.plan.args
 		env = c.marked(env, "", cargo, c.Dir, args)
-		x, err := agent.Command(s, a, c.Dir, append([]string{cargo}, args...), env)
+		x, err := session.Command(s, a, c.Dir, append([]string{cargo}, args...), env)
 		if err != nil {
 			return 0, err
 		}

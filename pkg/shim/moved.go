@@ -3,10 +3,11 @@ package shim
 import (
 	"strings"
 
-	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/record"
+	"github.com/ferrydev/ferry/pkg/session"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -32,7 +33,7 @@ import (
 // the units that read through them is emptied in the fork first
 // (freshness.LinkReaders, the link_rebuilds rule for a retarget after a
 // build), which checksum mode needs.
-func (c *Call) freshenMoved(s *store.Store, a *agent.Record, top string) error {
+func (c *Call) freshenMoved(s *store.Store, a *record.Agent, top string) error {
 	if !mayBuild(c.Args) {
 		return nil
 	}
@@ -69,11 +70,11 @@ func (c *Call) freshenMoved(s *store.Store, a *agent.Record, top string) error {
 // namespace this one starts and its holder; this build has only the
 // raised mtimes of the links' ends, which serve mtime mode where an end
 // lies in the checkout.
-func forkView(s *store.Store, a *agent.Record) (string, bool) {
-	if !a.HostPaths() && agent.InSandbox(s, a) {
+func forkView(s *store.Store, a *record.Agent) (string, bool) {
+	if !a.HostPaths() && session.InSandbox(s, a) {
 		return s.MntTarget(), true
 	}
-	return agent.HostTarget(s, a)
+	return session.HostTarget(s, a)
 }
 
 // mayBuild reports whether a call with cargo arguments args may build

@@ -12,11 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/internal/knobs"
-	"github.com/ferrydev/ferry/pkg/agent"
-	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/sandbox/inplace"
+	"github.com/ferrydev/ferry/pkg/session"
 	"github.com/ferrydev/ferry/pkg/store"
 	"github.com/ferrydev/ferry/pkg/units"
 )
@@ -40,7 +40,7 @@ import (
 // observation is an agent's cargo call the shim records.
 type observation struct {
 	s   *store.Store
-	a   *agent.Record
+	a   *record.Agent
 	cmd demand.Command
 	// plan is the call as cargo runs it, with the JSON messages asked for.
 	plan  warmPlan
@@ -60,7 +60,7 @@ type observation struct {
 // worktree at top: nil to run it as before, else the observation to run
 // it under. A call demand counts but the shim leaves alone is recorded
 // here, without counts.
-func (c *Call) watch(s *store.Store, a *agent.Record, top, ws string) *observation {
+func (c *Call) watch(s *store.Store, a *record.Agent, top, ws string) *observation {
 	if knobs.NoDemandIn(c.Env) {
 		return nil
 	}
@@ -263,7 +263,7 @@ func (o *observation) record(code int, observed bool) {
 	if observed {
 		e.Seconds, e.CPU = time.Since(o.start).Seconds(), o.cpu
 	}
-	b, berr := base.Read(o.s, o.a.Base)
+	b, berr := record.ReadBase(o.s, o.a.Base)
 	if berr == nil {
 		for _, w := range b.Warm {
 			if k, ok := demand.KeyOf(w.Command); ok && k == e.Command {
@@ -273,7 +273,7 @@ func (o *observation) record(code int, observed bool) {
 	}
 	if observed {
 		e.Fresh, e.Compiled = o.fresh, o.count
-		written, werr := agent.Written(o.s, o.a)
+		written, werr := session.Written(o.s, o.a)
 		for i := range o.compiled {
 			u := &o.compiled[i]
 			if u.Dir == "" && werr == nil {

@@ -22,6 +22,11 @@
 // own, once cargo has exited). Before it reads an
 // agent's records it checks that the store's own directories are still the
 // caller's alone (store.CheckOwnDirs), and refuses (exit 6) otherwise.
+// For the same reason it reads agent.json and base.json through package
+// record and enters a sandbox through package session, never through the
+// packages that build bases and spawn agents: the binary links only what
+// a call needs, as cmd/ferry-shim/deps.txt lists it (pkg/cli's
+// TestHotBinariesKeepTheirBudget).
 package shim
 
 import (
@@ -35,13 +40,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ferrydev/ferry/pkg/agent"
-	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/cli/report"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/sandbox/inplace"
+	"github.com/ferrydev/ferry/pkg/session"
 	"github.com/ferrydev/ferry/pkg/store"
 	"github.com/ferrydev/ferry/pkg/toolchain"
 )
@@ -167,7 +172,7 @@ func (c *Call) warm(cargo, src, warmTarget string) (int, error) {
 
 // resolve finds the agent whose worktree is exactly the git worktree
 // containing c.Dir. It returns nil when there is none.
-func (c *Call) resolve() (*agent.Record, *store.Store, string, error) {
+func (c *Call) resolve() (*record.Agent, *store.Store, string, error) {
 	top, gitFile := worktreeTop(c.Dir)
 	if top == "" || gitFile == "" {
 		return nil, nil, "", nil // not in a linked worktree: no agent
@@ -189,11 +194,11 @@ func (c *Call) resolve() (*agent.Record, *store.Store, string, error) {
 	if err := s.CheckOwnDirs(); err != nil {
 		return nil, nil, "", err
 	}
-	a, err := agent.FindByWorktree(s, top)
+	a, err := record.FindByWorktree(s, top)
 	if err != nil || a == nil {
 		return nil, nil, "", err
 	}
-	if a.State != agent.Ready {
+	if a.State != record.Ready {
 		return nil, nil, "", fmt.Errorf("agent %q is not fully created (state %q); remove it with `ferry rm --force %s`", a.Name, a.State, a.Name)
 	}
 	return a, s, top, nil
@@ -244,7 +249,7 @@ func commonDirOf(gitFile string) (string, error) {
 	return filepath.Clean(common), nil
 }
 
-func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top string) (int, error) {
+func (c *Call) runForAgent(cargo string, a *record.Agent, s *store.Store, top string) (int, error) {
 	if err := c.freshenMoved(s, a, top); err != nil { // moved.go
 		return 0, err
 	}
@@ -257,7 +262,7 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	}
 	mntSrc, mntTarget := s.MntSrc(), s.MntTarget()
 	canonical := filepath.Join(mntSrc, rel)
-	inSandbox := agent.InSandbox(s, a)
+	inSandbox := session.InSandbox(s, a)
 	probeDir := ""
 	if !inSandbox {
 		probeDir = c.probeDir(s, a)
@@ -289,7 +294,7 @@ func (c *Call) runForAgent(cargo string, a *agent.Record, s *store.Store, top st
 	// marks this call (checkRecursion catches a loop there on its way back
 	// in, where the shim execs).
 	env = c.marked(env, "", cargo, canonical, args)
-	x, err := agent.Command(s, a, canonical, append([]string{cargo}, args...), env)
+	x, err := session.Command(s, a, canonical, append([]string{cargo}, args...), env)
 	if err != nil {
 		return 0, err
 	}
@@ -414,7 +419,7 @@ func (c *Call) startManifest(manifest, top string) string {
 // probeDir is where the workspace probe of agent a's call runs outside
 // its sandbox: the base's checkout, which no sandbox can write, else the
 // store's directory.
-func (c *Call) probeDir(s *store.Store, a *agent.Record) string {
+func (c *Call) probeDir(s *store.Store, a *record.Agent) string {
 	if src := s.Base(a.Base).Src; isDir(src) {
 		return src
 	}
@@ -497,8 +502,8 @@ func (c *Call) underCI(env []string, dir string, readable func(string) string, c
 
 // baseCargo is the Cargo version agent a's base recorded, or "" when its
 // record cannot be read (no version: no switch to answer).
-func (c *Call) baseCargo(s *store.Store, a *agent.Record) string {
-	b, err := base.Read(s, a.Base)
+func (c *Call) baseCargo(s *store.Store, a *record.Agent) string {
+	b, err := record.ReadBase(s, a.Base)
 	if err != nil {
 		return ""
 	}
@@ -523,8 +528,8 @@ func cargoEnv(env []string, name, target, pwd string) []string {
 
 // execBusy replaces the shim with cargo, run in dir, holding agent a's
 // busy.lock through the exec so that rm and gc see the call.
-func (c *Call) execBusy(s *store.Store, a *agent.Record, cargo, dir string, args, env []string) error {
-	busy, err := agent.HoldBusy(s, a.Name)
+func (c *Call) execBusy(s *store.Store, a *record.Agent, cargo, dir string, args, env []string) error {
+	busy, err := session.HoldBusy(s, a.Name)
 	if err != nil {
 		return err
 	}

@@ -1,35 +1,37 @@
-package agent
+// Package session runs a command for an agent as the agent's record says
+// (in its sandbox at the canonical paths, or at host paths without one)
+// and tells a call where the agent's build output is. It is what a cargo
+// call through the shim needs of an agent, kept apart from package agent
+// (spawn, adopt, rm), which links the base builder: the shim starts on
+// every cargo call and links this package and package record instead.
+//
+// How a process enters an agent's sandbox is its fork backend's business
+// (fork.Lifecycle): a reflink or copy fork is bind-mounted in a namespace
+// of the call's own, an overlay fork is mounted once and joined by every
+// later process of the agent, under a protocol that lives with the overlay
+// backend in package fork. This package asks the backend the agent
+// recorded at spawn and adds what every agent shares: the worktree's bind
+// mount, the sealed store, and busy.lock.
+package session
 
 import (
 	"os"
 	"path/filepath"
 
-	"github.com/ferrydev/ferry/pkg/base"
-	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/confine"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
-// How a process enters an agent's sandbox is its fork backend's business
-// (fork.Lifecycle): a reflink or copy fork is bind-mounted in a namespace
-// of the call's own, an overlay fork is mounted once and joined by every
-// later process of the agent, under a protocol that lives with the overlay
-// backend in package fork. This file asks the backend the agent recorded at
-// spawn and adds what every agent shares: the worktree's bind mount, the
-// sealed store, and busy.lock.
-
-// Session is a command about to run in an agent's sandbox, with the locks
-// that admit it (fork.Session).
-type Session = fork.Session
-
-// backendOf returns the backend agent r was forked with. A name this Ferry
+// Backend returns the backend agent r was forked with. A name this Ferry
 // does not know (a record written by a newer one) is refused: without its
 // backend nothing can tell how to enter the fork or who still uses it.
-func backendOf(r *Record) (fork.Backend, error) {
+func Backend(r *record.Agent) (fork.Backend, error) {
 	b, err := fork.ByName(r.Backend)
 	if err != nil {
 		return nil, failure.Wrap(failure.Refused, err, "use the Ferry that spawned it: a newer one knows the backend",
@@ -38,16 +40,16 @@ func backendOf(r *Record) (fork.Backend, error) {
 	return b, nil
 }
 
-// forkOf is agent r's fork as its backend sees it; x, when set, the
+// Fork is agent r's fork as its backend sees it; x, when set, the
 // session's confinement, whose private layers the backend mounts.
-func forkOf(s *store.Store, r *Record, x *confine.Session) fork.Agent {
+func Fork(s *store.Store, r *record.Agent, x *confine.Session) fork.Agent {
 	a := fork.Agent{
 		Name:  r.Name,
 		Files: s.Agent(r.Name),
 		Mount: s.MntTarget(),
 		Base:  r.Base,
 		BaseTarget: func() (string, error) {
-			b, err := base.Read(s, r.Base)
+			b, err := record.ReadBase(s, r.Base)
 			if err != nil {
 				return "", err
 			}
@@ -62,19 +64,26 @@ func forkOf(s *store.Store, r *Record, x *confine.Session) fork.Agent {
 	return a
 }
 
+// HoldBusy takes busy.lock shared for a process run for the agent. The
+// caller passes the returned lock's file to the child so the lock lives as
+// long as the child and its descendants.
+func HoldBusy(s *store.Store, name string) (*lock.Lock, error) {
+	return lock.Shared(s.Agent(name).Busy)
+}
+
 // Command prepares argv to run in agent r's sandbox, at dir (a canonical or
 // host path), with env as its whole environment; for an agent that builds
 // at host paths, without a sandbox, at dir. The caller sets the
-// command's standard streams and runs it with Session.Run; Close releases
-// what a session not run holds.
-func Command(s *store.Store, r *Record, dir string, argv, env []string) (*Session, error) {
-	if r.State != Ready {
-		return nil, notReady(r)
+// command's standard streams and runs it with fork.Session.Run; Close
+// releases what a session not run holds.
+func Command(s *store.Store, r *record.Agent, dir string, argv, env []string) (*fork.Session, error) {
+	if r.State != record.Ready {
+		return nil, record.NotReady(r)
 	}
 	// Nothing an agent runs reaches the bus: its address and credentials
 	// stay with Ferry (and the sandbox hides the bus's files).
-	env = config.WithoutBus(env)
-	b, err := backendOf(r)
+	env = cargoenv.WithoutBus(env)
+	b, err := Backend(r)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +91,7 @@ func Command(s *store.Store, r *Record, dir string, argv, env []string) (*Sessio
 	if err != nil {
 		return nil, err
 	}
-	var x *Session
+	var x *fork.Session
 	if r.HostPaths() {
 		// No sandbox: the shim sends cargo to the fork from the
 		// agent's record.
@@ -103,7 +112,7 @@ func Command(s *store.Store, r *Record, dir string, argv, env []string) (*Sessio
 
 // enter builds the sandbox plan every agent shares and has the backend add
 // its fork and admit the session.
-func enter(s *store.Store, r *Record, b fork.Backend, dir string, argv, env []string, busy *lock.Lock) (*Session, error) {
+func enter(s *store.Store, r *record.Agent, b fork.Backend, dir string, argv, env []string, busy *lock.Lock) (*fork.Session, error) {
 	if err := s.CheckWritable(); err != nil {
 		return nil, err
 	}
@@ -117,7 +126,7 @@ func enter(s *store.Store, r *Record, b fork.Backend, dir string, argv, env []st
 		// Spawned before Ferry confined the host, or on a host that
 		// cannot: the store alone is sealed.
 		plan.Writable = append(seal.Writable, s.Agent(r.Name).Freshness)
-		return b.Enter(forkOf(s, r, nil), plan, busy)
+		return b.Enter(Fork(s, r, nil), plan, busy)
 	}
 	// Its worktree is writable, but not the link to its git dirs: a
 	// build that repointed it would have git, run outside the sandbox
@@ -127,18 +136,18 @@ func enter(s *store.Store, r *Record, b fork.Backend, dir string, argv, env []st
 	if err := x.Apply(&plan, s.MntTmp()); err != nil {
 		return nil, err
 	}
-	return b.Enter(forkOf(s, r, x), plan, busy)
+	return b.Enter(Fork(s, r, x), plan, busy)
 }
 
 // InSandbox reports whether this process already runs in agent r's sandbox:
 // the canonical checkout is r's worktree and the canonical target is r's
 // fork (as its backend mounts it).
-func InSandbox(s *store.Store, r *Record) bool {
-	b, err := backendOf(r)
+func InSandbox(s *store.Store, r *record.Agent) bool {
+	b, err := Backend(r)
 	return err == nil && inSandbox(s, r, b)
 }
 
-func inSandbox(s *store.Store, r *Record, b fork.Backend) bool {
+func inSandbox(s *store.Store, r *record.Agent, b fork.Backend) bool {
 	src, err := os.Stat(s.MntSrc())
 	if err != nil {
 		return false
@@ -147,5 +156,5 @@ func inSandbox(s *store.Store, r *Record, b fork.Backend) bool {
 	if err != nil || !os.SameFile(src, wt) {
 		return false
 	}
-	return b.InSandbox(forkOf(s, r, nil))
+	return b.InSandbox(Fork(s, r, nil))
 }
