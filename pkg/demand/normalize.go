@@ -86,17 +86,43 @@ var (
 // the manifest --manifest-path names). ok is false for a call that builds
 // no unit (cargo -V, cargo metadata, cargo fmt, an alias Ferry does not
 // know): demand does not count it.
+//
+// It reads the call in four steps: the global options before the
+// subcommand (globalOptions), the subcommand, the subcommand's options
+// (readOptions), and what those mean for the units built (settle).
 func Normalize(args []string, dir string) (Command, bool) {
 	c := Command{Dir: dir}
 	if c.Dir == "" {
 		c.Dir = "."
 	}
+	i, ok := c.globalOptions(args)
+	if !ok || i >= len(args) {
+		return Command{}, false
+	}
+	if c.Sub, ok = subcommands[args[i]]; !ok {
+		return Command{}, false
+	}
+	rest := args[i+1:]
+	var after []string
+	if j := slices.Index(rest, "--"); j >= 0 {
+		rest, after = rest[:j], rest[j+1:]
+	}
+	o := options{flags: map[string]bool{}, values: map[string][]string{}}
+	c.readOptions(rest, &o)
+	c.settle(&o, after)
+	c.Args = o.ordered()
+	return c, true
+}
+
+// globalOptions reads the toolchain (+name) and Cargo's global options
+// before the subcommand, and returns where the subcommand is; false for a
+// call that runs none (--version, --list, --help, --explain).
+func (c *Command) globalOptions(args []string) (int, bool) {
 	i := 0
 	if i < len(args) && strings.HasPrefix(args[i], "+") {
 		c.Unlearnable = "it picks another toolchain (" + args[i] + ")"
 		i++
 	}
-	// Cargo's global options, before the subcommand.
 	for ; i < len(args) && strings.HasPrefix(args[i], "-"); i++ {
 		name, _, attached := strings.Cut(args[i], "=")
 		if long, ok := shortNames[name]; ok && len(name) == 2 {
@@ -122,24 +148,23 @@ func Normalize(args []string, dir string) (Command, bool) {
 			}
 		case quietFlags[name] || isVerbosity(args[i]):
 		default:
-			return Command{}, false // --version, --list, --help, --explain
+			return i, false
 		}
 	}
-	if i >= len(args) {
-		return Command{}, false
-	}
-	sub, ok := subcommands[args[i]]
-	if !ok {
-		return Command{}, false
-	}
-	c.Sub = sub
-	rest := args[i+1:]
-	var after []string
-	if j := slices.Index(rest, "--"); j >= 0 {
-		rest, after = rest[:j], rest[j+1:]
-	}
-	flags := map[string]bool{}
-	values := map[string][]string{}
+	return i, true
+}
+
+// options are the unit-selecting options of a call as readOptions found
+// them: flags set, and the values of options taking one, in call order.
+type options struct {
+	flags  map[string]bool
+	values map[string][]string
+}
+
+// readOptions reads the subcommand's options (before any "--"): those that
+// select units into o, those that change nothing dropped, and what a base
+// cannot warm as given into c.Unlearnable.
+func (c *Command) readOptions(rest []string, o *options) {
 	for j := 0; j < len(rest); j++ {
 		a := rest[j]
 		if !strings.HasPrefix(a, "-") || a == "-" {
@@ -168,24 +193,13 @@ func Normalize(args []string, dir string) (Command, bool) {
 		}
 		switch {
 		case unitFlags[name]:
-			flags[name] = true
+			o.flags[name] = true
 		case name == "--all":
-			flags["--workspace"] = true // cargo's old name for it
+			o.flags["--workspace"] = true // cargo's old name for it
 		case unitValues[name]:
-			v, ok := takeValue()
-			if !ok {
-				continue
+			if v, ok := takeValue(); ok {
+				c.addValue(o, name, v)
 			}
-			if name == "--target" && (strings.HasSuffix(v, ".json") || strings.Contains(v, "/")) {
-				c.setUnlearnable("its --target is a file of its own")
-			}
-			if name == "--features" {
-				for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
-					values[name] = append(values[name], f)
-				}
-				continue
-			}
-			values[name] = append(values[name], v)
 		case quietFlags[name] || isVerbosity(a):
 		case quietValues[name]:
 			takeValue()
@@ -203,49 +217,72 @@ func Normalize(args []string, dir string) (Command, bool) {
 			c.setUnlearnable("it has an option demand does not know (" + name + ")")
 		}
 	}
-	// --profile release is --release; --profile dev the default.
-	if p := values["--profile"]; len(p) > 0 {
+}
+
+// addValue records value v of unit-selecting option name: each feature of
+// a --features list on its own.
+func (c *Command) addValue(o *options, name, v string) {
+	if name == "--target" && (strings.HasSuffix(v, ".json") || strings.Contains(v, "/")) {
+		c.setUnlearnable("its --target is a file of its own")
+	}
+	if name == "--features" {
+		o.values[name] = append(o.values[name], strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })...)
+		return
+	}
+	o.values[name] = append(o.values[name], v)
+}
+
+// settle applies what the options mean for the units the subcommand
+// builds: --profile release is --release and --profile dev the default,
+// test and bench are warmed without running them, clippy's lint options
+// after "--" count, and what a base cannot warm as given is said.
+func (c *Command) settle(o *options, after []string) {
+	if p := o.values["--profile"]; len(p) > 0 {
 		switch last := p[len(p)-1]; {
 		case last == "release":
-			flags["--release"] = true
-			delete(values, "--profile")
+			o.flags["--release"] = true
+			delete(o.values, "--profile")
 		case last == "dev" && (c.Sub == "build" || c.Sub == "check" || c.Sub == "run" || c.Sub == "clippy" || c.Sub == "doc" || c.Sub == "rustc"):
-			delete(values, "--profile")
+			delete(o.values, "--profile")
 		default:
-			values["--profile"] = []string{last}
+			o.values["--profile"] = []string{last}
 		}
 	}
-	if c.Sub == "test" || c.Sub == "bench" {
-		delete(flags, "--no-run") // they are warmed without running
-	}
-	if c.Sub == "clippy" {
+	switch c.Sub {
+	case "test", "bench":
+		delete(o.flags, "--no-run") // they are warmed without running
+	case "clippy":
 		c.Lints = lintArgs(after)
-	}
-	if c.Sub == "rustc" || c.Sub == "rustdoc" {
+	case "rustc", "rustdoc":
 		if len(after) > 0 {
 			c.setUnlearnable("it passes " + c.Sub + " arguments of its own")
 		}
-	}
-	if c.Sub == "fix" {
+	case "fix":
 		c.setUnlearnable("cargo fix changes the sources")
 	}
+}
+
+// ordered is the options as Command.Args holds them: the flags, then each
+// option with its values (lists sorted, without repeats), in a fixed order.
+func (o *options) ordered() []string {
+	var args []string
 	for _, f := range []string{"--release", "--workspace", "--all-features", "--no-default-features",
 		"--lib", "--bins", "--examples", "--tests", "--benches", "--all-targets", "--doc", "--no-deps", "--document-private-items"} {
-		if flags[f] {
-			c.Args = append(c.Args, f)
+		if o.flags[f] {
+			args = append(args, f)
 		}
 	}
 	for _, v := range []string{"--profile", "--package", "--exclude", "--features", "--bin", "--example", "--test", "--bench", "--target"} {
-		vals := values[v]
+		vals := o.values[v]
 		if len(vals) == 0 {
 			continue
 		}
 		if listValues[v] {
 			vals = slices.Compact(slices.Sorted(slices.Values(vals)))
 		}
-		c.Args = append(c.Args, v+"="+strings.Join(vals, ","))
+		args = append(args, v+"="+strings.Join(vals, ","))
 	}
-	return c, true
+	return args
 }
 
 // lintArgs keeps the lint level options of clippy's arguments after "--"
