@@ -14,7 +14,7 @@ CLAUDE_DIR     ?= $(HOME)/.cache/ferry-test/claude-code-$(CLAUDE_VERSION)
 CLAUDE_OLD_VERSION := 2.1.197
 CLAUDE_OLD_DIR     ?= $(HOME)/.cache/ferry-test/claude-code-$(CLAUDE_OLD_VERSION)
 
-.PHONY: all bootstrap build install test demo bench vet cross dist clean
+.PHONY: all bootstrap build install test oracle demo bench vet cross dist clean
 
 all: build
 
@@ -82,14 +82,22 @@ dist:
 # (ferrytest). A prerequisite bootstrap could have provided fails a test here
 # (FERRY_TEST_REQUIRE=1) where plain go test skips it; testreport ends with
 # the tests that skipped and why. The timeout is a hang detector, per test
-# binary: on a 2-core machine at load 5-10 the slowest package, the oracle
-# (four oracles run one after another), took 24-25 minutes.
+# binary: on a 2-core machine at load 5-10 the slowest packages took 24-25
+# minutes before they shared and lightened their builds.
 test: bootstrap build vet cross
 	FERRY_TEST_REQUIRE=1 \
 	FERRY_TEST_XFS="$${FERRY_TEST_XFS:-$$(findmnt -n -o TARGET -t xfs --mountpoint $(XFS) || true)}" \
 	FERRY_TEST_CLAUDE="$${FERRY_TEST_CLAUDE:-$(CLAUDE_DIR)/node_modules/.bin/claude}" \
 	FERRY_TEST_CLAUDE_OLD="$${FERRY_TEST_CLAUDE_OLD:-$(CLAUDE_OLD_DIR)/node_modules/.bin/claude}" \
 	$(GO) tool testreport -count=1 -timeout 40m ./...
+
+# The correctness oracle alone and deeper than make test runs it: more
+# agents and rounds, a new seed each time (FERRY_ORACLE_SEED repeats one).
+ORACLE_AGENTS ?= 4
+ORACLE_ROUNDS ?= 20
+oracle: bootstrap build
+	FERRY_TEST_REQUIRE=1 FERRY_ORACLE_AGENTS=$(ORACLE_AGENTS) FERRY_ORACLE_ROUNDS=$(ORACLE_ROUNDS) \
+	$(GO) test -count=1 -v -timeout 90m -run '^TestFerryAgentsBuildTheirOwnCode$$' ./internal/oracle
 
 # Generate a sample Cargo workspace, build its base with the real binaries,
 # and print what happened with timings.

@@ -160,12 +160,20 @@ func TestScripts(t *testing.T) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			// fixture DIR: generate the test workspace repository at DIR.
+			// fixture [-noregistry] DIR: generate the test workspace
+			// repository at DIR; -noregistry leaves out the registry
+			// crates (fixture.Options.NoRegistry), most of a cold
+			// build's work, where a script's subject does not depend on
+			// where crates come from.
 			"fixture": func(ts *testscript.TestScript, neg bool, args []string) {
-				if len(args) != 1 {
-					ts.Fatalf("usage: fixture DIR")
+				var opts fixture.Options
+				if len(args) == 2 && args[0] == "-noregistry" {
+					opts.NoRegistry, args = true, args[1:]
 				}
-				if _, err := fixture.Generate(ts.MkAbs(args[0]), fixture.Options{}); err != nil {
+				if len(args) != 1 {
+					ts.Fatalf("usage: fixture [-noregistry] DIR")
+				}
+				if _, err := fixture.Generate(ts.MkAbs(args[0]), opts); err != nil {
 					ts.Fatalf("generate fixture: %v", err)
 				}
 			},

@@ -26,16 +26,19 @@ import (
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 
-// Defaults of the Ferry run. Measured on 2 cores: 3 agents × 10 rounds
-// (about 40 checked builds) take the package about 2.5 minutes on its own and
-// about 3 minutes inside `go test ./...`; more rounds cost about 9 s each.
-// The variants (sandbox off, checksum freshness) run fewer rounds: still
-// enough for every kind of edit, the rest of their time being their base,
-// relocation and seeded bases, which the rounds do not add to.
+// Defaults of the Ferry run, sized for `make test` on a 2-core machine
+// where other packages build beside it: 3 agents × 6 rounds give 18 edit
+// rounds, enough for the schedule to cover every kind of edit (11), and
+// every run draws a new seed. Alone, a round of the main run costs about
+// 35 s, its base about 80 s and its seeded bases about 70 s. `make oracle`
+// runs the main oracle deeper (FERRY_ORACLE_ROUNDS). The variants (sandbox
+// off, checksum freshness) run fewer rounds: still enough for every kind of
+// edit, the rest of their time being their base, relocation and seeded
+// bases, which the rounds do not add to.
 const (
 	defaultAgents = 3
-	defaultRounds = 10
-	variantRounds = 5
+	defaultRounds = 6
+	variantRounds = 4
 )
 
 func TestMain(m *testing.M) {
@@ -248,12 +251,17 @@ func ferryOracle(t *testing.T, mode string, rounds int, with ...func(*Ferry)) {
 		w(f)
 	}
 	tBase := time.Now()
-	// The base also warms what the variant checks build (Variant), as a
-	// base warms what agents demanded: their units are forked, and
-	// checked, too.
-	release := "cargo build -p " + fixture.AppCrate + " --release"
-	feature := "cargo build -p " + fixture.AppCrate + " --features " + FeatureVariant.Features
-	if err := f.Base(ctx, "cargo build --workspace --all-targets", release, feature); err != nil {
+	// The main run's base also warms what the variant checks build
+	// (Variant), as a base warms what agents demanded: their units are
+	// forked, and checked, too. The runs without variant checks leave
+	// them out: a release build of every crate is the costliest part of
+	// a cold base, and nothing of theirs would check it.
+	warm := []string{"cargo build --workspace --all-targets"}
+	if variants {
+		warm = append(warm, "cargo build -p "+fixture.AppCrate+" --release",
+			"cargo build -p "+fixture.AppCrate+" --features "+FeatureVariant.Features)
+	}
+	if err := f.Base(ctx, warm...); err != nil {
 		var ce *CommandError
 		if errors.As(err, &ce) && ce.ExitCode() == 4 {
 			t.Skipf("skipping: the host blocks user namespaces, so Ferry refuses to build (exit 4): %v", err)
