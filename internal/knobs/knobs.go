@@ -54,11 +54,12 @@ const (
 	// agent of a Ferry that confined only the store: the bench's measure
 	// of what confining the host costs a call and a spawn.
 	NoConfine = "FERRY_TEST_NO_CONFINE"
-	// UpdateDeps, set to 1, has the dependency budget test of the
-	// binaries run on every cargo and rustc call (pkg/cli's
-	// TestHotBinariesKeepTheirBudget) rewrite their cmd/*/deps.txt
-	// instead of comparing with it.
-	UpdateDeps = "FERRY_UPDATE_DEPS"
+	// UpdateLists, set to 1, has the tests that hold a checked-in list
+	// to the code rewrite it instead of comparing: the package lists of
+	// the binaries run on every cargo and rustc call (cmd/*/deps.txt,
+	// pkg/cli's TestHotBinariesKeepTheirBudget) and docs/internals.md's
+	// packages by floor (docs' TestPackageFloors).
+	UpdateLists = "FERRY_UPDATE_LISTS"
 )
 
 // Read are the knobs Ferry's binaries read in a ferrytest build, and none

@@ -120,7 +120,7 @@ var budgets = []struct {
 }
 
 // TestHotBinariesKeepTheirBudget holds each of budgets to its deps.txt.
-// With FERRY_UPDATE_DEPS=1 (knobs.UpdateDeps) it writes deps.txt instead,
+// With FERRY_UPDATE_LISTS=1 (knobs.UpdateLists) it writes deps.txt instead,
 // unless a forbidden package is linked.
 //
 // The list is taken for linux/amd64 with cgo, as make build builds the
@@ -152,7 +152,7 @@ func TestHotBinariesKeepTheirBudget(t *testing.T) {
 			continue
 		}
 		file := filepath.Join(root, "cmd", b.cmd, "deps.txt")
-		if os.Getenv(knobs.UpdateDeps) == "1" {
+		if os.Getenv(knobs.UpdateLists) == "1" {
 			if err := os.WriteFile(file, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -167,7 +167,7 @@ func TestHotBinariesKeepTheirBudget(t *testing.T) {
 		if added, removed := missing(want, got), missing(got, want); len(added)+len(removed) > 0 {
 			t.Errorf("%s links other packages than cmd/%s/deps.txt lists:\n%s%s"+
 				"if that is meant, rewrite the list (%s=1 go test -run TestHotBinariesKeepTheirBudget ./pkg/cli) and commit it with the change",
-				b.cmd, b.cmd, lines("  + ", added), lines("  - ", removed), knobs.UpdateDeps)
+				b.cmd, b.cmd, lines("  + ", added), lines("  - ", removed), knobs.UpdateLists)
 		}
 	}
 }
