@@ -36,7 +36,9 @@ func newRealWorld(t *testing.T) *realWorld {
 
 func newRealWorldOf(t *testing.T, claude string) *realWorld {
 	t.Helper()
-	w := &realWorld{claude: claude, repo: testenv.Repo(t, fixture.Options{}), bin: testenv.Binaries(t)}
+	// Without the registry crates (most of a cold build's work): what
+	// these tests check does not depend on where crates come from.
+	w := &realWorld{claude: claude, repo: testenv.Repo(t, fixture.Options{NoRegistry: true}), bin: testenv.Binaries(t)}
 	root := t.TempDir()
 	w.home, w.worktrees = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
 	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte("[base]\nwarm = [\"cargo build --workspace --all-targets\"]\n"), 0o644); err != nil {
