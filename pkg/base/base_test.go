@@ -50,7 +50,20 @@ type env struct {
 
 func setup(t *testing.T, warm ...string) *env {
 	t.Helper()
-	e := &env{repo: testenv.Repo(t, fixture.Options{}), home: filepath.Join(t.TempDir(), "ferry-home")}
+	return setupOf(t, fixture.Options{}, warm...)
+}
+
+// setupLight is setup with a repository that leaves out the registry crates
+// (fixture.Options.NoRegistry): most of a cold build's work, for tests
+// whose subject does not depend on where crates come from.
+func setupLight(t *testing.T, warm ...string) *env {
+	t.Helper()
+	return setupOf(t, fixture.Options{NoRegistry: true}, warm...)
+}
+
+func setupOf(t *testing.T, opts fixture.Options, warm ...string) *env {
+	t.Helper()
+	e := &env{repo: testenv.Repo(t, opts), home: filepath.Join(t.TempDir(), "ferry-home")}
 	if len(warm) > 0 {
 		e.setWarm(t, warm...)
 	}
@@ -313,7 +326,7 @@ func TestFailedWarmLeavesNothing(t *testing.T) {
 
 // A generated clippy command only warns; a configured failing one fails.
 func TestClippyFailureOnlyWarnsWhenGenerated(t *testing.T) {
-	e := setup(t)
+	e := setupLight(t)
 	// Make clippy fail (deny a lint the fixture trips) while the build passes:
 	// CLIPPY_CONF is not needed; an env RUSTFLAGS change would alter the build,
 	// so use a clippy-only lint level through the command's own flag.
@@ -360,7 +373,7 @@ func TestClippyFailureOnlyWarnsWhenGenerated(t *testing.T) {
 // A kill -9 during the warm build leaves no ready base and no process behind,
 // and the next run rebuilds cleanly.
 func TestKilledBuildIsRebuilt(t *testing.T) {
-	e := setup(t, "cargo build --workspace")
+	e := setupLight(t, "cargo build --workspace")
 	c := e.command("--json")
 	var stderr testenv.Buffer
 	c.Stderr = &stderr

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/confine"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/freshness"
@@ -334,11 +335,63 @@ func (g *guessed) abandon(o Options) {
 // build builds base p on checkout co; probed is the store's seed probes
 // (probeSeeding), nil when Build did not start them.
 func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Time, co *checkout, probed task[SeedHost]) (*Record, error) {
+	r := newRecord(o, p)
+	o.say("building base %s (%s, %s)", p.ID, short(p.Commit), p.Toolchain.Cargo)
+	// What the sandbox may confine is probed beside the checkout.
+	confined := decideConfinement(o, r)
+
+	t := time.Now()
+	sd, err := checkOut(o, r, seed, co, probed)
+	defer sd.wait() // nothing returns while the clone still writes
+	if err != nil {
+		return nil, err
+	}
+	r.Timings.Worktree = since(t)
+
+	t = time.Now()
+	o.say("%s", p.SeedWhy)
+	if err := stampOrSeed(o, p, r, seed, sd); err != nil {
+		return nil, err
+	}
+	r.Timings.Stamp = since(t)
+
+	t = time.Now()
+	fin := &finishing{o: o, r: r}
+	defer fin.wait() // nothing returns while the background work reads or writes the base
+	if err := warm(ctx, o, p, r, seed, confined, fin); err != nil {
+		return nil, err
+	}
+	r.Timings.Warm = since(t)
+
+	t = time.Now()
+	if err := finish(o, r, fin); err != nil {
+		return nil, err
+	}
+	r.Created = time.Now().UTC()
+	r.Timings.Finish = since(t)
+	r.Timings.Total = since(start)
+	if err := ctx.Err(); err != nil {
+		return nil, interrupted(err)
+	}
+	// base.json is the ready marker: written last, atomically.
+	if err := atomicfile.WriteJSON(o.Store.Base(p.ID).Record, r, 0o644); err != nil {
+		return nil, err
+	}
+	made, err := SetCurrent(o.Repo, o.Store, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	o.say("base %s ready in %.1fs (warm %.1fs)%s", p.ID, r.Timings.Total, r.Timings.Warm, keptCurrent(o.Store, made))
+	return r, nil
+}
+
+// newRecord is the record of the base plan p builds, before the build: what
+// the plan decided, and its warnings (the demand log's).
+func newRecord(o Options, p *Plan) *Record {
 	s := o.Store
-	dir := s.BaseDir(p.ID)
 	r := &Record{Base: record.Base{
 		Format: Format, ID: p.ID, Commit: p.Commit, Fingerprint: strings.TrimPrefix(p.ID, p.Commit+"-"),
-		Store: s.Dir, Dir: dir, Src: s.Base(p.ID).Src, Target: s.Base(p.ID).Target,
+		Store: s.Dir, Dir: s.BaseDir(p.ID), Src: s.Base(p.ID).Src, Target: s.Base(p.ID).Target,
 		MntSrc: s.MntSrc(), MntTarget: s.MntTarget(),
 		Toolchain: p.Toolchain, Modes: p.Modes, UnitInputs: p.UnitInputs, Warnings: []string{}, Incomplete: []string{},
 		Demand: p.Learned,
@@ -356,35 +409,44 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 	if p.Fallback != "" {
 		r.Warnings = append(r.Warnings, p.Fallback)
 	}
-	o.say("building base %s (%s, %s)", p.ID, short(p.Commit), p.Toolchain.Cargo)
-	// What the sandbox may confine is probed beside the checkout.
-	confined := decideConfinement(o, r)
+	return r
+}
 
-	t := time.Now()
+// seeding is the clone of a seed's target that runs beside the checkout
+// (checkOut): wait returns when it is done, with its error; how says how
+// the base started from its seed, once wait returned; tree is the seed's
+// commit's tree.
+type seeding struct {
+	wait func() error
+	how  string
+	tree task[[]git.Entry]
+}
+
+// checkOut checks the base's commit out into its directory, cloning the
+// seed's target (when there is a seed) at the same time: the two touch
+// different directories, and neither needs the other. The caller waits
+// for the returned seeding before it returns, error or not.
+func checkOut(o Options, r *Record, seed *Record, co *checkout, probed task[SeedHost]) (*seeding, error) {
+	sd := &seeding{wait: func() error { return nil }}
 	if err := co.discarded(); err != nil {
-		return nil, err
+		return sd, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
+		return sd, err
 	}
-	// The seed's target is cloned while git checks the commit out: the two
-	// touch different directories, and neither needs the other.
-	cloned := func() error { return nil }
-	seedHow := ""
-	var seedTree task[[]git.Entry]
 	if seed != nil {
-		seedTree = begin(func() ([]git.Entry, error) { return o.Repo.LsTree(seed.Commit) })
+		sd.tree = begin(func() ([]git.Entry, error) { return o.Repo.LsTree(seed.Commit) })
 		clone := begin(func() (struct{}, error) {
 			// The probes too run beside the checkout, unless they
-			// started with it; r.SeedBy and seedHow are read once cloned
+			// started with it; r.SeedBy and sd.how are read once wait
 			// returns.
 			pr := probed
 			if pr == nil {
-				pr = probeSeeding(s.Dir, o.Settings.Layered)
+				pr = probeSeeding(o.Store.Dir, o.Settings.Layered)
 			}
 			var why string
 			r.SeedBy, why = seedMethodHere(pr, r)
-			seedHow = seedWords(r.SeedBy, why)
+			sd.how = seedWords(r.SeedBy, why)
 			if err := cloneSeed(r, seed); err != nil {
 				return struct{}{}, err
 			}
@@ -394,92 +456,103 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 			}
 			return struct{}{}, nil
 		})
-		cloned = func() error { _, err := clone(); return err }
-		defer cloned() // nothing returns while the clone still writes
+		sd.wait = func() error { _, err := clone(); return err }
 	}
 	if err := co.done(); err != nil {
-		return nil, err
+		return sd, err
 	}
 	if r.Modes.Remap {
 		if err := prepareRemap(o, r); err != nil {
-			return nil, err
+			return sd, err
 		}
 	}
-	r.Timings.Worktree = since(t)
+	return sd, nil
+}
 
-	t = time.Now()
-	o.say("%s", p.SeedWhy)
-	if seed != nil {
-		if err := cloned(); err != nil {
-			return nil, err
-		}
-		o.say("%s", seedHow)
-		var err error
-		if r.Stamped, err = seedFrom(o, p, r, seed, seedTree); err != nil {
-			return nil, err
-		}
-		r.Seed = seed.ID
-		if r.HostPaths() {
-			a, err := relocateSeed(r, seed)
-			if err != nil {
-				return nil, err
-			}
-			r.Relocated = &a
-			o.say("relocated the seed's target: removed %d unit path(s) that recorded the seed's paths", a.Paths)
-		}
-	} else {
+// stampOrSeed lays the target down: the seed's, cloned beside the
+// checkout, stamped where the commits agree (and relocated for a base
+// built at host paths), or an empty one over a checkout stamped whole.
+func stampOrSeed(o Options, p *Plan, r *Record, seed *Record, sd *seeding) error {
+	if seed == nil {
 		st, err := freshness.StampBaseCheckout(r.Src, p.tree)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.Stamped = StampCount{Files: st.Files, Dirs: st.Dirs}
-		if err := os.Mkdir(r.Target, 0o755); err != nil {
-			return nil, err
-		}
+		return os.Mkdir(r.Target, 0o755)
 	}
-	r.Timings.Stamp = since(t)
+	if err := sd.wait(); err != nil {
+		return err
+	}
+	o.say("%s", sd.how)
+	var err error
+	if r.Stamped, err = seedFrom(o, p, r, seed, sd.tree); err != nil {
+		return err
+	}
+	r.Seed = seed.ID
+	if r.HostPaths() {
+		a, err := relocateSeed(r, seed)
+		if err != nil {
+			return err
+		}
+		r.Relocated = &a
+		o.say("relocated the seed's target: removed %d unit path(s) that recorded the seed's paths", a.Paths)
+	}
+	return nil
+}
 
-	t = time.Now()
+// warm runs the warm commands (through the shim when it can be installed,
+// so nested workspaces warm in their own target dirs), in the sandbox
+// confined is deciding, observed, and removes what they wrote to their
+// private $HOME, $CARGO_HOME and /tmp.
+func warm(ctx context.Context, o Options, p *Plan, r *Record, seed *Record, confined task[*confine.Record], fin *finishing) error {
 	shimDir := ""
 	if o.Shim {
-		if err := s.InstallShim(o.ShimBin); err != nil {
+		if err := o.Store.InstallShim(o.ShimBin); err != nil {
 			msg := fmt.Sprintf("warmed without the shim (%v): workspaces nested in the checkout were not warmed in their own target dirs", err)
 			r.Warnings = append(r.Warnings, msg)
 			o.say("warning: %s", msg)
 		} else {
-			shimDir = s.ShimDir()
+			shimDir = o.Store.ShimDir()
 		}
 	}
 	if shimDir == "" {
 		r.Incomplete = append(r.Incomplete, "nested workspaces: not warmed in their own target dirs (agents build them cold)")
 	}
-	fin := &finishing{o: o, r: r}
-	defer fin.wait() // nothing returns while the background work reads or writes the base
 	conf, err := confined()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.Confinement = conf
 	sayGaps(o, conf)
 	prefetch(ctx, o, p, r, seed)
 	if err := warmObserved(ctx, o, p, r, seed, shimDir, fin); err != nil {
-		return nil, err
+		return err
 	}
 	// What the warm commands wrote to $HOME, $CARGO_HOME and /tmp is
 	// theirs alone, and goes before the base is ready.
 	if err := fork.RemoveTree(store.BaseFiles(r.Dir).Private); err != nil {
-		return nil, err
+		return err
 	}
-	r.Timings.Warm = since(t)
 	r.WarmReference = r.ownWarmSeconds()
 	if r.Seed != "" && seed != nil && seed.reference() > 0 {
 		r.WarmReference = seed.reference()
 	}
+	return nil
+}
 
-	t = time.Now()
+// finish collects what the background work found once the warm commands
+// were done (the target's dirty files, its relocation plan, its seal, the
+// observation, the spare checkout) and makes the target durable, all
+// before base.json says it is ready: a crash after the marker cannot leave
+// a ready base with torn files (and the first reflink fork does not pay
+// for the writeback). Most of the writes went back while the target was
+// observed and sealed; the last sync covers the rest, and what pruning
+// changed.
+func finish(o Options, r *Record, fin *finishing) error {
 	msgs, err := fin.dirty()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, msg := range msgs {
 		r.Warnings = append(r.Warnings, msg)
@@ -489,14 +562,14 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 		// Forks of this base build at their own paths: what they must
 		// rebuild is planned once, here.
 		if err := planRelocation(r); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if r.TargetSeal, err = fin.seal(); err != nil {
-		return nil, fmt.Errorf("seal the base's target: %w", err)
+		return fmt.Errorf("seal the base's target: %w", err)
 	}
 	if err := fin.observed(); err != nil {
-		return nil, err
+		return err
 	}
 	if fin.spare != nil {
 		if _, err := fin.spare(); err != nil {
@@ -504,34 +577,10 @@ func build(ctx context.Context, o Options, p *Plan, seed *Record, start time.Tim
 			o.say("warning: the spare checkout was not made: %v", err)
 		}
 	}
-	// base.json promises a complete target: the build's writes are made
-	// durable before it is written, so a crash after the marker cannot
-	// leave a ready base with torn files (and the first reflink fork does
-	// not pay for the writeback). Most of them were written back while
-	// the target was observed and sealed (finishing); this covers the
-	// rest, and what pruning changed.
 	if _, err := fin.flush(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := atomicfile.SyncTree(r.Target); err != nil {
-		return nil, err
-	}
-	r.Created = time.Now().UTC()
-	r.Timings.Finish = since(t)
-	r.Timings.Total = since(start)
-	if err := ctx.Err(); err != nil {
-		return nil, interrupted(err)
-	}
-	// base.json is the ready marker: written last, atomically.
-	if err := atomicfile.WriteJSON(s.Base(p.ID).Record, r, 0o644); err != nil {
-		return nil, err
-	}
-	made, err := SetCurrent(o.Repo, s, p.ID)
-	if err != nil {
-		return nil, err
-	}
-	o.say("base %s ready in %.1fs (warm %.1fs)%s", p.ID, r.Timings.Total, r.Timings.Warm, keptCurrent(s, made))
-	return r, nil
+	return atomicfile.SyncTree(r.Target)
 }
 
 // keptCurrent is what a progress line adds when SetCurrent kept the

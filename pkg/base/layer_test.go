@@ -226,7 +226,7 @@ func dedupe(sorted []string) []string {
 // current and unchanged, no overlay mounted and no process behind; the next
 // build discards what is left and makes a ready, correct base.
 func TestKilledLayeredRefresh(t *testing.T) {
-	e := setup(t, "cargo build --workspace")
+	e := setupLight(t, "cargo build --workspace")
 	needLayers(t, e.home)
 	first, _ := e.buildLogged(t, e.store, "HEAD", false)
 	sealed := digest(t, first.Record.Target)
@@ -326,7 +326,7 @@ func TestKilledLayeredRefresh(t *testing.T) {
 // the seed over (it is not current: another base is) instead of removing
 // the target the refresh's layer lies on, and the refresh completes.
 func TestRefreshKeepsItsSeedFromGC(t *testing.T) {
-	e := setup(t, "cargo build --workspace")
+	e := setupLight(t, "cargo build --workspace")
 	needLayers(t, e.home)
 	first, _ := e.buildLogged(t, e.store, "HEAD", false)
 	e.repo.Append(fixture.LibPath(fixture.ChainB), "\n// seed\n")
