@@ -44,9 +44,25 @@ var (
 
 const warmToml = "[base]\nwarm = [\"cargo build --workspace --all-targets\"]\n"
 
+// newWorld is a world of the test's own, with its base when withBase. Its
+// repository leaves out the registry crates (fixture.Options.NoRegistry):
+// they are most of a cold build's work, and what these tests check does not
+// depend on where crates come from. Tests of relocation, whose plans judge
+// registry crates too, take newRegistryWorld; the shared world has them.
 func newWorld(t *testing.T, withBase bool) *world {
 	t.Helper()
-	w := &world{repo: testenv.Repo(t, fixture.Options{}), bin: testenv.Binaries(t)}
+	return newWorldOf(t, fixture.Options{NoRegistry: true}, withBase)
+}
+
+// newRegistryWorld is newWorld with the registry crates.
+func newRegistryWorld(t *testing.T, withBase bool) *world {
+	t.Helper()
+	return newWorldOf(t, fixture.Options{}, withBase)
+}
+
+func newWorldOf(t *testing.T, opts fixture.Options, withBase bool) *world {
+	t.Helper()
+	w := &world{repo: testenv.Repo(t, opts), bin: testenv.Binaries(t)}
 	root := t.TempDir()
 	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
 	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte(warmToml), 0o644); err != nil {

@@ -56,7 +56,7 @@ func (w *world) stats(t *testing.T) statsOut {
 // compiles nothing for it; ferry stats shows the rate rising from the
 // miss to 100%, base by base.
 func TestDemandWarmsWhatAgentsRun(t *testing.T) {
-	w := &world{repo: testenv.Repo(t, fixture.Options{}), bin: testenv.Binaries(t)}
+	w := &world{repo: testenv.Repo(t, fixture.Options{NoRegistry: true}), bin: testenv.Binaries(t)}
 	root := t.TempDir()
 	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
 	first := w.mustFerry(t, "base") // no ferry.toml: warm = "auto"

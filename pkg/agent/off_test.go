@@ -133,7 +133,7 @@ func TestOffRefusesTheOverlay(t *testing.T) {
 // of it builds at the canonical paths, so its fork gets that plan too, and
 // its app reports the canonical checkout, never the base's.
 func TestNamespaceAgentOfAnOffBase(t *testing.T) {
-	w := newWorld(t, false)
+	w := newRegistryWorld(t, false)
 	var rec struct {
 		Modes struct {
 			Isolation string `json:"isolation"`

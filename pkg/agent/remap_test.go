@@ -69,7 +69,7 @@ func compileOf(t *testing.T, log, crate string) string {
 // lines the base's had, builds what its sources say, and reuses the rest.
 func TestRemapModeBaseAndAgent(t *testing.T) {
 	fixture.RequireTools(t)
-	w := newWorld(t, false)
+	w := newRegistryWorld(t, false)
 	// The agent builds what the base warmed, so their compile lines can
 	// be compared (the fixture's dev-dependency gives a build of every
 	// target other features).

@@ -85,13 +85,18 @@ func Reap(repo *git.Repo, s *store.Store, name string, keep func(r *Record, w *W
 }
 
 // remove is Remove and Reap under the store lock; keep is nil for Remove.
+// Its steps: read the record (a damaged one removed by force alone), take
+// the agent's lock (lockForRemoval; an unfinished spawn is rolled back),
+// hold new sessions out (the backend's Exclude), refuse a worktree other
+// agents' lie in (refuseNested), then undo an adoption (removeAdopted) or
+// remove the worktree (removeWorktree) and settle its branch (settleBranch),
+// and drop the record last.
 func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep func(*Record, *Work) error) (*Removal, error) {
-	force := o.Force
 	r, err := Read(s, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, failure.New(failure.Usage, "list agents with `ferry list`", "no agent named %q", name)
 	}
-	if failure.AsDamaged(err) != nil && force && keep == nil {
+	if failure.AsDamaged(err) != nil && o.Force && keep == nil {
 		return removeDamaged(repo, s, name)
 	}
 	if err != nil {
@@ -102,15 +107,7 @@ func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep f
 	if repo, err = repo.Outside(r.Worktree); err != nil {
 		return nil, err
 	}
-	agentLock, err := lock.TryTake(s.Agent(name).Lock)
-	if err == lock.ErrBusy && r.State == Ready {
-		// A process is entering the agent's overlay.
-		return nil, failure.New(failure.Refused, "stop the agent's shells and builds and try again",
-			"a process is entering agent %q", name)
-	}
-	if err == lock.ErrBusy {
-		return nil, failure.New(failure.Refused, "wait for the spawn to finish", "agent %q is being created", name)
-	}
+	agentLock, err := lockForRemoval(s, r)
 	if err != nil {
 		return nil, err
 	}
@@ -138,40 +135,17 @@ func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep f
 		return nil, err
 	}
 	defer release()
-
-	all, err := All(s)
-	if err != nil {
+	if err := refuseNested(s, r); err != nil {
 		return nil, err
-	}
-	for _, other := range all {
-		if other.Name != name && store.Within(other.Worktree, r.Worktree) {
-			return nil, failure.New(failure.Refused, fmt.Sprintf("remove agent %q first", other.Name),
-				"agent %q's worktree %s is nested inside %s", other.Name, other.Worktree, r.Worktree)
-		}
 	}
 
 	rm := &Removal{Name: name, Worktree: r.Worktree, Branch: r.Branch, Base: r.Base}
 	if r.Adopted && !o.Worktree {
-		if keep != nil {
-			var w *Work
-			if present(r.Worktree) {
-				if w, err = WorktreeWork(repo, r); err != nil {
-					return nil, err
-				}
-			}
-			if err := keep(r, w); err != nil {
-				return nil, err
-			}
-		}
-		if err := undoAdoption(r); err != nil {
+		if err := removeAdopted(repo, r, keep); err != nil {
 			return nil, err
 		}
 		rm.WorktreeKept = true
 		return rm, dropRecord(s, name, release, agentLock)
-	}
-	wtExists := false
-	if fi, err := os.Stat(r.Worktree); err == nil && fi.IsDir() {
-		wtExists = true
 	}
 	branchHead := revParse(repo, "refs/heads/"+r.Branch)
 	elsewhere, err := checkedOutElsewhere(repo, r)
@@ -179,71 +153,148 @@ func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep f
 		return nil, err
 	}
 	deleteBranch := branchHead == r.StartCommit && !elsewhere && !r.Adopted
+	if err := removeWorktree(repo, r, o.Force, deleteBranch, keep, rm); err != nil {
+		return nil, err
+	}
+	if err := settleBranch(repo, r, branchHead, deleteBranch, rm); err != nil {
+		return nil, err
+	}
+	return rm, dropRecord(s, name, release, agentLock)
+}
 
-	if wtExists {
-		w, err := WorktreeWork(repo, r)
-		if err != nil {
-			return nil, err
-		}
-		if keep != nil {
-			if err := keep(r, w); err != nil {
-				return nil, err
-			}
-		}
-		if len(w.Changed) > 0 && !force {
-			why := ""
-			if w.LockfileChanged {
-				why = "; " + lockfile + " differs from the one spawn placed (the agent changed its dependencies)"
-			}
-			return nil, failure.New(failure.Refused, "commit or stash the changes, or pass --force to discard them",
-				"agent %q has uncommitted changes (%s)%s", name, Summarize(w.Changed), why)
-		}
-		if head := revParseIn(repo, r.Worktree, "HEAD"); head != "" {
-			except := ""
-			if deleteBranch {
-				except = r.Branch
-			}
-			lost, err := Unreached(repo, []string{head}, except)
-			if err != nil {
-				return nil, err
-			}
-			if n := len(lost); n > 0 {
-				if !force {
-					return nil, failure.New(failure.Refused, "push or branch them, or pass --force to keep them under refs/ferry/orphaned/",
-						"agent %q has %d commit(s) that no branch, tag or remote reaches", name, n)
-				}
-				ref := fmt.Sprintf("refs/ferry/orphaned/%s-%s", name, time.Now().UTC().Format("20060102T150405Z"))
-				if _, err := repo.Run("", "update-ref", ref, head); err != nil {
-					return nil, err
-				}
-				rm.OrphanRef = ref
-			}
-		}
-		if err := repo.WorktreeRemove(r.Worktree); err != nil {
-			return nil, err
-		}
-	} else {
-		if keep != nil {
-			if err := keep(r, nil); err != nil {
-				return nil, err
-			}
-		}
-		if err := repo.WorktreeRemove(r.Worktree); err != nil {
-			return nil, err
+// lockForRemoval takes agent r's lock, refusing while a process enters its
+// overlay or its spawn is under way.
+func lockForRemoval(s *store.Store, r *Record) (*lock.Lock, error) {
+	agentLock, err := lock.TryTake(s.Agent(r.Name).Lock)
+	if err == lock.ErrBusy && r.State == Ready {
+		// A process is entering the agent's overlay.
+		return nil, failure.New(failure.Refused, "stop the agent's shells and builds and try again",
+			"a process is entering agent %q", r.Name)
+	}
+	if err == lock.ErrBusy {
+		return nil, failure.New(failure.Refused, "wait for the spawn to finish", "agent %q is being created", r.Name)
+	}
+	return agentLock, err
+}
+
+// refuseNested refuses to remove agent r while another agent's worktree
+// lies inside r's.
+func refuseNested(s *store.Store, r *Record) error {
+	all, err := All(s)
+	if err != nil {
+		return err
+	}
+	for _, other := range all {
+		if other.Name != r.Name && store.Within(other.Worktree, r.Worktree) {
+			return failure.New(failure.Refused, fmt.Sprintf("remove agent %q first", other.Name),
+				"agent %q's worktree %s is nested inside %s", other.Name, other.Worktree, r.Worktree)
 		}
 	}
+	return nil
+}
+
+// removeAdopted undoes the adoption of agent r, whose worktree and branch
+// stay the user's, once keep (when set) finds no reason to keep it.
+func removeAdopted(repo *git.Repo, r *Record, keep func(*Record, *Work) error) error {
+	if keep != nil {
+		var w *Work
+		if present(r.Worktree) {
+			var err error
+			if w, err = WorktreeWork(repo, r); err != nil {
+				return err
+			}
+		}
+		if err := keep(r, w); err != nil {
+			return err
+		}
+	}
+	return undoAdoption(r)
+}
+
+// removeWorktree removes agent r's worktree, refusing (without force) one
+// with uncommitted changes or commits nothing else reaches; with force,
+// those commits are kept under refs/ferry/orphaned/ (rm.OrphanRef).
+// deleteBranch: the branch goes too, so its commits do not count as
+// reached by it. keep, when set, is asked first, with the worktree's work
+// (nil when its directory is gone).
+func removeWorktree(repo *git.Repo, r *Record, force, deleteBranch bool, keep func(*Record, *Work) error, rm *Removal) error {
+	if fi, err := os.Stat(r.Worktree); err != nil || !fi.IsDir() {
+		if keep != nil {
+			if err := keep(r, nil); err != nil {
+				return err
+			}
+		}
+		return repo.WorktreeRemove(r.Worktree)
+	}
+	w, err := WorktreeWork(repo, r)
+	if err != nil {
+		return err
+	}
+	if keep != nil {
+		if err := keep(r, w); err != nil {
+			return err
+		}
+	}
+	if len(w.Changed) > 0 && !force {
+		why := ""
+		if w.LockfileChanged {
+			why = "; " + lockfile + " differs from the one spawn placed (the agent changed its dependencies)"
+		}
+		return failure.New(failure.Refused, "commit or stash the changes, or pass --force to discard them",
+			"agent %q has uncommitted changes (%s)%s", r.Name, Summarize(w.Changed), why)
+	}
+	if err := keepUnreached(repo, r, force, deleteBranch, rm); err != nil {
+		return err
+	}
+	return repo.WorktreeRemove(r.Worktree)
+}
+
+// keepUnreached refuses (without force) to remove agent r's worktree while
+// its HEAD has commits no branch (but r's, when it goes), tag or remote
+// reaches; with force it keeps them under refs/ferry/orphaned/.
+func keepUnreached(repo *git.Repo, r *Record, force, deleteBranch bool, rm *Removal) error {
+	head := revParseIn(repo, r.Worktree, "HEAD")
+	if head == "" {
+		return nil
+	}
+	except := ""
+	if deleteBranch {
+		except = r.Branch
+	}
+	lost, err := Unreached(repo, []string{head}, except)
+	if err != nil || len(lost) == 0 {
+		return err
+	}
+	if !force {
+		return failure.New(failure.Refused, "push or branch them, or pass --force to keep them under refs/ferry/orphaned/",
+			"agent %q has %d commit(s) that no branch, tag or remote reaches", r.Name, len(lost))
+	}
+	ref := fmt.Sprintf("refs/ferry/orphaned/%s-%s", r.Name, time.Now().UTC().Format("20060102T150405Z"))
+	if _, err := repo.Run("", "update-ref", ref, head); err != nil {
+		return err
+	}
+	rm.OrphanRef = ref
+	return nil
+}
+
+// settleBranch deletes agent r's branch when deleteBranch (it is still at
+// the commit the agent started from), and otherwise says it was kept and
+// how many commits it holds past that start.
+func settleBranch(repo *git.Repo, r *Record, branchHead string, deleteBranch bool, rm *Removal) error {
 	if deleteBranch {
 		if _, err := repo.Run("", "branch", "-D", "--", r.Branch); err != nil {
-			return nil, err
+			return err
 		}
 		rm.BranchDeleted = true
-	} else if branchHead != "" {
+		return nil
+	}
+	if branchHead != "" {
 		rm.BranchKept = r.Branch
 		if out, err := repo.Run("", "rev-list", "--count", r.StartCommit+".."+branchHead); err == nil {
 			rm.BranchCommits, _ = strconv.Atoi(strings.TrimSpace(out))
 		}
 	}
-	return rm, dropRecord(s, name, release, agentLock)
+	return nil
 }
 
 // removeDamaged removes agent name, whose record cannot be read, as far as

@@ -20,7 +20,7 @@ func TestDefaultWarmKeepsGoingPastBenchesAndTests(t *testing.T) {
 	if out, err := exec.Command("rustc", "-V").Output(); err != nil || strings.Contains(string(out), "nightly") {
 		t.Skipf("needs a stable rustc, where the fixture's nightly bench does not compile (rustc -V: %q, %v)", out, err)
 	}
-	w := &world{repo: testenv.Repo(t, fixture.Options{NightlyBench: true, DeniedLintTest: true}), bin: testenv.Binaries(t)}
+	w := &world{repo: testenv.Repo(t, fixture.Options{NightlyBench: true, DeniedLintTest: true, NoRegistry: true}), bin: testenv.Binaries(t)}
 	root := t.TempDir()
 	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
 	// No ferry.toml: the generated warm commands.
@@ -70,7 +70,7 @@ func TestDefaultWarmKeepsGoingPastBenchesAndTests(t *testing.T) {
 // nothing (before the plain build and check joined the defaults, cargo
 // build compiled 2 crates here and cargo check 12).
 func TestDefaultWarmCoversWhatAgentsRun(t *testing.T) {
-	w := &world{repo: testenv.Repo(t, fixture.Options{}), bin: testenv.Binaries(t)}
+	w := &world{repo: testenv.Repo(t, fixture.Options{NoRegistry: true}), bin: testenv.Binaries(t)}
 	root := t.TempDir()
 	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
 	w.mustFerry(t, "base")
