@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/atomicfile"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -159,14 +158,7 @@ type SpawnTimings struct {
 // when there is no such agent, and a *failure.DamagedError, with the fix,
 // when its agent.json cannot be read.
 func ReadAgent(s *store.Store, name string) (*Agent, error) {
-	var r Agent
-	if err := atomicfile.ReadJSON(s.Agent(name).Record, &r); err != nil {
-		if d := failure.AsDamaged(err); d != nil {
-			d.Fix = agentFix(name)
-		}
-		return nil, err
-	}
-	return &r, nil
+	return read[Agent](s.Agent(name).Record, func() string { return agentFix(name) })
 }
 
 // agentFix is the hint for agent name whose record is damaged.

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/atomicfile"
-	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -244,14 +242,7 @@ type Pick struct {
 // A damaged record (failure.DamagedError) carries the fix: the base built
 // again over it, with --rebuild.
 func ReadBase(s *store.Store, id string) (*Base, error) {
-	var r Base
-	if err := atomicfile.ReadJSON(s.Base(id).Record, &r); err != nil {
-		if d := failure.AsDamaged(err); d != nil {
-			d.Fix = rebuildFix(id)
-		}
-		return nil, err
-	}
-	return &r, nil
+	return read[Base](s.Base(id).Record, func() string { return rebuildFix(id) })
 }
 
 // rebuildFix is the hint for a damaged base id: build it again over what

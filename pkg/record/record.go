@@ -12,3 +12,21 @@
 // the isolation modes); pkg/cli's TestHotBinariesKeepTheirBudget holds
 // the shim to cmd/ferry-shim/deps.txt.
 package record
+
+import (
+	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/failure"
+)
+
+// read decodes the record at path; a damaged one (failure.DamagedError)
+// carries the fix fix gives.
+func read[T any](path string, fix func() string) (*T, error) {
+	var r T
+	if err := atomicfile.ReadJSON(path, &r); err != nil {
+		if d := failure.AsDamaged(err); d != nil {
+			d.Fix = fix()
+		}
+		return nil, err
+	}
+	return &r, nil
+}
