@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/cargoenv"
-	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/session"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -32,11 +31,6 @@ func Environ(s *store.Store, r *Record, env []string) []string {
 	}
 	return append(out, "PATH="+strings.Join(append([]string{shim}, keep...), string(filepath.ListSeparator)), "FERRY_AGENT="+r.Name)
 }
-
-// Session is a command about to run in an agent's sandbox, with the locks
-// that admit it (fork.Session). Entering the sandbox is package session's,
-// which the shim links without this package.
-type Session = fork.Session
 
 // RunOptions describe a command run in an agent's sandbox.
 type RunOptions struct {
