@@ -3,6 +3,7 @@ package git
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -352,6 +353,33 @@ func TestWorktreeLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat(unrelated); err != nil {
 		t.Error("unregistered directory was touched:", err)
+	}
+}
+
+// A worktree whose .git file is gone while the rest of it stays, as a
+// `git worktree remove` killed part way through its delete leaves it, is
+// removed and unregistered; git alone refuses it.
+func TestWorktreeRemoveHalfDeleted(t *testing.T) {
+	dir, r := newRepo(t)
+	head := gitT(t, dir, "rev-parse", "HEAD")
+	half := filepath.Join(tempDir(t), "half")
+	if err := r.WorktreeAddDetached(half, head); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(half, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "-C", dir, "worktree", "remove", "--force", "--force", "--", half).CombinedOutput(); err == nil {
+		t.Fatalf("git removed the half-deleted worktree itself; the case is untested:\n%s", out)
+	}
+	if err := r.WorktreeRemove(half); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(half); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("directory left: %v", err)
+	}
+	if wts, err := r.Worktrees(); err != nil || len(wts) != 1 {
+		t.Errorf("still registered: %+v %v", wts, err)
 	}
 }
 

@@ -276,14 +276,22 @@ func (r *Repo) WorktreeRemove(path string) error {
 		}
 	}
 	if _, err := run(r.Top, "worktree", "remove", "--force", "--force", "--", abs); err != nil {
-		if strings.Contains(stderrOf(err), "is not a working tree") {
-			// Registered, but its checkout never wrote the link back
-			// (a git killed mid-add): git will not remove it.
+		if halfMade(stderrOf(err)) {
 			return r.unregister(want, abs)
 		}
 		return wrapf(err, "remove worktree %s", abs)
 	}
 	return nil
+}
+
+// halfMade reports whether git refused a removal because the worktree's
+// link back to the repository (its .git file) is missing: its checkout
+// never wrote it (a git killed mid-add), or a removal that deletes the
+// directory got past it before it was killed. Git will not remove such a
+// worktree; --force --force asked for its contents to go anyway.
+func halfMade(stderr string) bool {
+	return strings.Contains(stderr, "is not a working tree") ||
+		strings.Contains(stderr, "validation failed") && strings.Contains(stderr, ".git' does not exist")
 }
 
 // Adding reports whether git is still adding wt, or died adding it: its
