@@ -27,18 +27,17 @@ import (
 )
 
 // Defaults of the Ferry run, sized for `make test` on a 2-core machine
-// where other packages build beside it: 3 agents × 6 rounds give 18 edit
+// where other packages build beside it: 3 agents × 4 rounds give 12 edit
 // rounds, enough for the schedule to cover every kind of edit (11), and
 // every run draws a new seed. Alone, a round of the main run costs about
-// 35 s, its base about 80 s and its seeded bases about 70 s. `make oracle`
-// runs the main oracle deeper (FERRY_ORACLE_ROUNDS). The variants (sandbox
-// off, checksum freshness) run fewer rounds: still enough for every kind of
-// edit, the rest of their time being their base, relocation and seeded
-// bases, which the rounds do not add to.
+// 23 s, its base about 40 s and its seeded bases about 75 s. `make oracle`
+// runs the main oracle deeper (FERRY_ORACLE_AGENTS, FERRY_ORACLE_ROUNDS).
+// The variants (sandbox off, checksum freshness) run as many rounds: the
+// rest of their time is their base, relocation and seeded bases, which the
+// rounds do not add to.
 const (
 	defaultAgents = 3
-	defaultRounds = 6
-	variantRounds = 4
+	defaultRounds = 4
 )
 
 func TestMain(m *testing.M) {
@@ -191,13 +190,13 @@ func newReferences(t *testing.T, n int, template string) []*Reference {
 // TestFerryAgentsBuildTheirOwnCode is the oracle: agents spawned by Ferry
 // from one base make random edits concurrently, and after every build each
 // agent's binary and test output must equal a cold build of its own tree.
-func TestFerryAgentsBuildTheirOwnCode(t *testing.T) { ferryOracle(t, "auto", defaultRounds) }
+func TestFerryAgentsBuildTheirOwnCode(t *testing.T) { ferryOracle(t, "auto") }
 
 // TestFerryAgentsBuildTheirOwnCodeOff is the oracle without the namespace
 // sandbox (sandbox mode off): bases and agents build at host paths, every
 // fork relocated, and each agent's app must report its own worktree where
 // the reference's reports the reference's copy.
-func TestFerryAgentsBuildTheirOwnCodeOff(t *testing.T) { ferryOracle(t, "off", variantRounds) }
+func TestFerryAgentsBuildTheirOwnCodeOff(t *testing.T) { ferryOracle(t, "off") }
 
 // TestFerryAgentsBuildTheirOwnCodeChecksum is the oracle in checksum
 // freshness mode ([base] freshness = "checksum"), with bases and agents
@@ -212,16 +211,16 @@ func TestFerryAgentsBuildTheirOwnCodeChecksum(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "nightly") {
 		t.Skipf("no rustup nightly toolchain (`rustup toolchain list`: %v)", err)
 	}
-	ferryOracle(t, "auto", variantRounds, func(f *Ferry) {
+	ferryOracle(t, "auto", func(f *Ferry) {
 		f.Freshness = "checksum"
 		f.Env = append(dropEnv(f.Env, "RUSTUP_TOOLCHAIN", "RUSTFLAGS"), "RUSTUP_TOOLCHAIN=nightly", "RUSTFLAGS=-Zallow-features=")
 	})
 }
 
 // ferryOracle runs the oracle of Ferry agents under sandbox mode mode,
-// rounds rounds unless a knob says otherwise; each of with changes the
+// defaultRounds rounds unless a knob says otherwise; each of with changes the
 // Ferry driver before the base is built.
-func ferryOracle(t *testing.T, mode string, rounds int, with ...func(*Ferry)) {
+func ferryOracle(t *testing.T, mode string, with ...func(*Ferry)) {
 	// The variant builds (release, another feature set) check that a
 	// fork's other units are the agent's own too; the first release build
 	// of each agent is a cold one, so only the main run makes them: the
@@ -230,7 +229,7 @@ func ferryOracle(t *testing.T, mode string, rounds int, with ...func(*Ferry)) {
 	variants := mode == "auto" && len(with) == 0
 	start := time.Now()
 	setupPkg(t) // starts the template build, which runs beside ferry base
-	cfg := loadConfig(t, defaultAgents, rounds)
+	cfg := loadConfig(t, defaultAgents, defaultRounds)
 	repro := cfg.repro(t.Name())
 	t.Logf("seed %d, %d agents, %d rounds; reproduce with: %s", cfg.seed, cfg.agents, cfg.rounds, repro)
 	fatalf := func(format string, args ...any) {

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -240,10 +241,34 @@ func TestLinkRetargets(t *testing.T) {
 		{"out of the checkout", "one.txt", out, "out\n", ""},
 		{"outside to outside", out, other, "other\n", ""},
 	}
+	// Cases whose base links alike share a world (a base per mode and
+	// link): each commits its retarget on the base's commit, detached, and
+	// spawns an agent of its own from it.
+	type shared struct {
+		w    *world
+		head string
+	}
+	worlds := map[string]shared{}
 	for _, mode := range []string{"checksum", "mtime"} {
 		for _, c := range cases {
-			t.Run(mode+"/"+c.name, func(t *testing.T) {
+			if _, ok := worlds[mode+"\x00"+c.base]; !ok {
 				w := freshWorld(t, mode, c.base)
+				head, err := w.repo.Git("rev-parse", "HEAD")
+				if err != nil {
+					t.Fatal(err)
+				}
+				worlds[mode+"\x00"+c.base] = shared{w, strings.TrimSpace(head)}
+			}
+		}
+	}
+	for _, mode := range []string{"checksum", "mtime"} {
+		for i, c := range cases {
+			t.Run(mode+"/"+c.name, func(t *testing.T) {
+				sw := worlds[mode+"\x00"+c.base]
+				w := sw.w
+				if _, err := w.repo.Git("checkout", "-q", "--detach", sw.head); err != nil {
+					t.Fatal(err)
+				}
 				link := w.repo.Path("lib_a/src/data.txt")
 				if err := os.Remove(link); err != nil {
 					t.Fatal(err)
@@ -251,20 +276,22 @@ func TestLinkRetargets(t *testing.T) {
 				if err := os.Symlink(c.agent, link); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := w.repo.Commit("retarget"); err != nil {
+				commit, err := w.repo.Commit("retarget")
+				if err != nil {
 					t.Fatal(err)
 				}
-				args := []string{"--from", "HEAD"}
+				args := []string{"--from", commit}
 				if c.backend != "" {
 					args = append(args, "--backend", c.backend)
 				}
-				a := w.spawn(t, "a", args...)
+				name := fmt.Sprintf("a%d", i)
+				a := w.spawn(t, name, args...)
 				var rec struct {
 					Fork struct {
 						LinkRebuilds []string `json:"link_rebuilds"`
 					} `json:"fork"`
 				}
-				data, err := os.ReadFile(filepath.Join(w.storeDir(t), "agents", "a", "agent.json"))
+				data, err := os.ReadFile(filepath.Join(w.storeDir(t), "agents", name, "agent.json"))
 				if err != nil {
 					t.Fatal(err)
 				}

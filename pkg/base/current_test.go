@@ -14,7 +14,7 @@ import (
 // built or reused after a newer one's, leaves current where it is; a
 // commit of another history (a branch switched to) takes it.
 func TestCurrentIsTheNewestCommit(t *testing.T) {
-	e := setup(t, "true")
+	e := setupLight(t, "true")
 	commit := func(msg string) string {
 		t.Helper()
 		c, err := e.repo.Commit(msg)
