@@ -95,6 +95,9 @@ func Adopt(o AdoptOptions) (*Adoption, error) {
 	if err := s.Init(); err != nil {
 		return nil, err
 	}
+	if err := roomFor(o.Settings, "adopting "+path, s.Dir); err != nil {
+		return nil, err
+	}
 	iso, backend, err := isolation(o.Settings, s, o.Backend, o.Progress, "ferry adopt")
 	if err != nil {
 		return nil, err

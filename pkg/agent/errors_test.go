@@ -170,7 +170,10 @@ func TestSpawnOutOfSpace(t *testing.T) {
 		}
 	}
 
-	_, stderr, err := w.ferry(w.repo.Dir, nil, "spawn", "full", "--backend", "copy")
+	// No free-space floor: the subject is a fork that meets a full disk
+	// (TestSpawnRefusedUnderTheFloor has the floor that would refuse it).
+	noFloor := []string{"FERRY_MIN_FREE=0"}
+	_, stderr, err := w.ferry(w.repo.Dir, noFloor, "spawn", "full", "--backend", "copy")
 	check("full", stderr, err)
 	if strings.Contains(stderr, "rollback is incomplete") {
 		t.Fatalf("the rollback should have finished:\n%s", stderr)
@@ -183,7 +186,7 @@ func TestSpawnOutOfSpace(t *testing.T) {
 	if err := os.WriteFile(lock, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, err = w.ferry(w.repo.Dir, nil, "spawn", "half", "--backend", "copy")
+	_, stderr, err = w.ferry(w.repo.Dir, noFloor, "spawn", "half", "--backend", "copy")
 	check("half", stderr, err)
 	if !strings.Contains(stderr, "the rollback is incomplete: `ferry spawn half` again or `ferry gc` finishes it") {
 		t.Fatalf("spawn half: the error does not say the rollback is incomplete:\n%s", stderr)
@@ -205,4 +208,52 @@ func TestSpawnOutOfSpace(t *testing.T) {
 	// With space again, the name spawns.
 	w.spawn(t, "half", "--backend", "copy")
 	w.mustFerry(t, "rm", "half")
+}
+
+// Under the free-space floor ([gc] min-free) spawn and adopt refuse before
+// they make anything: exit 8 with the figures and the setting named, and
+// no branch, worktree or agent left; with no floor the same spawn works.
+func TestSpawnRefusedUnderTheFloor(t *testing.T) {
+	w := shared(t)
+	floor := []string{"FERRY_MIN_FREE=1000T"}
+	refused := func(what string, stdout, stderr string, err error) {
+		t.Helper()
+		if exitCode(err) != 8 {
+			t.Fatalf("%s under the floor: exit %d, want 8:\n%s", what, exitCode(err), stderr)
+		}
+		for _, want := range []string{" refused: ", " free on ", "under the free-space floor of 1000 TiB", "[gc] min-free"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%s: stderr lacks %q:\n%s", what, want, stderr)
+			}
+		}
+		if !strings.Contains(stdout, `"kind": "no-space"`) {
+			t.Errorf("%s --json: %s", what, stdout)
+		}
+	}
+	stdout, stderr, err := w.ferry(w.repo.Dir, floor, "spawn", "floored", "--json")
+	refused("spawn", stdout, stderr, err)
+	if !strings.Contains(stderr, `spawning agent "floored" refused`) {
+		t.Errorf("the refusal does not name the agent:\n%s", stderr)
+	}
+	if w.branchExists("ferry/floored") || w.worktreeRegistered(filepath.Join(w.wts, filepath.Base(w.storeDir(t)), "floored")) {
+		t.Error("a refused spawn left its branch or worktree")
+	}
+	if _, err := os.Stat(filepath.Join(w.storeDir(t), "agents", "floored")); err == nil {
+		t.Error("a refused spawn left its agent directory")
+	}
+
+	path := w.addWorktree(t, "floored-adopt", "--detach")
+	stdout, stderr, err = w.ferry(w.repo.Dir, floor, "adopt", path, "--json")
+	refused("adopt", stdout, stderr, err)
+	if _, err := os.Lstat(filepath.Join(path, "target")); err == nil {
+		t.Error("a refused adoption linked ./target")
+	}
+	if out, err := w.repo.Git("worktree", "remove", "--force", path); err != nil {
+		t.Fatalf("git worktree remove: %v\n%s", err, out)
+	}
+
+	if _, stderr, err := w.ferry(w.repo.Dir, []string{"FERRY_MIN_FREE=0"}, "spawn", "floored"); err != nil {
+		t.Fatalf("spawn with no floor: %v\n%s", err, stderr)
+	}
+	w.mustFerry(t, "rm", "floored")
 }

@@ -91,6 +91,9 @@ func Spawn(o SpawnOptions) (*Record, error) {
 	if err := s.Init(); err != nil {
 		return nil, err
 	}
+	if err := roomFor(o.Settings, fmt.Sprintf("spawning agent %q", o.Name), s.Dir, path); err != nil {
+		return nil, err
+	}
 	iso, backend, err := isolation(o.Settings, s, o.Backend, o.Progress, "ferry spawn")
 	if err != nil {
 		return nil, err
@@ -129,6 +132,17 @@ func Spawn(o SpawnOptions) (*Record, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// roomFor checks each of paths (the store, the worktree) against the
+// free-space floor before an agent is made there: refused, nothing is.
+func roomFor(settings *config.Settings, what string, paths ...string) error {
+	for _, p := range paths {
+		if err := settings.MinFree.Check(p, what); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // isolation decides how a new agent's builds are isolated and which fork

@@ -161,7 +161,13 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		o.OnBuilding(p)
 	}
 
-	r, err := build(ctx, o, p, seed, start, co, probed)
+	// Refused under the free-space floor before the warm build, the one
+	// that fills a disk; the checkout started beside it is discarded.
+	var r *Record
+	err = o.Settings.MinFree.Check(o.Store.Dir, fmt.Sprintf("building the base of %.12s", commit))
+	if err == nil {
+		r, err = build(ctx, o, p, seed, start, co, probed)
+	}
 	if err != nil {
 		co.done() // the checkout is done before it is discarded
 		if derr := Discard(o, p.ID); derr != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -72,4 +73,50 @@ func tail(s string) string {
 		return s[len(s)-3000:]
 	}
 	return s
+}
+
+// Under the free-space floor ([gc] min-free) a base build is refused before
+// it starts: exit 8, the figures and the setting named, nothing made, and
+// current unchanged; reusing a ready base writes nothing and is never
+// refused.
+func TestBuildRefusedUnderTheFloor(t *testing.T) {
+	e := setupLight(t, "true")
+	run := func(floor string) (string, string, error) {
+		t.Helper()
+		c := e.command("--json")
+		if floor != "" {
+			c.Env = append(c.Env, "FERRY_MIN_FREE="+floor)
+		}
+		var stdout, stderr bytes.Buffer
+		c.Stdout, c.Stderr = &stdout, &stderr
+		err := c.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	stdout, stderr, err := run("1000T")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 8 {
+		t.Fatalf("ferry-base under the floor: %v, want exit 8:\n%s", err, stderr)
+	}
+	for _, want := range []string{"building the base of " + e.repo.Head[:12] + " refused: ", " free on ", "under the free-space floor of 1000 TiB",
+		"hint: free space on ", "FERRY_MIN_FREE (now 1000 TiB"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if !strings.Contains(stdout, `"kind": "no-space"`) {
+		t.Errorf("--json: %s", stdout)
+	}
+	if ents, _ := filepath.Glob(filepath.Join(e.store.Dir, "bases", "*")); len(ents) != 0 {
+		t.Errorf("a refused build left %v", ents)
+	}
+	if cur, err := e.store.Current(); err == nil && cur != "" {
+		t.Errorf("a refused build set current to %s", cur)
+	}
+
+	if _, stderr, err := run(""); err != nil {
+		t.Fatalf("ferry-base with the default floor: %v\n%s", err, stderr)
+	}
+	stdout, stderr, err = run("1000T")
+	if err != nil || !strings.Contains(stdout, `"reused": true`) {
+		t.Fatalf("reusing the ready base under the floor: %v\n%s%s", err, stdout, stderr)
+	}
 }

@@ -238,7 +238,12 @@ type Settings struct {
 	// reap-after, a Go duration; default DefaultReapAfter). 0 reaps as
 	// soon as the other rules of package gc hold.
 	ReapAfter time.Duration
-	File      string // path of the ferry.toml that was read, "" if there was none
+	// MinFree is the free-space floor a spawn, an adoption or a base build
+	// checks before it starts, so that it refuses with the figures rather
+	// than a build stopping on a full disk (FERRY_MIN_FREE, [gc] min-free;
+	// default AutoMinFree).
+	MinFree Floor
+	File    string // path of the ferry.toml that was read, "" if there was none
 }
 
 // DefaultReapAfter is Settings.ReapAfter unless set: a day. An agent
@@ -359,6 +364,7 @@ func loadFrom(repoRoot string, env Env, goos string, read func(root string) (*do
 		Backend:      "auto",
 		SandboxMode:  "auto",
 		ReapAfter:    DefaultReapAfter,
+		MinFree:      AutoMinFree,
 		File:         doc.file,
 	}
 	if err := s.applyFile(&t, root, &r); err != nil {
@@ -466,6 +472,9 @@ func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
 	if t.GC.ReapAfter != nil {
 		s.ReapAfter, _, _ = ParseReapAfter(*t.GC.ReapAfter) // checked with the file
 	}
+	if t.GC.MinFree != nil {
+		s.MinFree, _, _ = ParseMinFree(*t.GC.MinFree) // checked with the file
+	}
 	if t.Bus.MonitorPort != nil {
 		s.BusMonitorPort = *t.Bus.MonitorPort
 	}
@@ -553,6 +562,13 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 			return envError("FERRY_REAP_AFTER", v, msg, hint)
 		}
 		s.ReapAfter = d
+	}
+	if v := env.Getenv("FERRY_MIN_FREE"); v != "" {
+		f, msg, hint := ParseMinFree(v)
+		if msg != "" {
+			return envError("FERRY_MIN_FREE", v, msg, hint)
+		}
+		s.MinFree = f
 	}
 	if v := env.Getenv("FERRY_BUS_MONITOR_PORT"); v != "" {
 		n, msg, hint := parsePort(v, 0)

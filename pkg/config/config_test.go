@@ -71,6 +71,7 @@ func defaults() Settings {
 		Backend:        "auto",
 		SandboxMode:    "auto",
 		ReapAfter:      24 * time.Hour,
+		MinFree:        Floor{Auto: true},
 	}
 }
 
@@ -155,6 +156,7 @@ url = "nats://127.0.0.1:4222"
 
 [gc]
 reap-after = "36h"
+min-free = "10G"
 
 [share]
 trusted-keys = ["ferry-ed25519:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "ferry-ed25519:AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA"]
@@ -174,6 +176,7 @@ trusted-keys = ["ferry-ed25519:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "fe
 					SandboxMode:    "off",
 					BusURL:         "nats://127.0.0.1:4222",
 					ReapAfter:      36 * time.Hour,
+					MinFree:        Floor{Bytes: 10 << 30},
 					TrustedKeys:    []string{"ferry-ed25519:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "ferry-ed25519:AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA"},
 					File:           filepath.Join(root, FileName),
 				}
@@ -261,6 +264,27 @@ trusted-keys = ["ferry-ed25519:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "fe
 			env:  map[string]string{"FERRY_REMAP_PATHS": "0"},
 			want: func(root string) Settings {
 				s := defaults()
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
+			name: "[gc] min-free in binary units; FERRY_MIN_FREE over it, 0 for none",
+			file: "[gc]\nmin-free = \"1.5G\"\n",
+			want: func(root string) Settings {
+				s := defaults()
+				s.MinFree = Floor{Bytes: 3 << 29}
+				s.File = filepath.Join(root, FileName)
+				return s
+			},
+		},
+		{
+			name: "FERRY_MIN_FREE over the file; 0 is no floor",
+			file: "[gc]\nmin-free = \"10G\"\n",
+			env:  map[string]string{"FERRY_MIN_FREE": "0"},
+			want: func(root string) Settings {
+				s := defaults()
+				s.MinFree = Floor{}
 				s.File = filepath.Join(root, FileName)
 				return s
 			},
@@ -768,6 +792,18 @@ func TestLoadErrors(t *testing.T) {
 			file: "[gc]\nreap-after = \"1d\"\n",
 			msg:  []string{`@:2: gc.reap-after = "1d": not a duration`},
 			hint: []string{`"24h"`},
+		},
+		{
+			name: "min-free that is no size",
+			file: "[gc]\nmin-free = \"lots\"\n",
+			msg:  []string{`@:2: gc.min-free = "lots": not a size`},
+			hint: []string{`"10G"`, `"auto"`},
+		},
+		{
+			name: "negative FERRY_MIN_FREE",
+			file: noFile,
+			env:  map[string]string{"FERRY_MIN_FREE": "-1G"},
+			msg:  []string{`FERRY_MIN_FREE="-1G": not a size`},
 		},
 		{
 			name: "negative FERRY_REAP_AFTER",

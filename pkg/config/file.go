@@ -100,6 +100,7 @@ type metricsTable struct {
 
 type gcTable struct {
 	ReapAfter *string `toml:"reap-after"`
+	MinFree   *string `toml:"min-free"`
 }
 
 type platformTables struct {
@@ -138,6 +139,7 @@ func (t *tables) override(o *tables) {
 	set(&t.Bus.BasesMaxBytes, o.Bus.BasesMaxBytes)
 	set(&t.Bus.RunnerBuilds, o.Bus.RunnerBuilds)
 	set(&t.GC.ReapAfter, o.GC.ReapAfter)
+	set(&t.GC.MinFree, o.GC.MinFree)
 	set(&t.Bus.MonitorPort, o.Bus.MonitorPort)
 	set(&t.Metrics.Port, o.Metrics.Port)
 	set(&t.Share.TrustedKeys, o.Share.TrustedKeys)
@@ -382,6 +384,12 @@ func (d *document) checkTables(t *tables, prefix string) error {
 	if v := t.GC.ReapAfter; v != nil {
 		if _, msg, hint := ParseReapAfter(*v); msg != "" {
 			key := prefix + "gc.reap-after"
+			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
+		}
+	}
+	if v := t.GC.MinFree; v != nil {
+		if _, msg, hint := ParseMinFree(*v); msg != "" {
+			key := prefix + "gc.min-free"
 			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
 		}
 	}

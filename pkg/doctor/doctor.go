@@ -65,6 +65,7 @@ const (
 	CheckOwner      = "store-owner"         // nobody but the caller (and root) can change the store's path
 	CheckOverlay    = platform.CheckOverlay // an unprivileged overlay with its upper in the store
 	CheckFilesystem = "filesystem"          // the store's filesystem
+	CheckDiskFloor  = "disk-floor"          // free space on the store's filesystem over [gc] min-free
 	CheckReflink    = platform.CheckReflink // clones in the store
 	CheckRefresh    = "refresh"             // how a new commit's base starts from an older one's target
 	CheckBases      = "bases"               // ready bases still hold what they were built with
@@ -317,7 +318,7 @@ func (r *Report) inRepo(o Options, userns Check) {
 	overlay := checkOverlay(o.Host, dir, need.Overlay)
 	r.Checks = append(r.Checks, overlay)
 	fs := checkFilesystem(dir)
-	r.Checks = append(r.Checks, fs)
+	r.Checks = append(r.Checks, fs, checkDiskFloor(dir, s.MinFree))
 	reflink := checkReflink(dir, fs.Detail, need.Clones)
 	r.Checks = append(r.Checks, reflink)
 	bases, basesErr := checkBases(o.Store)
@@ -904,6 +905,26 @@ func checkFilesystem(dir string) Check {
 		return Check{Name: CheckFilesystem, Status: Warning, Path: dir, Detail: err.Error()}
 	}
 	return Check{Name: CheckFilesystem, Status: OK, Path: dir, Detail: fs}
+}
+
+// checkDiskFloor compares the free space on the store's filesystem with
+// the free-space floor: under it, spawns, adoptions and base builds are
+// refused (a warning: freeing space is the fix, not the host).
+func checkDiskFloor(dir string, floor config.Floor) Check {
+	c := Check{Name: CheckDiskFloor, Path: dir, Status: OK}
+	full := failure.Measure(dir)
+	if !full.Measured {
+		c.Status, c.Detail = Warning, "cannot measure the free space"
+		return c
+	}
+	least := floor.Of(full.Size)
+	c.Detail = fmt.Sprintf("%s free of %s; the floor is %s ([gc] min-free %s)", failure.Bytes(full.Free), failure.Bytes(full.Size), failure.Bytes(least), floor)
+	if least > 0 && full.Free < least {
+		c.Status = Warning
+		c.Detail = "under the floor, spawns and base builds are refused: " + c.Detail
+		c.Hint = "free space (`ferry gc` deletes bases nothing uses, `ferry rm NAME` removes an agent you are done with), or lower [gc] min-free (FERRY_MIN_FREE; \"0\" turns the floor off)"
+	}
+	return c
 }
 
 // checkReflink tries a clone in dir, as spawn would (fork.ReflinkBlocker).

@@ -767,3 +767,30 @@ func TestCheckShimPath(t *testing.T) {
 		t.Errorf("git hook installed: %+v", c)
 	}
 }
+
+// The disk-floor check says what is free beside the floor, and warns, with
+// the fix, when the store's filesystem is under it (spawns are refused);
+// with no floor it passes.
+func TestDiskFloorCheck(t *testing.T) {
+	parent := t.TempDir()
+	for _, c := range []struct {
+		floor  config.Floor
+		status Status
+		says   string
+	}{
+		{config.Floor{}, OK, "the floor is 0 B ([gc] min-free 0)"},
+		{config.AutoMinFree, OK, "([gc] min-free auto)"},
+		{config.Floor{Bytes: 1 << 60}, Warning, "under the floor, spawns and base builds are refused: "},
+	} {
+		o := inRepo(platform.Real(), parent, "copy", "auto")
+		o.Settings.MinFree = c.floor
+		r := Run(o)
+		ch := r.Check(CheckDiskFloor)
+		if ch.Status != c.status || !strings.Contains(ch.Detail, c.says) || !strings.Contains(ch.Detail, " free of ") {
+			t.Errorf("floor %v: %s %q, want %s saying %q", c.floor, ch.Status, ch.Detail, c.status, c.says)
+		}
+		if (c.status == Warning) != strings.Contains(ch.Hint, "FERRY_MIN_FREE") {
+			t.Errorf("floor %v: hint %q", c.floor, ch.Hint)
+		}
+	}
+}

@@ -79,7 +79,7 @@ func NoSpaceAt(path string, err error) error {
 	if err == nil || !errors.Is(err, syscall.ENOSPC) {
 		return err
 	}
-	return &spaceNote{full: measure(path), err: err}
+	return &spaceNote{full: Measure(path), err: err}
 }
 
 // NoSpaceSeen is NoSpaceAt for a write whose filesystem was watched while
@@ -89,7 +89,7 @@ func NoSpaceSeen(path string, free uint64, err error) error {
 	if err == nil || !errors.Is(err, syscall.ENOSPC) {
 		return err
 	}
-	n := &spaceNote{full: measure(path), err: err}
+	n := &spaceNote{full: Measure(path), err: err}
 	if n.full.Measured && free < n.full.Free {
 		n.full.Free = free
 	}
@@ -126,7 +126,7 @@ func Space(err error) (Full, bool) {
 	if path == "" {
 		return Full{}, true
 	}
-	return measure(path), true
+	return Measure(path), true
 }
 
 // spaceLeft is the free space under which OutOfSpace counts a filesystem as
@@ -169,8 +169,9 @@ func walk(err error, f func(error)) {
 	}
 }
 
-// measure statfs's the nearest existing directory at or above path.
-func measure(path string) Full {
+// Measure statfs's the nearest existing directory at or above path: the
+// free space and size of the filesystem that holds, or would hold, path.
+func Measure(path string) Full {
 	f := Full{Path: path}
 	dir := existingDir(path)
 	if dir == "" {

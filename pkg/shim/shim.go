@@ -199,7 +199,7 @@ func (c *Call) resolve() (*record.Agent, *store.Store, string, error) {
 		return nil, nil, "", err
 	}
 	if a.State != record.Ready {
-		return nil, nil, "", fmt.Errorf("agent %q is not fully created (state %q); remove it with `ferry rm --force %s`", a.Name, a.State, a.Name)
+		return nil, nil, "", record.NotReady(a)
 	}
 	return a, s, top, nil
 }

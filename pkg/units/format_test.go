@@ -132,12 +132,12 @@ func TestNames(t *testing.T) {
 		}
 	}
 	for id, want := range map[string]string{
-		"path+file:///tmp/ws/app#0.1.0":                                       "app",
-		"path+file:///tmp/ws/lib#core-lib@0.1.0":                              "core-lib",
-		"registry+https://github.com/rust-lang/crates.io-index#memchr@2.5.0":  "memchr",
-		"git+https://github.com/x/y.git?branch=main#z@1.0.0":                  "z",
-		"git+https://github.com/x/zz?rev=abc#0.2.0":                           "zz",
-		"serde 1.0.0 (registry+https://github.com/rust-lang/crates.io-index)": "serde",
+		"path+file:///tmp/ws/app#0.1.0":                         "app",
+		"path+file:///tmp/ws/lib#core-lib@0.1.0":                "core-lib",
+		"registry+https://registry.invalid/index#memchr@2.5.0":  "memchr",
+		"git+https://github.com/x/y.git?branch=main#z@1.0.0":    "z",
+		"git+https://github.com/x/zz?rev=abc#0.2.0":             "zz",
+		"serde 1.0.0 (registry+https://registry.invalid/index)": "serde",
 	} {
 		if got := PackageName(id); got != want {
 			t.Errorf("PackageName(%q) = %q, want %q", id, got, want)

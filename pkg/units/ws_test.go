@@ -41,7 +41,7 @@ var (
 	v2 = version{Tiny: "1.1.0"}
 )
 
-// registry writes the crates the workspace takes from "crates.io": a
+// registry writes the crates the workspace takes from the default registry: a
 // directory source holding tiny 1.0.0 and 1.1.0 (each with a build script)
 // and dropme 1.0.0, so that a dependency can be bumped without a network.
 func registry(t *testing.T, dir string) string {
