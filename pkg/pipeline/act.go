@@ -143,6 +143,19 @@ func Pull(ctx context.Context, a Announcer, conn *bus.Conn, o share.PullOptions)
 	return pull(ctx, a, conn, o, true)
 }
 
+// Import installs a base from an archive file (share.Import) and announces
+// base.ready naming no object: the base is in no bucket for runners to
+// pull.
+func Import(ctx context.Context, a Announcer, o share.ImportOptions) (*share.Pulled, error) {
+	res, err := share.Import(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	a.Announce(ReadyEvent(res.Record, res.Reused, res.Seconds, ""))
+	adoptPendingAfter(a)
+	return res, nil
+}
+
 // pull is Pull; with announceReused false a base already ready here is
 // made current without an announcement, so that runners answering each
 // other's base.ready do not go on forever.

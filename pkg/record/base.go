@@ -150,12 +150,13 @@ type BuildTimings struct {
 
 // Pull is where a pulled base came from.
 type Pull struct {
-	Bucket string `json:"bucket"`
-	Object string `json:"object"`
-	Host   string `json:"host"`   // the publishing host
-	From   string `json:"from"`   // the store dir its target recorded there
-	Digest string `json:"digest"` // SHA-256 of the object it was installed from
-	Signer string `json:"signer"` // the trusted key its metadata was signed with
+	Bucket  string `json:"bucket"`
+	Object  string `json:"object"`
+	Archive string `json:"archive,omitempty"` // the file it was imported from (`ferry base import`), when not from a bucket
+	Host    string `json:"host"`              // the publishing host
+	From    string `json:"from"`              // the store dir its target recorded there
+	Digest  string `json:"digest"`            // SHA-256 of the object it was installed from
+	Signer  string `json:"signer"`            // the trusted key its metadata was signed with
 	// Relocated is what the dead relocation plan removed from the target,
 	// when From is not this store's dir.
 	Relocated *Applied `json:"relocated,omitempty"`

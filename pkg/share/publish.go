@@ -114,27 +114,13 @@ func Publish(ctx context.Context, conn *bus.Conn, b Bucket, r *base.Record, sign
 		return nil, errors.New("publish: no signing key")
 	}
 	js := conn.JS
-	if err := base.Verify(r); err != nil {
-		return nil, err
-	}
-	roots, err := base.RelocationRoots(r)
+	m, err := newMeta(r)
 	if err != nil {
 		return nil, err
 	}
 	obs, err := b.open(ctx, js, true)
 	if err != nil {
 		return nil, err
-	}
-	host, _ := os.Hostname()
-	m := Meta{
-		Format: Format, BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
-		Toolchain: r.Toolchain, Warm: warmCommands(r.Warm), Modes: r.Modes,
-		Store: roots.Store, GitDir: roots.GitDir,
-		Entries: r.TargetSeal.Entries, Bytes: r.TargetSeal.Bytes,
-		Level: Level.String(), Host: host,
-	}
-	if _, err := os.Lstat(store.BaseFiles(r.Dir).Relocation); err == nil {
-		m.Relocation = true
 	}
 
 	ctx, cancel := transferContext(ctx)
@@ -170,6 +156,30 @@ func Publish(ctx context.Context, conn *bus.Conn, b Bucket, r *base.Record, sign
 	return &Published{Bucket: b.name(), Object: r.ID, Signer: signer.Public(), Meta: m, Seconds: time.Since(start).Seconds()}, nil
 }
 
+// newMeta describes ready base r, checked against its seal first: a
+// changed base is never shared. The digests are the caller's to fill in.
+func newMeta(r *base.Record) (Meta, error) {
+	if err := base.Verify(r); err != nil {
+		return Meta{}, err
+	}
+	roots, err := base.RelocationRoots(r)
+	if err != nil {
+		return Meta{}, err
+	}
+	host, _ := os.Hostname()
+	m := Meta{
+		Format: Format, BaseID: r.ID, Commit: r.Commit, Fingerprint: r.Fingerprint,
+		Toolchain: r.Toolchain, Warm: warmCommands(r.Warm), Modes: r.Modes,
+		Store: roots.Store, GitDir: roots.GitDir,
+		Entries: r.TargetSeal.Entries, Bytes: r.TargetSeal.Bytes,
+		Level: Level.String(), Host: host,
+	}
+	if _, err := os.Lstat(store.BaseFiles(r.Dir).Relocation); err == nil {
+		m.Relocation = true
+	}
+	return m, nil
+}
+
 // DeltaSuffix names a base's delta object: <base id><DeltaSuffix>.
 const DeltaSuffix = ".delta"
 
@@ -202,21 +212,10 @@ type uploaded struct {
 // given) as object meta.Name.
 func upload(ctx context.Context, obs jetstream.ObjectStore, meta jetstream.ObjectMeta, dir, seed string) (*uploaded, error) {
 	pr, pw := io.Pipe()
-	// The digest is of the object as stored: a pull checks it while the
-	// bytes arrive, not over the (eight times larger) plain stream.
-	sum := sha256.New()
-	var stream, compressed counter
-	a := &archiver{}
+	var up *uploaded
 	go func() {
-		zw, err := zstd.NewWriter(io.MultiWriter(pw, sum, &compressed), zstd.WithEncoderLevel(Level))
-		if err != nil {
-			pw.CloseWithError(err)
-			return
-		}
-		a, err = writeArchive(io.MultiWriter(zw, &stream), dir, seed)
-		if cerr := zw.Close(); err == nil {
-			err = cerr
-		}
+		var err error
+		up, err = writeObject(pw, dir, seed)
 		pw.CloseWithError(err) // nil: EOF
 	}()
 	_, err := obs.Put(ctx, meta, pr)
@@ -225,6 +224,27 @@ func upload(ctx context.Context, obs jetstream.ObjectStore, meta jetstream.Objec
 		return nil, err
 	}
 	// Put returned after reading the pipe to its end: the writer is done.
+	return up, nil
+}
+
+// writeObject writes base directory dir's object (a delta against seed,
+// when given) to w: its tar stream, zstd-compressed. The digest is of the
+// object as written: an install checks it while the bytes arrive, not over
+// the (eight times larger) plain stream.
+func writeObject(w io.Writer, dir, seed string) (*uploaded, error) {
+	sum := sha256.New()
+	var stream, compressed counter
+	zw, err := zstd.NewWriter(io.MultiWriter(w, sum, &compressed), zstd.WithEncoderLevel(Level))
+	if err != nil {
+		return nil, err
+	}
+	a, err := writeArchive(io.MultiWriter(zw, &stream), dir, seed)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
 	return &uploaded{digest: hex.EncodeToString(sum.Sum(nil)), stream: stream.n, compressed: compressed.n,
 		seeded: a.seeded, seededBytes: a.seededBytes}, nil
 }

@@ -141,7 +141,7 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 		d := m.Delta
 		o.say("pulling base %s from bucket %s as a delta against base %s (%.1f MB, the full object %.1f MB)",
 			p.ID, o.Bucket.name(), d.Seed, float64(d.Compressed)/1e6, float64(m.Compressed)/1e6)
-		res, err = install(ctx, obs, o, p, m, object{name: d.Object, digest: d.Digest, seed: seed, signer: signer})
+		res, err = fromBucket(ctx, obs, o, p, m, object{name: d.Object, digest: d.Digest, seed: seed, signer: signer})
 		var se *SeedError
 		if errors.As(err, &se) || errors.Is(err, jetstream.ErrObjectNotFound) {
 			o.say("the delta cannot be used: %v; pulling the full object", err)
@@ -153,7 +153,7 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 	}
 	if res == nil && err == nil {
 		o.say("pulling base %s from bucket %s (%.1f MB)", p.ID, o.Bucket.name(), float64(m.Compressed)/1e6)
-		res, err = install(ctx, obs, o, p, m, object{name: p.ID, digest: m.Digest, signer: signer})
+		res, err = fromBucket(ctx, obs, o, p, m, object{name: p.ID, digest: m.Digest, signer: signer})
 	}
 	if err != nil {
 		if derr := base.Discard(o.Build, p.ID); derr != nil {
@@ -318,24 +318,13 @@ func readySeed(s *store.Store, d *Delta) string {
 // against a seed base (its directory) this host holds.
 type object struct {
 	name, digest, seed string
-	signer             string // the key its metadata is signed with
+	signer             string // the key its metadata is signed with; "" when trusted unsigned
+	archive            string // the archive file it is read from (Import); "" for the bucket's
 }
 
-// install streams the object into the base directory (the partial base),
-// checks its digest, relocates the target when the publisher's store path
-// differs, and writes base.json last. The caller holds the base lock.
-func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *base.Plan, m *Meta, ob object) (*Pulled, error) {
-	s, repo := o.Build.Store, o.Build.Repo
-	files := s.Base(p.ID)
-	if err := os.MkdirAll(files.Dir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := repo.WorktreeAddDetached(files.Src, p.Commit); err != nil {
-		return nil, err
-	}
-	if err := repo.WorktreeLock(files.Src, store.BaseCheckoutReason(p.ID)); err != nil {
-		return nil, err
-	}
+// fromBucket installs object ob of the bucket: it reads it in a goroutine
+// that fails the read when the bus stalls (guard).
+func fromBucket(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *base.Plan, m *Meta, ob object) (*Pulled, error) {
 	tctx, cancel := transferContext(ctx)
 	defer cancel()
 	// Opening the object asks the bus for its info with the transfer's
@@ -348,7 +337,25 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 		return obj, nil
 	}, StallTimeout)
 	defer chunks.Close()
-	src := &objReader{r: chunks}
+	return install(ctx, &objReader{r: chunks}, o, p, m, ob)
+}
+
+// install streams the object from src into the base directory (the partial
+// base), checks its digest, relocates the target when the publisher's
+// store path differs, and writes base.json last. The caller holds the base
+// lock.
+func install(ctx context.Context, src *objReader, o PullOptions, p *base.Plan, m *Meta, ob object) (*Pulled, error) {
+	s, repo := o.Build.Store, o.Build.Repo
+	files := s.Base(p.ID)
+	if err := os.MkdirAll(files.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := repo.WorktreeAddDetached(files.Src, p.Commit); err != nil {
+		return nil, err
+	}
+	if err := repo.WorktreeLock(files.Src, store.BaseCheckoutReason(p.ID)); err != nil {
+		return nil, err
+	}
 	// The digest is of the object as it arrives: the decoder's goroutine
 	// hashes 136 MB where the plain stream was 1 GB (the large bench
 	// workspace), while this one writes files.
@@ -390,22 +397,27 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 			return nil, failure.Wrap(failure.Interrupted, ctx.Err(), "", "pull of base %s interrupted; the partial base was discarded", p.ID)
 		}
 		if src.err != nil && !errors.Is(src.err, jetstream.ErrDigestMismatch) {
-			// The bus, not the object: nothing says the object is bad.
+			// The bus or the disk, not the object: nothing says the
+			// object is bad.
+			if ob.archive != "" {
+				return nil, failure.Wrap(failure.Internal, src.err, "check the file and import it again",
+					"read base %s from %s; nothing was installed", p.ID, ob.archive)
+			}
 			return nil, failure.Wrap(failure.Internal, src.err, "check the bus and pull again",
 				"read base %s from bucket %s; nothing was installed", p.ID, o.Bucket.name())
 		}
-		return nil, corrupt(p.ID, err)
+		return nil, ob.corrupt(p.ID, err)
 	}
 	if got := hex.EncodeToString(sum.Sum(nil)); got != ob.digest {
-		return nil, corrupt(p.ID, fmt.Errorf("digest mismatch: object %s's SHA-256 is %s, its metadata says %s", ob.name, got, ob.digest))
+		return nil, ob.corrupt(p.ID, fmt.Errorf("digest mismatch: object %s's SHA-256 is %s, its metadata says %s", ob.name, got, ob.digest))
 	}
 
 	var r base.Record
 	if err := json.Unmarshal(x.record, &r); err != nil {
-		return nil, corrupt(p.ID, fmt.Errorf("read its base.json: %w", err))
+		return nil, ob.corrupt(p.ID, fmt.Errorf("read its base.json: %w", err))
 	}
 	if r.ID != p.ID {
-		return nil, corrupt(p.ID, fmt.Errorf("its base.json is of base %s", r.ID))
+		return nil, ob.corrupt(p.ID, fmt.Errorf("its base.json is of base %s", r.ID))
 	}
 	// The record, as this store has the base.
 	r.Store, r.Dir, r.Src, r.Target = s.Dir, files.Dir, files.Src, files.Target
@@ -455,6 +467,9 @@ func install(ctx context.Context, obs jetstream.ObjectStore, o PullOptions, p *b
 		return nil, fmt.Errorf("seal the pulled target: %w", err)
 	}
 	r.Pulled = &base.PullRecord{Object: ob.name, Bucket: o.Bucket.name(), From: m.Store, Host: m.Host, Digest: ob.digest, Signer: ob.signer, Relocated: res.Relocated}
+	if ob.archive != "" {
+		r.Pulled.Bucket, r.Pulled.Archive = "", ob.archive
+	}
 	r.Created = time.Now().UTC()
 	if err := ctx.Err(); err != nil {
 		return nil, failure.Wrap(failure.Interrupted, err, "", "pull of base %s interrupted; the partial base was discarded", p.ID)
@@ -548,7 +563,13 @@ func (o *objReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func corrupt(id string, err error) error {
+// corrupt refuses an object whose bytes are not what its signed metadata
+// says.
+func (ob object) corrupt(id string, err error) error {
+	if ob.archive != "" {
+		return failure.Wrap(failure.Refused, err, "export the base again on its build host (`ferry base export`), then import that file",
+			"the base archive %s is corrupt or cut short; nothing was installed", ob.archive)
+	}
 	return failure.Wrap(failure.Refused, err, "publish the base again from its build host (`ferry base --publish`), then pull again",
 		"the published base %s is corrupt; nothing was installed", id)
 }

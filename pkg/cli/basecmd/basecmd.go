@@ -8,6 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,6 +29,20 @@ type grammar struct {
 	Build  buildCmd  `cmd:"" default:"withargs" help:"Build (or reuse) the immutable warm base of a commit and make it current."`
 	List   listCmd   `cmd:"" help:"List the bases of this repository."`
 	Verify verifyCmd `cmd:"" help:"Check that ready bases still hold the target they were built with, from its listing (inodes, sizes, modes, mtimes, change times), or with --full from every file's bytes (exit 6 if one does not)."`
+	Export exportCmd `cmd:"" help:"Write the ready base of a commit as one signed file, for a machine that cannot reach the bus (a cloud agent's container, a CI runner, a new laptop)."`
+	Import importCmd `cmd:"" help:"Install a base from a file ferry base export wrote (signed by a key in [share] trusted-keys), relocated to this store, and make it current."`
+}
+
+type exportCmd struct {
+	Rev    string `help:"Revision whose ready base to export." default:"HEAD" placeholder:"R"`
+	Output string `short:"o" help:"File to write (- for stdout); default: ferry-base-<commit>.ferrybase here." placeholder:"FILE"`
+	JSON   bool   `name:"json" help:"Print what was written as JSON."`
+}
+
+type importCmd struct {
+	File          string `arg:"" help:"The archive ferry base export wrote (- for stdin)." placeholder:"FILE"`
+	TrustUnsigned bool   `help:"Install it even when it is unsigned or signed by a key this host does not trust (a file you vouch for)."`
+	JSON          bool   `name:"json" help:"Print what was installed as JSON."`
 }
 
 type buildCmd struct {
@@ -53,6 +70,8 @@ var examples = []string{
 	"ferry base list",
 	"ferry base verify --all",
 	"ferry base verify --full    # also read every file of the current base and compare its SHA-256",
+	"ferry base export -o base.ferrybase   # the current base as one signed file",
+	"ferry base import base.ferrybase      # on another machine: install it, relocated",
 }
 
 // Main runs ferry-base with args and returns its exit code; name is the
@@ -66,6 +85,10 @@ func Main(name string, args []string, io cli.IO) int {
 	switch ctx.Command() {
 	case "list":
 		return cli.Report(io, name, c.List.run(io), c.List.JSON)
+	case "export":
+		return cli.Report(io, name, c.Export.run(io), c.Export.JSON)
+	case "import <file>":
+		return cli.Report(io, name, c.Import.run(io), c.Import.JSON)
 	case "verify":
 		err := c.Verify.run(io)
 		// With --json the results are the answer on stdout, changed bases
@@ -453,6 +476,128 @@ func (c *verifyCmd) run(io cli.IO) error {
 	if bad > 0 {
 		return failure.New(failure.Refused, "rebuild each changed or damaged base with `ferry base --rebuild --rev COMMIT`",
 			"%d of %d base(s) changed after they were built or have a damaged record", bad, len(results))
+	}
+	return nil
+}
+
+func (c *exportCmd) run(io cli.IO) error {
+	fc, err := cli.Load(".")
+	if err != nil {
+		return err
+	}
+	p, err := base.Resolve(base.Options{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Rev: c.Rev})
+	if err != nil {
+		return err
+	}
+	r, err := base.Read(fc.Store, p.ID)
+	if errors.Is(err, fs.ErrNotExist) {
+		return failure.New(failure.Refused, "build it first: `ferry base --rev "+cli.Short(p.Commit)+"`",
+			"no ready base of %s to export (base %s)", cli.Short(p.Commit), p.ID)
+	}
+	if err != nil {
+		return err
+	}
+	signer, err := share.HostSigner(fc.Settings.StoreParent, func(f string, a ...any) { fmt.Fprintf(io.Stderr, "ferry-base: "+f+"\n", a...) })
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(fc.Store.TmpDir(), 0o700); err != nil {
+		return err
+	}
+	out := c.Output
+	if out == "" {
+		out = "ferry-base-" + cli.Short(r.Commit) + ".ferrybase"
+	}
+	var ex *share.Exported
+	if out == "-" {
+		if c.JSON {
+			return failure.New(failure.Usage, "write the archive to a file with -o FILE, or drop --json", "--json and -o - would both write to stdout")
+		}
+		ex, err = share.Export(r, signer, io.Stdout, fc.Store.TmpDir())
+	} else {
+		ex, err = exportTo(out, r, signer, fc.Store.TmpDir())
+	}
+	if err != nil {
+		return err
+	}
+	ex.File = out
+	if c.JSON {
+		return cli.WriteJSON(io.Stdout, ex)
+	}
+	if out != "-" {
+		fmt.Fprintf(io.Stdout, "exported base %s\n  commit  %s\n  file    %s (%.1f MB; %.1f MB of target)\n  signer  %s\n  time    %s\n",
+			r.ID, r.Commit, out, float64(ex.Bytes)/1e6, float64(ex.Meta.Bytes)/1e6, ex.Signer, cli.Seconds(ex.Seconds))
+	}
+	return nil
+}
+
+// exportTo writes the archive to file path whole or not at all: to a
+// temporary file beside it, renamed into place when complete.
+func exportTo(path string, r *base.Record, signer *share.Signer, tmp string) (*share.Exported, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name()) // after the rename: nothing
+	ex, err := share.Export(r, signer, f, tmp)
+	if err == nil {
+		err = f.Chmod(0o644) // what it holds is signed, not secret
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("export to %s: %w", path, err)
+	}
+	return ex, nil
+}
+
+func (c *importCmd) run(io cli.IO) error {
+	fc, err := cli.Load(".")
+	if err != nil {
+		return err
+	}
+	stop := cli.StopOnSignals()
+	defer stop.Release()
+	from := os.Stdin
+	if c.File != "-" {
+		f, err := os.Open(c.File)
+		if err != nil {
+			return failure.Wrap(failure.Usage, err, "give the file ferry base export wrote, or - for stdin", "import %s", c.File)
+		}
+		defer f.Close()
+		from = f
+	}
+	e := env(fc, io)
+	o := share.ImportOptions{
+		Build: base.Options{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Progress: io.Stderr, Prog: "ferry-base"},
+		File:  c.File, From: from, TrustUnsigned: c.TrustUnsigned, Progress: io.Stderr,
+	}
+	res, err := pipeline.Import(stop.Context(), e.OneShot("ferry-base"), o)
+	if err != nil {
+		return stop.Err("ferry base import", err)
+	}
+	if c.JSON {
+		return cli.WriteJSON(io.Stdout, res)
+	}
+	r := res.Record
+	verb := "imported"
+	if res.Reused {
+		verb = "reused"
+	}
+	fmt.Fprintf(io.Stdout, "%s base %s\n  commit  %s\n  src     %s\n  target  %s\n  cargo   %s\n",
+		verb, r.ID, r.Commit, r.Src, r.Target, r.Toolchain.Cargo)
+	if !res.Reused {
+		fmt.Fprintf(io.Stdout, "  from    %s, exported from %s on %s, in %s\n", c.File, res.Meta.Store, res.Meta.Host, cli.Seconds(res.Seconds))
+	}
+	if a := res.Relocated; a != nil {
+		fmt.Fprintf(io.Stdout, "  relocated %d unit path(s) that recorded the exporting store's paths (%d files): the first build rebuilds them\n", a.Paths, a.Files)
 	}
 	return nil
 }
