@@ -62,6 +62,24 @@ func TestExportAndImportAcrossStores(t *testing.T) {
 	repoB := filepath.Join(root, "b", "repo")
 	clone(t, repoA.Dir, repoB)
 	b := newHost(t, bin, repoB, filepath.Join(root, "b"), "")
+	// The cache key is the same on both: the commit, after a fingerprint
+	// of what the base is built with, which is the prefix.
+	type cacheKey struct {
+		Key    string `json:"key"`
+		Prefix string `json:"prefix"`
+		BaseID string `json:"base_id"`
+	}
+	var ka, kb cacheKey
+	if err := json.Unmarshal([]byte(a.must(t, "base", "key", "--json")), &ka); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(b.must(t, "base", "key", "--json")), &kb); err != nil {
+		t.Fatal(err)
+	}
+	commit, _, _ := strings.Cut(built.ID, "-")
+	if ka != kb || ka.BaseID != built.ID || ka.Key != ka.Prefix+commit || !strings.HasPrefix(ka.Prefix, "ferry-base-") {
+		t.Fatalf("cache keys: A %+v, B %+v (base %s)", ka, kb, built.ID)
+	}
 	variant := func(name string, data []byte) string {
 		p := filepath.Join(root, name)
 		if err := os.WriteFile(p, data, 0o644); err != nil {

@@ -31,6 +31,12 @@ type grammar struct {
 	Verify verifyCmd `cmd:"" help:"Check that ready bases still hold the target they were built with, from its listing (inodes, sizes, modes, mtimes, change times), or with --full from every file's bytes (exit 6 if one does not)."`
 	Export exportCmd `cmd:"" help:"Write the ready base of a commit as one signed file, for a machine that cannot reach the bus (a cloud agent's container, a CI runner, a new laptop)."`
 	Import importCmd `cmd:"" help:"Install a base from a file ferry base export wrote (signed by a key in [share] trusted-keys), relocated to this store, and make it current."`
+	Key    keyCmd    `cmd:"" help:"Print the cache key of a commit's base (its commit and the fingerprint of toolchain, target, warm commands and modes) and the prefix older commits' bases share, for a CI cache of exported bases."`
+}
+
+type keyCmd struct {
+	Rev  string `help:"Revision whose base's key to print." default:"HEAD" placeholder:"R"`
+	JSON bool   `name:"json" help:"Print the key and what it is made of as JSON."`
 }
 
 type exportCmd struct {
@@ -72,6 +78,7 @@ var examples = []string{
 	"ferry base verify --full    # also read every file of the current base and compare its SHA-256",
 	"ferry base export -o base.ferrybase   # the current base as one signed file",
 	"ferry base import base.ferrybase      # on another machine: install it, relocated",
+	"ferry base key              # the cache key of HEAD's base, and the prefix for older commits' bases",
 }
 
 // Main runs ferry-base with args and returns its exit code; name is the
@@ -85,6 +92,8 @@ func Main(name string, args []string, io cli.IO) int {
 	switch ctx.Command() {
 	case "list":
 		return cli.Report(io, name, c.List.run(io), c.List.JSON)
+	case "key":
+		return cli.Report(io, name, c.Key.run(io), c.Key.JSON)
 	case "export":
 		return cli.Report(io, name, c.Export.run(io), c.Export.JSON)
 	case "import <file>":
@@ -599,5 +608,51 @@ func (c *importCmd) run(io cli.IO) error {
 	if a := res.Relocated; a != nil {
 		fmt.Fprintf(io.Stdout, "  relocated %d unit path(s) that recorded the exporting store's paths (%d files): the first build rebuilds them\n", a.Paths, a.Files)
 	}
+	return nil
+}
+
+// keyPrefix begins every cache key of a base: a CI cache holding other
+// things can tell Ferry's entries apart.
+const keyPrefix = "ferry-base-"
+
+func (c *keyCmd) run(io cli.IO) error {
+	fc, err := cli.Load(".")
+	if err != nil {
+		return err
+	}
+	p, err := base.Resolve(base.Options{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Rev: c.Rev})
+	if err != nil {
+		return err
+	}
+	// The fingerprint first, the commit last: a cache restoring by prefix
+	// finds this commit's base, or the newest saved under the same
+	// toolchain, target, warm commands and modes (an older commit's,
+	// which a seeded refresh brings up to this one).
+	k := struct {
+		Key         string   `json:"key"`
+		Prefix      string   `json:"prefix"`
+		BaseID      string   `json:"base_id"`
+		Commit      string   `json:"commit"`
+		Fingerprint string   `json:"fingerprint"`
+		Rustc       string   `json:"rustc_version"`
+		Target      string   `json:"target"`
+		Warm        []string `json:"warm"`
+		Isolation   string   `json:"isolation"`
+		Freshness   string   `json:"freshness"`
+	}{
+		Prefix: keyPrefix + p.Fingerprint() + "-", BaseID: p.ID, Commit: p.Commit, Fingerprint: p.Fingerprint(),
+		Rustc: p.Toolchain.RustcVersion, Target: p.Toolchain.Host, Isolation: p.Modes.Isolation, Freshness: p.Modes.Freshness,
+	}
+	k.Key = k.Prefix + p.Commit
+	for _, w := range p.Warm {
+		if w.Demanded == 0 {
+			k.Warm = append(k.Warm, w.Command)
+		}
+	}
+	if c.JSON {
+		return cli.WriteJSON(io.Stdout, k)
+	}
+	fmt.Fprintf(io.Stdout, "key     %s\nprefix  %s\n  (rustc %s, %s, %d warm command(s), %s, freshness %s)\n",
+		k.Key, k.Prefix, k.Rustc, k.Target, len(k.Warm), k.Isolation, k.Freshness)
 	return nil
 }
