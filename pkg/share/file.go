@@ -51,10 +51,14 @@ type Exported struct {
 	Seconds float64 `json:"seconds"`
 }
 
-// Export writes ready base r as an archive to w, signed by signer. The
-// object is written to a temporary file in tmp first: its digest, which
-// the signed metadata in front holds, is known only at its end.
-func Export(r *base.Record, signer *Signer, w io.Writer, tmp string) (*Exported, error) {
+// Export writes ready base r as an archive to w, signed by signer: its
+// full object, or with against (a ready base, unchanged: its seal is
+// checked) a delta object in which each target file with against's
+// content at the same path names that content's SHA-256 instead of
+// holding it, for a reader that holds against. The object is written to a
+// temporary file in tmp first: its digest, which the signed metadata in
+// front holds, is known only at its end.
+func Export(r *base.Record, signer *Signer, w io.Writer, tmp string, against *base.Record) (*Exported, error) {
 	start := time.Now()
 	if signer == nil {
 		return nil, errors.New("export: no signing key")
@@ -63,6 +67,13 @@ func Export(r *base.Record, signer *Signer, w io.Writer, tmp string) (*Exported,
 	if err != nil {
 		return nil, err
 	}
+	seed := ""
+	if against != nil {
+		if err := base.Verify(against); err != nil {
+			return nil, err
+		}
+		seed = against.Dir
+	}
 	f, err := os.CreateTemp(tmp, "export-*.zst")
 	if err != nil {
 		return nil, err
@@ -70,14 +81,21 @@ func Export(r *base.Record, signer *Signer, w io.Writer, tmp string) (*Exported,
 	defer os.Remove(f.Name())
 	defer f.Close()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	up, err := writeObject(bw, r.Dir, "")
+	up, err := writeObject(bw, r.Dir, seed)
 	if err == nil {
 		err = bw.Flush()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("export base %s: %w", r.ID, err)
 	}
-	m.Digest, m.Stream, m.Compressed = up.digest, up.stream, up.compressed
+	if against == nil {
+		m.Digest, m.Stream, m.Compressed = up.digest, up.stream, up.compressed
+	} else {
+		// The file holds the delta alone: Digest (of a full object) stays
+		// empty, and Delta says what the file's object is.
+		m.Delta = &Delta{Seed: against.ID, Digest: up.digest, Stream: up.stream, Compressed: up.compressed,
+			Seeded: up.seeded, SeededBytes: up.seededBytes}
+	}
 	m.Published = time.Now().UTC()
 	md, err := json.Marshal(m.metadata(signer))
 	if err != nil {
@@ -167,6 +185,20 @@ func Import(ctx context.Context, o ImportOptions) (*Pulled, error) {
 			return nil, err
 		}
 	}
+	ob := object{name: p.ID, digest: m.Digest, signer: signer, archive: o.File}
+	if m.Digest == "" && m.Delta != nil {
+		// A delta: the files it names by digest come from its seed.
+		if ob.seed = readySeed(s, m.Delta); ob.seed == "" {
+			return nil, failure.New(failure.Refused,
+				"import the full file of base "+m.Delta.Seed+" first, or export this base without --against",
+				"%s is a delta against base %s, which is not ready here (or was relocated when it was installed); nothing was installed", o.File, m.Delta.Seed)
+		}
+		ob.digest = m.Delta.Digest
+	}
+	if ob.digest == "" {
+		return nil, failure.New(failure.Refused, "export the base again with `ferry base export`",
+			"%s names no digest for its object; nothing was installed", o.File)
+	}
 	l, err := lock.TryTake(s.BaseLock(p.ID))
 	if err == lock.ErrBusy {
 		po.say("waiting for another build, pull or import of %s", p.ID)
@@ -189,8 +221,16 @@ func Import(ctx context.Context, o ImportOptions) (*Pulled, error) {
 	if err := base.Discard(po.Build, p.ID); err != nil {
 		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
 	}
-	po.say("importing base %s from %s (%.1f MB)", p.ID, o.File, float64(m.Compressed)/1e6)
-	res, err := install(ctx, &objReader{r: in}, po, p, m, object{name: p.ID, digest: m.Digest, signer: signer, archive: o.File})
+	if ob.seed != "" {
+		po.say("importing base %s from %s, a delta against base %s (%.1f MB)", p.ID, o.File, m.Delta.Seed, float64(m.Delta.Compressed)/1e6)
+	} else {
+		po.say("importing base %s from %s (%.1f MB)", p.ID, o.File, float64(m.Compressed)/1e6)
+	}
+	res, err := install(ctx, &objReader{r: in}, po, p, m, ob)
+	if se := (*SeedError)(nil); errors.As(err, &se) {
+		err = failure.Wrap(failure.Refused, se, "import the full file of base "+p.ID+", or export it without --against",
+			"%s is a delta against base %s, which does not hold what it names here; nothing was installed", o.File, m.Delta.Seed)
+	}
 	if err != nil {
 		if derr := base.Discard(po.Build, p.ID); derr != nil {
 			err = errors.Join(err, fmt.Errorf("discard the failed import: %w", derr))

@@ -159,6 +159,62 @@ func TestExportAndImportAcrossStores(t *testing.T) {
 		t.Fatalf("second import: %+v (%v)", p, err)
 	}
 
+	// A delta: A refreshes after a leaf edit and exports the new base
+	// against the first. B's copy of the first was relocated, so B
+	// refuses the delta; a host at A's very paths (A's store wiped) takes
+	// the full file and then the delta, and its agent compiles nothing.
+	if err := repoA.Append(fixture.LibPath(fixture.ChainC), "\n// edited after the export\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repoA.Commit("leaf edit"); err != nil {
+		t.Fatal(err)
+	}
+	var next struct {
+		ID   string `json:"id"`
+		Seed string `json:"seed"`
+	}
+	if err := json.Unmarshal([]byte(a.must(t, "base", "--json")), &next); err != nil || next.Seed != built.ID {
+		t.Fatalf("refresh after the leaf edit: %+v (%v)", next, err)
+	}
+	deltaFile := filepath.Join(root, "delta.ferrybase")
+	var dx struct {
+		Bytes int64 `json:"bytes"`
+		Meta  struct {
+			Delta struct {
+				Seed   string `json:"seed"`
+				Seeded int    `json:"seeded"`
+			} `json:"delta"`
+		} `json:"meta"`
+	}
+	if err := json.Unmarshal([]byte(a.must(t, "base", "export", "--against", built.ID, "-o", deltaFile, "--json")), &dx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the refresh's delta against %s: %d bytes (the full file %d), %d target files named", dx.Meta.Delta.Seed, dx.Bytes, ex.Bytes, dx.Meta.Delta.Seeded)
+	if dx.Meta.Delta.Seed != built.ID || dx.Meta.Delta.Seeded == 0 || dx.Bytes*2 > ex.Bytes {
+		t.Fatalf("delta export: %+v (full file %d bytes)", dx, ex.Bytes)
+	}
+	if out, err := exec.Command("git", "-C", repoB, "fetch", "-q", "origin").CombinedOutput(); err != nil {
+		t.Fatalf("git fetch: %v\n%s", err, out)
+	}
+	if _, stderr, err := b.ferry(repoB, nil, "base", "import", deltaFile); err == nil || !strings.Contains(stderr, "is a delta against base "+built.ID+", which is not ready here (or was relocated") {
+		t.Fatalf("B imported a delta against its relocated base: %v\n%s", err, stderr)
+	}
+	if err := os.RemoveAll(a.storeDir(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repoA.Git("worktree", "prune"); err != nil { // the wiped store's base checkouts
+		t.Fatal(err)
+	}
+	a.must(t, "base", "import", file)
+	var dp pulled
+	if err := json.Unmarshal([]byte(a.must(t, "base", "import", deltaFile, "--json")), &dp); err != nil || dp.Record.ID != next.ID || dp.Relocated != nil {
+		t.Fatalf("delta import at A's paths: %+v (%v)", dp, err)
+	}
+	compiled, marker, _, wt = a.agentRun(t, "a1")
+	if want, err := fixture.ExpectedMarker(wt); err != nil || len(compiled) != 0 || marker != want {
+		t.Fatalf("an agent of the imported delta compiled %v and printed\n%s\nwant\n%s (%v)", compiled, marker, want, err)
+	}
+
 	// C trusts no key: --trust-unsigned installs the file, read from stdin.
 	repoC := filepath.Join(root, "c", "repo")
 	clone(t, repoA.Dir, repoC)

@@ -40,9 +40,10 @@ type keyCmd struct {
 }
 
 type exportCmd struct {
-	Rev    string `help:"Revision whose ready base to export." default:"HEAD" placeholder:"R"`
-	Output string `short:"o" help:"File to write (- for stdout); default: ferry-base-<commit>.ferrybase here." placeholder:"FILE"`
-	JSON   bool   `name:"json" help:"Print what was written as JSON."`
+	Rev     string `help:"Revision whose ready base to export." default:"HEAD" placeholder:"R"`
+	Output  string `short:"o" help:"File to write (- for stdout); default: ferry-base-<commit>.ferrybase here." placeholder:"FILE"`
+	Against string `help:"Write a delta against this ready base (a base id, or a revision whose base it is): files with its content name it instead of holding it, for a reader that holds that base at the same store path." placeholder:"BASE"`
+	JSON    bool   `name:"json" help:"Print what was written as JSON."`
 }
 
 type importCmd struct {
@@ -506,6 +507,12 @@ func (c *exportCmd) run(io cli.IO) error {
 	if err != nil {
 		return err
 	}
+	var against *base.Record
+	if c.Against != "" {
+		if against, err = readyBase(fc, c.Against); err != nil {
+			return err
+		}
+	}
 	signer, err := share.HostSigner(fc.Settings.StoreParent, func(f string, a ...any) { fmt.Fprintf(io.Stderr, "ferry-base: "+f+"\n", a...) })
 	if err != nil {
 		return err
@@ -522,9 +529,9 @@ func (c *exportCmd) run(io cli.IO) error {
 		if c.JSON {
 			return failure.New(failure.Usage, "write the archive to a file with -o FILE, or drop --json", "--json and -o - would both write to stdout")
 		}
-		ex, err = share.Export(r, signer, io.Stdout, fc.Store.TmpDir())
+		ex, err = share.Export(r, signer, io.Stdout, fc.Store.TmpDir(), against)
 	} else {
-		ex, err = exportTo(out, r, signer, fc.Store.TmpDir())
+		ex, err = exportTo(out, r, signer, fc.Store.TmpDir(), against)
 	}
 	if err != nil {
 		return err
@@ -536,19 +543,40 @@ func (c *exportCmd) run(io cli.IO) error {
 	if out != "-" {
 		fmt.Fprintf(io.Stdout, "exported base %s\n  commit  %s\n  file    %s (%.1f MB; %.1f MB of target)\n  signer  %s\n  time    %s\n",
 			r.ID, r.Commit, out, float64(ex.Bytes)/1e6, float64(ex.Meta.Bytes)/1e6, ex.Signer, cli.Seconds(ex.Seconds))
+		if d := ex.Meta.Delta; d != nil {
+			fmt.Fprintf(io.Stdout, "  delta   against base %s: %d target files (%.1f MB) named, not held\n", d.Seed, d.Seeded, float64(d.SeededBytes)/1e6)
+		}
 	}
 	return nil
 }
 
+// readyBase is the ready base that name names: a base id, or a revision
+// whose base (as this host would build it) is ready.
+func readyBase(fc *cli.Context, name string) (*base.Record, error) {
+	if r, err := base.Read(fc.Store, name); err == nil {
+		return r, nil
+	}
+	p, err := base.Resolve(base.Options{Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Rev: name})
+	if err != nil {
+		return nil, failure.Wrap(failure.Usage, err, "name a base of `ferry base list`, or a revision whose base is ready", "--against %s", name)
+	}
+	r, err := base.Read(fc.Store, p.ID)
+	if err != nil {
+		return nil, failure.New(failure.Refused, "name a base of `ferry base list`, or build that revision's base first",
+			"--against %s: no ready base of %s here (base %s)", name, cli.Short(p.Commit), p.ID)
+	}
+	return r, nil
+}
+
 // exportTo writes the archive to file path whole or not at all: to a
 // temporary file beside it, renamed into place when complete.
-func exportTo(path string, r *base.Record, signer *share.Signer, tmp string) (*share.Exported, error) {
+func exportTo(path string, r *base.Record, signer *share.Signer, tmp string, against *base.Record) (*share.Exported, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return nil, err
 	}
 	defer os.Remove(f.Name()) // after the rename: nothing
-	ex, err := share.Export(r, signer, f, tmp)
+	ex, err := share.Export(r, signer, f, tmp, against)
 	if err == nil {
 		err = f.Chmod(0o644) // what it holds is signed, not secret
 	}
