@@ -321,6 +321,12 @@ type pullAnswer struct {
 
 // pullRun pulls rev's base, spawns an agent and builds it once.
 func (h *ws) pullRun(rev, agent string) (runnerRun, error) {
+	return h.installRun(agent, "base", "--pull", "--rev", rev, "--json")
+}
+
+// installRun installs a base with ferry args (a pull or an import, with
+// --json), spawns an agent and builds it once.
+func (h *ws) installRun(agent string, args ...string) (runnerRun, error) {
 	var r runnerRun
 	var p struct {
 		Reused    bool `json:"reused"`
@@ -329,12 +335,12 @@ func (h *ws) pullRun(rev, agent string) (runnerRun, error) {
 		} `json:"relocated"`
 		Rebuilds []string `json:"rebuilds"`
 	}
-	d, err := h.jsonRun(&p, "base", "--pull", "--rev", rev, "--json")
+	d, err := h.jsonRun(&p, args...)
 	if err != nil {
 		return r, err
 	}
 	if p.Reused {
-		return r, fmt.Errorf("%s: the pull reused a base: the round is not a fresh runner", h.name)
+		return r, fmt.Errorf("%s: ferry %s reused a base: the round is not a fresh host", h.name, strings.Join(args, " "))
 	}
 	r.pull = d
 	if p.Relocated != nil {
