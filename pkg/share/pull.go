@@ -441,7 +441,9 @@ func install(ctx context.Context, src *objReader, o PullOptions, p *base.Plan, m
 			return nil, fmt.Errorf("relocate the pulled target: %w", err)
 		}
 		res.Relocated, res.Rebuilds = &a, plan.Rebuilds
-		o.say("relocated the pulled target from %s: removed %d unit path(s) that recorded the publisher's paths", m.Store, a.Paths)
+		if a.Paths > 0 {
+			o.say("relocated the target from %s: removed %d unit path(s) that recorded the publisher's paths", m.Store, a.Paths)
+		}
 	}
 	if r.HostPaths() {
 		// Forks of a base built at host paths plan against this base's

@@ -633,7 +633,7 @@ func (c *importCmd) run(io cli.IO) error {
 	if !res.Reused {
 		fmt.Fprintf(io.Stdout, "  from    %s, exported from %s on %s, in %s\n", c.File, res.Meta.Store, res.Meta.Host, cli.Seconds(res.Seconds))
 	}
-	if a := res.Relocated; a != nil {
+	if a := res.Relocated; a != nil && a.Paths > 0 {
 		fmt.Fprintf(io.Stdout, "  relocated %d unit path(s) that recorded the exporting store's paths (%d files): the first build rebuilds them\n", a.Paths, a.Files)
 	}
 	return nil
