@@ -14,7 +14,6 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/lock"
 )
 
 // A base as one file, for machines that cannot reach a bus (a cloud agent's
@@ -199,28 +198,11 @@ func Import(ctx context.Context, o ImportOptions) (*Pulled, error) {
 		return nil, failure.New(failure.Refused, "export the base again with `ferry base export`",
 			"%s names no digest for its object; nothing was installed", o.File)
 	}
-	l, err := lock.TryTake(s.BaseLock(p.ID))
-	if err == lock.ErrBusy {
-		po.say("waiting for another build, pull or import of %s", p.ID)
-		l, err = lock.Take(s.BaseLock(p.ID))
-	}
-	if err != nil {
-		return nil, err
+	l, reused, err := begin(po, p, start)
+	if err != nil || reused != nil {
+		return reused, err
 	}
 	defer l.Release()
-	if r, err := base.Read(s, p.ID); err == nil {
-		if err := base.Verify(r); err != nil {
-			return nil, err
-		}
-		if _, err := base.SetCurrent(po.Build.Repo, s, p.ID); err != nil {
-			return nil, err
-		}
-		po.say("base %s is ready; reused", p.ID)
-		return &Pulled{Record: r, Reused: true, Seconds: time.Since(start).Seconds()}, nil
-	}
-	if err := base.Discard(po.Build, p.ID); err != nil {
-		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
-	}
 	if ob.seed != "" {
 		po.say("importing base %s from %s, a delta against base %s (%.1f MB)", p.ID, o.File, m.Delta.Seed, float64(m.Delta.Compressed)/1e6)
 	} else {
@@ -232,12 +214,7 @@ func Import(ctx context.Context, o ImportOptions) (*Pulled, error) {
 			"%s is a delta against base %s, which does not hold what it names here; nothing was installed", o.File, m.Delta.Seed)
 	}
 	if err != nil {
-		if derr := base.Discard(po.Build, p.ID); derr != nil {
-			err = errors.Join(err, fmt.Errorf("discard the failed import: %w", derr))
-		} else if rerr := l.Remove(); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove the failed import's lock file: %w", rerr))
-		}
-		return nil, err
+		return nil, failed(po, p, l, err)
 	}
 	if n, _ := in.Read(make([]byte, 1)); n > 0 {
 		// Bytes after the object: not a file Export wrote. The base is

@@ -111,28 +111,11 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 		return nil, err
 	}
 
-	l, err := lock.TryTake(s.BaseLock(p.ID))
-	if err == lock.ErrBusy {
-		o.say("waiting for another build or pull of %s", p.ID)
-		l, err = lock.Take(s.BaseLock(p.ID))
-	}
-	if err != nil {
-		return nil, err
+	l, reused, err := begin(o, p, start)
+	if err != nil || reused != nil {
+		return reused, err
 	}
 	defer l.Release()
-	if r, err := base.Read(s, p.ID); err == nil {
-		if err := base.Verify(r); err != nil {
-			return nil, err
-		}
-		if _, err := base.SetCurrent(o.Build.Repo, s, p.ID); err != nil {
-			return nil, err
-		}
-		o.say("base %s is ready; reused", p.ID)
-		return &Pulled{Record: r, Reused: true, Seconds: time.Since(start).Seconds()}, nil
-	}
-	if err := base.Discard(o.Build, p.ID); err != nil {
-		return nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
-	}
 	var res *Pulled
 	if seed := readySeed(s, m.Delta); seed != "" {
 		// This host has the base it was seeded from: the delta, with the
@@ -156,16 +139,55 @@ func Pull(ctx context.Context, conn *bus.Conn, o PullOptions) (*Pulled, error) {
 		res, err = fromBucket(ctx, obs, o, p, m, object{name: p.ID, digest: m.Digest, signer: signer})
 	}
 	if err != nil {
-		if derr := base.Discard(o.Build, p.ID); derr != nil {
-			err = errors.Join(err, fmt.Errorf("discard the failed pull: %w", derr))
-		} else if rerr := l.Remove(); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove the failed pull's lock file: %w", rerr))
-		}
-		return nil, err
+		return nil, failed(o, p, l, err)
 	}
 	res.Seconds = time.Since(start).Seconds()
 	o.say("base %s pulled and ready in %.1fs", p.ID, res.Seconds)
 	return res, nil
+}
+
+// begin takes the base lock of p for an install (a pull or an import):
+// a base ready already is checked against its seal, made current and
+// returned as reused (the lock released); otherwise a partial base is
+// discarded and the lock returned, held.
+func begin(o PullOptions, p *base.Plan, start time.Time) (*lock.Lock, *Pulled, error) {
+	s := o.Build.Store
+	l, err := lock.TryTake(s.BaseLock(p.ID))
+	if err == lock.ErrBusy {
+		o.say("waiting for another build, pull or import of %s", p.ID)
+		l, err = lock.Take(s.BaseLock(p.ID))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if r, err := base.Read(s, p.ID); err == nil {
+		defer l.Release()
+		if err := base.Verify(r); err != nil {
+			return nil, nil, err
+		}
+		if _, err := base.SetCurrent(o.Build.Repo, s, p.ID); err != nil {
+			return nil, nil, err
+		}
+		o.say("base %s is ready; reused", p.ID)
+		return nil, &Pulled{Record: r, Reused: true, Seconds: time.Since(start).Seconds()}, nil
+	}
+	if err := base.Discard(o.Build, p.ID); err != nil {
+		l.Release()
+		return nil, nil, fmt.Errorf("discard the partial base %s: %w", p.ID, err)
+	}
+	return l, nil, nil
+}
+
+// failed discards the partial base a failed install left and, that done,
+// the lock file l holds, joining what fails to err.
+func failed(o PullOptions, p *base.Plan, l *lock.Lock, err error) error {
+	if derr := base.Discard(o.Build, p.ID); derr != nil {
+		return errors.Join(err, fmt.Errorf("discard the failed install: %w", derr))
+	}
+	if rerr := l.Remove(); rerr != nil {
+		return errors.Join(err, fmt.Errorf("remove the failed install's lock file: %w", rerr))
+	}
+	return err
 }
 
 // Authenticated refuses a connection to a server that lets anyone in: a
