@@ -11,6 +11,7 @@ import (
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/demand"
+	"github.com/ferrydev/ferry/pkg/warmset"
 )
 
 // statsOut is the part of ferry stats --json these tests read.
@@ -160,9 +161,9 @@ func TestWhy(t *testing.T) {
 		t.Fatal(stderr)
 	}
 	type reasons struct {
-		Reasons []demand.Reason `json:"reasons"`
+		Reasons []warmset.Reason `json:"reasons"`
 	}
-	why := func() map[string]demand.Reason {
+	why := func() map[string]warmset.Reason {
 		var r reasons
 		out, stderr, err := w.ferry(a.Worktree, nil, "why", "--json") // the agent of the working directory
 		if err != nil {
@@ -171,7 +172,7 @@ func TestWhy(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatal(err)
 		}
-		m := map[string]demand.Reason{}
+		m := map[string]warmset.Reason{}
 		for _, x := range r.Reasons {
 			m[x.Unit.Name+" "+x.Unit.Kind] = x
 		}
@@ -179,10 +180,10 @@ func TestWhy(t *testing.T) {
 	}
 	m := why()
 	man, ok := m[fixture.ManifestCrate+" lib"]
-	if !ok || man.Kind != demand.ReasonFeatures || !man.Unit.New || !strings.Contains(man.Detail, "features differ: the base built it with ["+fixture.DevFeature+"], this build with none") {
+	if !ok || man.Kind != warmset.ReasonFeatures || !man.Unit.New || !strings.Contains(man.Detail, "features differ: the base built it with ["+fixture.DevFeature+"], this build with none") {
 		t.Errorf("why the manifest crate: %+v", man)
 	}
-	if app := m[fixture.AppCrate+" bin"]; !app.Unit.New || app.Kind != demand.ReasonDependency || !strings.Contains(app.Detail, "manifest") {
+	if app := m[fixture.AppCrate+" bin"]; !app.Unit.New || app.Kind != warmset.ReasonDependency || !strings.Contains(app.Detail, "manifest") {
 		t.Errorf("why app: %+v", app)
 	}
 	human := w.mustFerry(t, "why", "why")
@@ -198,10 +199,10 @@ func TestWhy(t *testing.T) {
 	}
 	m = why()
 	c := m[fixture.ChainC+" lib"]
-	if c.Kind != demand.ReasonEdit || c.Unit.New || !slices.Contains(c.Files, fixture.LibPath(fixture.ChainC)) {
+	if c.Kind != warmset.ReasonEdit || c.Unit.New || !slices.Contains(c.Files, fixture.LibPath(fixture.ChainC)) {
 		t.Errorf("why chain-c after an edit: %+v", c)
 	}
-	if b := m[fixture.ChainB+" lib"]; b.Kind != demand.ReasonDependency || !strings.Contains(b.Detail, fixture.ChainC) {
+	if b := m[fixture.ChainB+" lib"]; b.Kind != warmset.ReasonDependency || !strings.Contains(b.Detail, fixture.ChainC) {
 		t.Errorf("why chain-b after an edit of chain-c: %+v", b)
 	}
 	human = w.mustFerry(t, "why", "why")

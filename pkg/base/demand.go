@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/record"
+	"github.com/ferrydev/ferry/pkg/warmset"
 )
 
 // Warm sets learned from demand. With the generated warm commands
@@ -38,7 +39,7 @@ func learn(o Options, p *Plan) {
 	if !st.Learns() {
 		return
 	}
-	l := &Learned{Window: st.DemandWindow.String(), Min: st.DemandMin, Budget: st.DemandBudget, Picked: []demand.Pick{}}
+	l := &Learned{Window: st.DemandWindow.String(), Min: st.DemandMin, Budget: st.DemandBudget, Picked: []warmset.Pick{}}
 	if st.DemandWindow%(24*time.Hour) == 0 {
 		l.Window = fmt.Sprintf("%dd", st.DemandWindow/(24*time.Hour))
 	}
@@ -59,7 +60,7 @@ func learn(o Options, p *Plan) {
 	}
 	var lastWarm map[string]float64
 	l.Reference, lastWarm = reference(o, p)
-	sel := demand.Select(entries, warmed, demand.Policy{Min: st.DemandMin, Window: st.DemandWindow, Budget: st.DemandBudget, Reference: l.Reference}, lastWarm)
+	sel := warmset.Select(entries, warmed, warmset.Policy{Min: st.DemandMin, Window: st.DemandWindow, Budget: st.DemandBudget, Reference: l.Reference}, lastWarm)
 	l.Picked, l.Skipped = append(l.Picked, sel.Picked...), sel.Skipped
 	if len(sel.Picked) == 0 {
 		return

@@ -109,9 +109,10 @@ var budgets = []struct {
 	// The shim starts twice on every cargo call (itself and its sandbox
 	// child) and initialises all it links each time.
 	{"ferry-shim", map[string]string{
-		"github.com/ferrydev/ferry/pkg/agent":  "spawn, adopt and rm, and through them the base builder: the shim reads agent.json through package record and enters the sandbox through package session",
-		"github.com/ferrydev/ferry/pkg/base":   "the base builder: the shim reads base.json through package record",
-		"github.com/ferrydev/ferry/pkg/config": "the settings, with the suggestions for ferry.toml's typos: an agent's calls follow its record, never the settings",
+		"github.com/ferrydev/ferry/pkg/agent":   "spawn, adopt and rm, and through them the base builder: the shim reads agent.json through package record and enters the sandbox through package session",
+		"github.com/ferrydev/ferry/pkg/base":    "the base builder: the shim reads base.json through package record",
+		"github.com/ferrydev/ferry/pkg/config":  "the settings, with the suggestions for ferry.toml's typos: an agent's calls follow its record, never the settings",
+		"github.com/ferrydev/ferry/pkg/warmset": "what Ferry learns from the demand log (warm sets, hit rates, why): the shim only records, through package demand",
 	}},
 	{"ferry-rustc", map[string]string{
 		"github.com/ferrydev/ferry/pkg/config": "the settings: the wrapper takes what it needs from its environment",

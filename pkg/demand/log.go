@@ -24,10 +24,11 @@
 //     reader skips lines it cannot read, reports how many, and rewrites
 //     the log without them (Read).
 //
-// From the log, Select picks the commands a base warms beyond its
-// defaults ([base] warm = "auto"), Summarize gives the hit rates `ferry
-// stats` shows and the build host exports, and a build's units
-// (LastBuild, per agent) let `ferry why` say why Cargo compiled them.
+// This package is the recording half, linked by the shim: the log, the
+// command keys (Normalize, KeyOf) and a build's units (LastBuild, per
+// agent). What Ferry learns from them lives in package warmset, which the
+// shim does not link: the commands a base warms beyond its defaults, the
+// hit rates `ferry stats` shows, and why Cargo compiled a unit.
 package demand
 
 import (

@@ -434,3 +434,21 @@ func (c Command) valid() bool {
 	}
 	return true
 }
+
+// KeyOf normalises a warm command written as a plain cargo call ("cargo
+// build --workspace --keep-going") to the key demand counts it under;
+// ok is false for a shell command that is not one plain cargo call.
+func KeyOf(warm string) (string, bool) {
+	if strings.ContainsAny(warm, "&|;()`$<>\"'\\") {
+		return "", false
+	}
+	f := strings.Fields(warm)
+	if len(f) < 2 || f[0] != "cargo" {
+		return "", false
+	}
+	c, ok := Normalize(f[1:], ".")
+	if !ok {
+		return "", false
+	}
+	return c.String(), true
+}

@@ -42,6 +42,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/store"
+	"github.com/ferrydev/ferry/pkg/warmset"
 )
 
 // The metrics' names, as deploy/README.md's queries use them.
@@ -413,7 +414,7 @@ func (c *storeCollector) demand() []prometheus.Metric {
 	if err != nil {
 		return nil
 	}
-	sum := demand.Summarize(l.Entries, time.Now().Add(-c.window))
+	sum := warmset.Summarize(l.Entries, time.Now().Add(-c.window))
 	out := []prometheus.Metric{
 		prometheus.MustNewConstMetric(unitsDesc, prometheus.GaugeValue, float64(sum.Fresh), "fresh"),
 		prometheus.MustNewConstMetric(unitsDesc, prometheus.GaugeValue, float64(sum.Units-sum.Fresh), "compiled"),

@@ -226,7 +226,7 @@ type Learned struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// Pick is a command demand.Select considered.
+// Pick is a command warmset.Select considered.
 type Pick struct {
 	Command string  `json:"command"`
 	Warm    string  `json:"warm"`

@@ -15,6 +15,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
+	"github.com/ferrydev/ferry/pkg/warmset"
 )
 
 type statsCmd struct {
@@ -27,7 +28,7 @@ type statsJSON struct {
 	Repository string `json:"repository"`
 	Store      string `json:"store"`
 	Window     string `json:"window"`
-	demand.Summary
+	warmset.Summary
 	// Damaged is how many lines of the demand log could not be read; the
 	// log was rewritten without them.
 	Damaged int `json:"damaged"`
@@ -57,7 +58,7 @@ func statsAgents(args []string, io cli.IO) int {
 				fmt.Fprintf(io.Stderr, "ferry stats: the demand log had %d line(s) that could not be read: rebuilt without them\n", log.Damaged)
 			}
 			out := statsJSON{Repository: fc.Repo.Top, Store: fc.Store.Dir, Window: window.String(),
-				Summary: demand.Summarize(log.Entries, time.Now().Add(-window)), Damaged: log.Damaged}
+				Summary: warmset.Summarize(log.Entries, time.Now().Add(-window)), Damaged: log.Damaged}
 			if c.JSON {
 				return cli.WriteJSON(io.Stdout, out)
 			}
@@ -111,7 +112,7 @@ func baseWords(id string) string {
 }
 
 // rate words a hit rate: 87%, or - when nothing was counted.
-func rate(r demand.Rate) string {
+func rate(r warmset.Rate) string {
 	if r.HitRate == nil {
 		return "-"
 	}
@@ -130,7 +131,7 @@ type whyJSON struct {
 	Build *demand.LastBuild `json:"build"` // null: the agent has compiled nothing since it was spawned
 	// Reasons say why each unit was compiled, in Cargo's order (a unit
 	// after those it depends on).
-	Reasons []demand.Reason `json:"reasons"`
+	Reasons []warmset.Reason `json:"reasons"`
 }
 
 // whyShown is how many units ferry why explains one by one without --all.
@@ -153,13 +154,13 @@ func whyAgent(args []string, io cli.IO) int {
 			if err != nil {
 				return fmt.Errorf("read %s: %w", files.LastBuild, err)
 			}
-			out := whyJSON{Agent: r.Name, Build: b, Reasons: []demand.Reason{}}
+			out := whyJSON{Agent: r.Name, Build: b, Reasons: []warmset.Reason{}}
 			if b != nil {
 				t, err := whyTrees(fc.Store, r, b)
 				if err != nil {
 					return err
 				}
-				out.Reasons = demand.Explain(b, t)
+				out.Reasons = warmset.Explain(b, t)
 			}
 			if c.JSON {
 				return cli.WriteJSON(io.Stdout, out)
@@ -168,22 +169,22 @@ func whyAgent(args []string, io cli.IO) int {
 		})
 }
 
-// whyTrees are the directories demand.Explain reads for agent r's build b.
-func whyTrees(s *store.Store, r *agent.Record, b *demand.LastBuild) (demand.Trees, error) {
+// whyTrees are the directories warmset.Explain reads for agent r's build b.
+func whyTrees(s *store.Store, r *agent.Record, b *demand.LastBuild) (warmset.Trees, error) {
 	br, err := base.Read(s, b.Base)
 	if err != nil {
-		return demand.Trees{}, failure.Wrap(failure.Refused, err, "the base is gone (collected, or the agent was respawned): only a base that is still there can be compared",
+		return warmset.Trees{}, failure.Wrap(failure.Refused, err, "the base is gone (collected, or the agent was respawned): only a base that is still there can be compared",
 			"read the base %s of agent %s's last build", b.Base, r.Name)
 	}
 	written, err := agent.Written(s, r)
 	if err != nil {
-		return demand.Trees{}, err
+		return warmset.Trees{}, err
 	}
 	buildSrc := s.MntSrc()
 	if r.Isolation == sandbox.IsolationOff {
 		buildSrc = r.Worktree
 	}
-	return demand.Trees{
+	return warmset.Trees{
 		Fork: store.NestedTarget(written, b.Workspace), Base: store.NestedTarget(br.Target, b.Workspace),
 		Worktree: r.Worktree, BaseSrc: br.Src, BuildSrc: buildSrc, Workspace: b.Workspace,
 	}, nil
@@ -205,7 +206,7 @@ func printWhy(w io.Writer, out whyJSON, all bool) error {
 	for _, r := range out.Reasons {
 		// The units compiled only because a dependency was are counted,
 		// not listed, unless asked: the first units are the causes.
-		if !all && (r.Kind == demand.ReasonDependency && !r.Unit.New || shown >= whyShown) {
+		if !all && (r.Kind == warmset.ReasonDependency && !r.Unit.New || shown >= whyShown) {
 			continue
 		}
 		shown++
@@ -216,15 +217,15 @@ func printWhy(w io.Writer, out whyJSON, all bool) error {
 		fmt.Fprintf(w, "  %s: %s: %s\n", r.Unit, where, r.Detail)
 	}
 	if rest := len(out.Reasons) - shown; rest > 0 {
-		fmt.Fprintf(w, "  … and %d more unit(s) (%d compiled because a dependency was); --all lists them\n", rest, kinds[demand.ReasonDependency])
+		fmt.Fprintf(w, "  … and %d more unit(s) (%d compiled because a dependency was); --all lists them\n", rest, kinds[warmset.ReasonDependency])
 	}
 	if b.Compiled > len(out.Reasons) {
 		fmt.Fprintf(w, "  (%d more units were compiled than the record keeps)\n", b.Compiled-len(out.Reasons))
 	}
 	switch {
-	case kinds[demand.ReasonFeatures]+kinds[demand.ReasonProfile]+kinds[demand.ReasonAbsent]+kinds[demand.ReasonTarget]+kinds[demand.ReasonFlags] > 0:
+	case kinds[warmset.ReasonFeatures]+kinds[warmset.ReasonProfile]+kinds[warmset.ReasonAbsent]+kinds[warmset.ReasonTarget]+kinds[warmset.ReasonFlags] > 0:
 		fmt.Fprintln(w, "\nUnits the base does not hold are demand misses: once agents run this command often enough (ferry stats), the next base warms it (see [base] demand-min in docs/configuration.md).")
-	case kinds[demand.ReasonEdit] > 0:
+	case kinds[warmset.ReasonEdit] > 0:
 		fmt.Fprintln(w, "\nThe units were compiled because of this worktree's own edits: no base could have held them.")
 	}
 	return nil

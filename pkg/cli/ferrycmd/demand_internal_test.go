@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/demand"
+	"github.com/ferrydev/ferry/pkg/warmset"
 )
 
 // The BY BASE column names each base (its commit and the start of its
@@ -20,7 +21,7 @@ func TestStatsByBaseNamesEachBase(t *testing.T) {
 		{Time: now, Agent: "a2", Base: rebuilt, Command: "cargo build", First: true, Observed: true, Fresh: 4},
 		{Time: now, Agent: "a3", Command: "cargo test", First: true, Observed: true, Compiled: 2},
 	}
-	s := statsJSON{Store: "/s", Summary: demand.Summarize(entries, now.Add(-24*time.Hour))}
+	s := statsJSON{Store: "/s", Summary: warmset.Summarize(entries, now.Add(-24*time.Hour))}
 	var out bytes.Buffer
 	if err := printStats(&out, s, 24*time.Hour); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package demand
+package warmset
 
 import (
 	"os"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ferrydev/ferry/pkg/demand"
 )
 
 func write(t *testing.T, root, rel, content string) {
@@ -46,7 +48,7 @@ func TestExplainNewUnits(t *testing.T) {
 	// release: a profile the base never built.
 	write(t, tr.Fork, "release/.fingerprint/app-8888888888888888/bin-app.json", fp(`[]`, 8, ""))
 
-	b := &LastBuild{Units: []Unit{
+	b := &demand.LastBuild{Units: []demand.Unit{
 		{Name: "manifest", Kind: "lib", Target: "manifest", Dir: "debug/.fingerprint/manifest-2222222222222222", New: true},
 		{Name: "derive", Kind: "proc-macro", Target: "derive", Dir: "debug/.fingerprint/derive-5555555555555555", New: true},
 		{Name: "app", Kind: "bin", Target: "app", Dir: "debug/.fingerprint/app-7777777777777777", New: true},
@@ -91,7 +93,7 @@ func TestExplainRebuiltUnits(t *testing.T) {
 	dep(tr.Fork, "b", "2222222222222222", "/store/mnt/src/crates/b/src/lib.rs", "")
 	write(t, tr.Fork, "debug/.fingerprint/b-2222222222222222/lib-b.json", fp(`[]`, 5, `[1,"c",false,12]`))
 
-	b := &LastBuild{Units: []Unit{
+	b := &demand.LastBuild{Units: []demand.Unit{
 		{Name: "b", Kind: "lib", Target: "b", Dir: "debug/.fingerprint/b-2222222222222222"},
 		{Name: "c", Kind: "lib", Target: "c", Dir: "debug/.fingerprint/c-1111111111111111"},
 		{Name: "e", Kind: "lib", Target: "e", Dir: "debug/.fingerprint/e-3333333333333333"},

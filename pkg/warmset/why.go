@@ -1,4 +1,4 @@
-package demand
+package warmset
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/ferrydev/ferry/pkg/demand"
 )
 
 // Why Cargo compiled a unit of an agent's build, told from what its
@@ -41,9 +43,9 @@ const (
 
 // Reason is why one unit was compiled.
 type Reason struct {
-	Unit   Unit   `json:"unit"`
-	Kind   string `json:"kind"`
-	Detail string `json:"detail"`
+	Unit   demand.Unit `json:"unit"`
+	Kind   string      `json:"kind"`
+	Detail string      `json:"detail"`
 	// Files are the source files that differ from the base's (ReasonEdit),
 	// relative to the checkout.
 	Files []string `json:"files,omitempty"`
@@ -67,7 +69,7 @@ type Trees struct {
 }
 
 // Explain says why each of b's units was compiled, in b's order.
-func Explain(b *LastBuild, t Trees) []Reason {
+func Explain(b *demand.LastBuild, t Trees) []Reason {
 	out := make([]Reason, 0, len(b.Units))
 	for _, u := range b.Units {
 		r := Reason{Unit: u}
@@ -140,7 +142,7 @@ func readFingerprint(dir string) (*fingerprint, string, error) {
 
 // newUnit explains a unit the base does not hold: the difference to the
 // closest unit of the same package and target the base does hold.
-func (t Trees) newUnit(u Unit) (kind, detail string) {
+func (t Trees) newUnit(u demand.Unit) (kind, detail string) {
 	mine, file, err := readFingerprint(filepath.Join(t.Fork, filepath.FromSlash(u.Dir)))
 	if err != nil {
 		return ReasonUnknown, "its fingerprint cannot be read: " + err.Error()
@@ -247,7 +249,7 @@ func featureList(s string) string {
 	return "[" + strings.Join(f, ", ") + "]"
 }
 
-func profileWords(u Unit) string {
+func profileWords(u demand.Unit) string {
 	return fmt.Sprintf("opt-level %s, debuginfo %d", cmp.Or(u.Opt, "?"), u.Debug)
 }
 
@@ -256,7 +258,7 @@ func profileWords(u Unit) string {
 // same build compiled again (built: the build's compiled units; Cargo
 // reports a unit when it is done, and with pipelining a dependent can be
 // done before what it depends on).
-func (t Trees) rebuilt(u Unit, built []Unit) (kind, detail string, files []string) {
+func (t Trees) rebuilt(u demand.Unit, built []demand.Unit) (kind, detail string, files []string) {
 	mine, depInfo := t.depInfo(t.Fork, u)
 	var changed []string
 	for _, p := range mine.inputs {
@@ -324,7 +326,7 @@ type depInfo struct {
 // <profile>/deps/<crate>-<hash>.d, or for a build script
 // <profile>/build/<package>-<hash>/build_script_build-<hash>.d. ok is
 // false when there is none.
-func (t Trees) depInfo(target string, u Unit) (depInfo, bool) {
+func (t Trees) depInfo(target string, u demand.Unit) (depInfo, bool) {
 	d := depInfo{env: map[string]string{}}
 	profile := path.Dir(path.Dir(u.Dir))
 	hash := u.Dir[len(u.Dir)-16:]

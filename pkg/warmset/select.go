@@ -1,12 +1,12 @@
-package demand
+package warmset
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/record"
 )
 
@@ -33,24 +33,6 @@ type Selection struct {
 	Skipped []Pick `json:"skipped,omitempty"` // demanded, but not warmed: Why says why
 }
 
-// KeyOf normalises a warm command written as a plain cargo call ("cargo
-// build --workspace --keep-going") to the key demand counts it under;
-// ok is false for a shell command that is not one plain cargo call.
-func KeyOf(warm string) (string, bool) {
-	if strings.ContainsAny(warm, "&|;()`$<>\"'\\") {
-		return "", false
-	}
-	f := strings.Fields(warm)
-	if len(f) < 2 || f[0] != "cargo" {
-		return "", false
-	}
-	c, ok := Normalize(f[1:], ".")
-	if !ok {
-		return "", false
-	}
-	return c.String(), true
-}
-
 // Select picks the commands a base warms beyond warmed (the commands it
 // warms anyway, as KeyOf keys them) from entries, the log's calls in the
 // policy's window: each learnable command agents ran at least p.Min times
@@ -67,9 +49,9 @@ func KeyOf(warm string) (string, bool) {
 // (the median CPU time of their missed first builds, else of their calls,
 // or lastWarm's record of what warming them took) fits in p.Budget times
 // p.Reference; the rest are skipped, each with the reason.
-func Select(entries []Entry, warmed map[string]bool, p Policy, lastWarm map[string]float64) Selection {
+func Select(entries []demand.Entry, warmed map[string]bool, p Policy, lastWarm map[string]float64) Selection {
 	type group struct {
-		es     []Entry
+		es     []demand.Entry
 		agents map[string]bool
 	}
 	groups := map[string]*group{}
@@ -91,7 +73,7 @@ func Select(entries []Entry, warmed map[string]bool, p Policy, lastWarm map[stri
 		if len(g.es) < p.Min {
 			continue
 		}
-		var missed, held []Entry
+		var missed, held []demand.Entry
 		warmedBefore := false
 		for _, e := range g.es {
 			warmedBefore = warmedBefore || e.InBase
@@ -147,7 +129,7 @@ func Select(entries []Entry, warmed map[string]bool, p Policy, lastWarm map[stri
 
 // medianSeconds is the median CPU time of es (the wall time of an entry
 // that has none).
-func medianSeconds(es []Entry) float64 {
+func medianSeconds(es []demand.Entry) float64 {
 	if len(es) == 0 {
 		return 0
 	}

@@ -1,14 +1,18 @@
-package demand
+package warmset
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferrydev/ferry/pkg/demand"
 )
 
-func call(agent, base, cmd string, first, inBase bool, fresh, compiled, newUnits int, secs float64) Entry {
-	c, _ := Normalize(strings.Fields(cmd), ".")
-	return Entry{Time: t0, Agent: agent, Base: base, Command: c.String(), Cmd: c,
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+func call(agent, base, cmd string, first, inBase bool, fresh, compiled, newUnits int, secs float64) demand.Entry {
+	c, _ := demand.Normalize(strings.Fields(cmd), ".")
+	return demand.Entry{Time: t0, Agent: agent, Base: base, Command: c.String(), Cmd: c,
 		First: first, InBase: inBase, Observed: true, Fresh: fresh, Compiled: compiled, New: newUnits, Seconds: secs}
 }
 
@@ -16,7 +20,7 @@ var policy = Policy{Min: 3, Window: 7 * 24 * time.Hour, Budget: 1, Reference: 10
 
 func TestSelect(t *testing.T) {
 	warmed := map[string]bool{"cargo build --workspace": true}
-	entries := []Entry{
+	entries := []demand.Entry{
 		// Three agents built --release on a base without it: all missed.
 		call("a", "b1", "build --release", true, false, 0, 54, 54, 40),
 		call("b", "b1", "build --release", true, false, 0, 54, 54, 44),
@@ -50,7 +54,7 @@ func TestSelect(t *testing.T) {
 
 	// Once a base warms it, its first builds hit: it stays picked while
 	// agents run it.
-	later := []Entry{
+	later := []demand.Entry{
 		call("d", "b2", "build --release", true, true, 54, 0, 0, 0.3),
 		call("e", "b2", "build --release", true, true, 54, 0, 0, 0.3),
 		call("f", "b2", "build --release", true, true, 54, 0, 0, 0.3),
@@ -63,7 +67,7 @@ func TestSelect(t *testing.T) {
 
 // The budget bounds the extra warm time: the most demanded command first.
 func TestSelectBudget(t *testing.T) {
-	var entries []Entry
+	var entries []demand.Entry
 	for _, a := range []string{"a", "b", "c", "d"} {
 		entries = append(entries, call(a, "b1", "build --release", true, false, 0, 54, 54, 80))
 	}
@@ -92,7 +96,7 @@ func TestSelectBudget(t *testing.T) {
 // Summarize: the first-build hit rate per command and per base, rising
 // once a base warms the command.
 func TestSummarize(t *testing.T) {
-	e := []Entry{
+	e := []demand.Entry{
 		call("a", "b1", "build --release", true, false, 0, 54, 54, 40),
 		call("a", "b1", "build --release", false, false, 54, 0, 0, 0.3),
 		call("b", "b1", "build --release", true, false, 0, 54, 54, 40),
@@ -104,7 +108,7 @@ func TestSummarize(t *testing.T) {
 	}
 	old := e[0]
 	old.Time = t0.Add(-10 * 24 * time.Hour)
-	s := Summarize(append([]Entry{old}, e...), t0.Add(-7*24*time.Hour))
+	s := Summarize(append([]demand.Entry{old}, e...), t0.Add(-7*24*time.Hour))
 	if s.Calls != 5 || s.Agents != 3 || s.FirstBuilds != 4 {
 		t.Fatalf("summary %+v", s)
 	}

@@ -1,9 +1,11 @@
-package demand
+package warmset
 
 import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/ferrydev/ferry/pkg/demand"
 )
 
 // Rate is a hit rate: of the units first builds built, how many were
@@ -17,7 +19,7 @@ type Rate struct {
 	HitRate *float64 `json:"hit_rate"`
 }
 
-func (r *Rate) add(e Entry) {
+func (r *Rate) add(e demand.Entry) {
 	r.FirstBuilds++
 	r.Fresh += e.Fresh
 	r.Units += e.Units()
@@ -58,20 +60,20 @@ type Summary struct {
 	Commands []CommandStats `json:"commands"` // most called first
 	// Worst are the first builds that compiled the most units, newest
 	// first among equals (at most WorstN).
-	Worst []Entry `json:"worst"`
+	Worst []demand.Entry `json:"worst"`
 }
 
 // WorstN bounds Summary.Worst.
 const WorstN = 5
 
 // Summarize sums entries (the log's calls since since) up.
-func Summarize(entries []Entry, since time.Time) Summary {
-	s := Summary{Since: since, Commands: []CommandStats{}, Worst: []Entry{}}
+func Summarize(entries []demand.Entry, since time.Time) Summary {
+	s := Summary{Since: since, Commands: []CommandStats{}, Worst: []demand.Entry{}}
 	agents := map[string]bool{}
 	byCmd := map[string]*CommandStats{}
 	cmdAgents := map[string]map[string]bool{}
-	var worst []Entry
-	for _, e := range Since(entries, since) {
+	var worst []demand.Entry
+	for _, e := range demand.Since(entries, since) {
 		s.Calls++
 		agents[e.Agent] = true
 		c := byCmd[e.Command]
@@ -106,7 +108,7 @@ func Summarize(entries []Entry, since time.Time) Summary {
 	slices.SortFunc(s.Commands, func(a, b CommandStats) int {
 		return cmp.Or(cmp.Compare(b.Calls, a.Calls), cmp.Compare(a.Command, b.Command))
 	})
-	slices.SortStableFunc(worst, func(a, b Entry) int {
+	slices.SortStableFunc(worst, func(a, b demand.Entry) int {
 		return cmp.Or(cmp.Compare(b.Compiled, a.Compiled), b.Time.Compare(a.Time))
 	})
 	if len(worst) > WorstN {
