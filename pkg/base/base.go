@@ -53,9 +53,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrydev/ferry/pkg/base/fold"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -86,7 +86,7 @@ type Record struct {
 	record.Base
 	// layer is, while a layered refresh's warm build writes into an
 	// overlay, its layers (layer.go); nil otherwise.
-	layer *fork.Layers
+	layer *fold.Layers
 	// reuse is, while a refresh builds, the seed whose content digests
 	// its seal may take (contents.go); nil otherwise.
 	reuse *Reuse

@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
-	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/base/fold"
 	"github.com/ferrydev/ferry/pkg/store"
 	"github.com/ferrydev/ferry/pkg/units"
 )
@@ -59,7 +59,7 @@ func begin[T any](f func() (T, error)) task[T] {
 type finishing struct {
 	o     Options
 	r     *Record
-	laid  task[fork.FoldStats]
+	laid  task[fold.Stats]
 	flush task[struct{}]
 	dirty task[[]string]
 	seal  task[TargetSeal]
@@ -74,8 +74,8 @@ type observation struct {
 }
 
 // prefold starts laying the seed's target beside a layered build's layer
-// (fork.Prefold) as its warm commands start, so that the fold after them
-// moves only what they wrote (fork.Merge). Measured on the benchmark's
+// (fold.Prefold) as its warm commands start, so that the fold after them
+// moves only what they wrote (fold.Merge). Measured on the benchmark's
 // large workspace (7,720 seed entries, 591 written): the fold took 64-82
 // ms after the warm build, the merge takes 10-14 ms, and laying the links
 // (45-60 ms) beside the warm build did not slow it measurably.
@@ -84,8 +84,8 @@ func (f *finishing) prefold() {
 		return
 	}
 	lower, next, s, id := f.r.layer.Lower, layerNext(f.r), f.o.Store, f.r.ID
-	f.laid = begin(func() (st fork.FoldStats, err error) {
-		err = linking(s, id, func() error { st, err = fork.Prefold(lower, next); return err })
+	f.laid = begin(func() (st fold.Stats, err error) {
+		err = linking(s, id, func() error { st, err = fold.Prefold(lower, next); return err })
 		return st, err
 	})
 }

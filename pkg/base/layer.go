@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ferrydev/ferry/internal/failpoint"
+	"github.com/ferrydev/ferry/pkg/base/fold"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/record"
@@ -22,7 +23,7 @@ import (
 // instead. The seed's target is the read-only lower layer, the new base's
 // layer/upper the upper one, and the warm commands see the merged view at
 // the canonical target path and write only into the upper. Once they are
-// done, the upper is folded into a plain target (fork.Fold): what the build
+// done, the upper is folded into a plain target (fold.Fold): what the build
 // did not change becomes hard links of the seed's files. So the refresh
 // costs the change plus one link per unchanged file, and takes on disk the
 // bytes the build wrote.
@@ -143,9 +144,9 @@ func seedWords(method, why string) string {
 
 // layerOf is the overlay a layered refresh's warm commands write into, from
 // startLayer until foldLayer.
-func layerOf(r, seed *Record) fork.Layers {
+func layerOf(r, seed *Record) fold.Layers {
 	files := store.AgentFiles(store.BaseFiles(r.Dir).Layer)
-	return fork.Layers{Lower: seed.Target, Upper: files.Upper}
+	return fold.Layers{Lower: seed.Target, Upper: files.Upper}
 }
 
 // layerWork is the overlay's work dir.
@@ -186,20 +187,20 @@ func ptr[T any](v T) *T { return &v }
 // done, and removes the layer's directory. A no-op for a base not building
 // on a layer. With laid, the seed's target laid beside the layer while the
 // warm commands ran (finishing.prefold), the upper's entries move into it
-// (fork.Merge); without, the seed's entries are linked into the upper
-// (fork.Fold). Both leave the same target.
-func foldLayer(o Options, r *Record, laid task[fork.FoldStats]) error {
+// (fold.Merge); without, the seed's entries are linked into the upper
+// (fold.Fold). Both leave the same target.
+func foldLayer(o Options, r *Record, laid task[fold.Stats]) error {
 	if r.layer == nil {
 		return nil
 	}
-	var prior fork.FoldStats
+	var prior fold.Stats
 	if laid != nil {
 		var err error
 		if prior, err = laid(); err != nil {
 			return fmt.Errorf("fold the new base's layer into its target: %w", err)
 		}
 	}
-	var st fork.FoldStats
+	var st fold.Stats
 	// Folding links the seed's files and unlinks some of those links
 	// again: in a link window.
 	err := linking(o.Store, r.ID, func() error {
@@ -207,9 +208,9 @@ func foldLayer(o Options, r *Record, laid task[fork.FoldStats]) error {
 		var err error
 		if laid != nil {
 			folded = layerNext(r)
-			st, err = fork.Merge(r.layer.Upper, folded, prior)
+			st, err = fold.Merge(r.layer.Upper, folded, prior)
 		} else {
-			st, err = fork.Fold(r.layer.Lower, r.layer.Upper)
+			st, err = fold.Fold(r.layer.Lower, r.layer.Upper)
 		}
 		if err != nil {
 			return fmt.Errorf("fold the new base's layer into its target: %w", err)

@@ -1,6 +1,7 @@
 package fork
 
 import (
+	"github.com/ferrydev/ferry/internal/treetest"
 	"io"
 	"os"
 	"testing"
@@ -51,7 +52,7 @@ func copyAsClone(src, dst string) error {
 	if err := out.Close(); err != nil {
 		return err
 	}
-	return setTimes(dst, &st)
+	return SetTimes(dst, &st)
 }
 
 // TestCloningWalk runs the conformance suite over the walk macOS's reflink
@@ -62,6 +63,6 @@ func copyAsClone(src, dst string) error {
 func TestCloningWalk(t *testing.T) {
 	b := cloningCopy{}
 	for _, c := range conformance {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, b, testDir(t, os.TempDir())) })
+		t.Run(c.name, func(t *testing.T) { c.fn(t, b, treetest.Dir(t, os.TempDir())) })
 	}
 }

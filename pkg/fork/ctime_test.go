@@ -1,6 +1,7 @@
 package fork
 
 import (
+	"github.com/ferrydev/ferry/internal/treetest"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,7 +18,7 @@ import (
 func TestForkKeepsChangeTimes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b Backend, store string) {
 		p := newFork(t, store, cargoTarget())
-		before := snapshot(t, p.BaseTarget)
+		before := treetest.Snapshot(t, p.BaseTarget)
 		// Past the target's last change on the kernel's coarse clock, so
 		// that a change now shows as one.
 		time.Sleep(30 * time.Millisecond)
@@ -45,15 +46,15 @@ func TestForkKeepsChangeTimes(t *testing.T) {
 			t.Fatal(err)
 		}
 		v = remount(t, b, p, v)
-		after := snapshot(t, p.BaseTarget)
+		after := treetest.Snapshot(t, p.BaseTarget)
 		if len(after) != len(before) {
 			t.Fatalf("%s: the base holds %d entries after the fork, %d before", b.Name(), len(after), len(before))
 		}
 		for rel, n := range before {
 			a := after[rel]
-			if a.ctime != n.ctime || a.id != n.id || a.nlinks != n.nlinks {
+			if a.Ctime != n.Ctime || a.ID != n.ID || a.Nlinks != n.Nlinks {
 				t.Errorf("%s: the base's %s changed: change time %s -> %s, inode %v -> %v, links %d -> %d",
-					b.Name(), rel, fmtTime(n.ctime), fmtTime(a.ctime), n.id, a.id, n.nlinks, a.nlinks)
+					b.Name(), rel, treetest.FmtTime(n.Ctime), treetest.FmtTime(a.Ctime), n.ID, a.ID, n.Nlinks, a.Nlinks)
 			}
 		}
 	})

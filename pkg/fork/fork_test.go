@@ -2,6 +2,7 @@ package fork
 
 import (
 	"errors"
+	"github.com/ferrydev/ferry/internal/treetest"
 	"io/fs"
 	"math/rand/v2"
 	"net"
@@ -13,44 +14,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/platform"
 )
-
-// ciXFS is where .ci/run mounts the XFS filesystem with reflink=1.
-const ciXFS = "/mnt/ferry-xfs"
-
-// xfsRoot returns a writable directory on a filesystem that clones, or why
-// there is none.
-func xfsRoot() (dir, why string) {
-	if d := knobs.XFS(); d != "" {
-		return d, ""
-	}
-	// unpriv.Rerun gives the re-run a fixed environment without
-	// FERRY_TEST_XFS, so the re-run looks where .ci/run mounts it.
-	if unpriv.IsChild() && unix.Access(ciXFS, unix.W_OK) == nil {
-		return ciXFS, ""
-	}
-	return "", "FERRY_TEST_XFS is not set (.ci/run mounts XFS with reflink=1 and sets it)"
-}
-
-// testDir makes a fresh directory under parent, removed at the end of the
-// test even where a fork left read-only directories in it.
-func testDir(t *testing.T, parent string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp(parent, "ferry-fork-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := RemoveTree(dir); err != nil {
-			t.Errorf("clean up %s: %v", dir, err)
-		}
-	})
-	return dir
-}
 
 // forEachBackend runs fn for every backend on every filesystem the tests
 // can reach (the temp dir, and XFS with reflink=1 when there is one), each
@@ -67,18 +34,18 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b Backend, storeDir stri
 			t.Run(b.Name()+"-"+place, func(t *testing.T) {
 				parent := os.TempDir()
 				if place == "xfs" {
-					d, why := xfsRoot()
+					d, why := treetest.XFSRoot()
 					if d == "" {
 						t.Skip(why)
 					}
 					parent = d
 				}
-				if b.Name() == NameOverlay && !inOverlayNS() {
-					needOverlay(t, parent)
-					runInOverlayNS(t)
+				if b.Name() == NameOverlay && !treetest.InNamespace() {
+					treetest.NeedOverlay(t, parent)
+					treetest.RunInNamespace(t)
 					return
 				}
-				store := testDir(t, parent)
+				store := treetest.Dir(t, parent)
 				if b.Name() == NameReflink {
 					ok, err := CanReflink(store)
 					if err != nil {
@@ -114,191 +81,63 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// An entry of a fixture target dir: 'd' directory, 'f' regular file, 'l'
-// symlink (data is the link text), 'h' hard link to the path in data.
-type entry struct {
-	path string
-	kind byte
-	mode uint32
-	data string
-}
-
 const mib = 1 << 20
 
 // cargoTarget is a small but realistic Cargo target dir, parents before
 // children.
-func cargoTarget() []entry {
+func cargoTarget() []treetest.Entry {
 	rng := rand.New(rand.NewPCG(1, 2))
 	rlib := make([]byte, mib)
 	for i := range rlib {
 		rlib[i] = byte(rng.Uint32())
 	}
 	fp := "debug/.fingerprint/demo-0f1e2d3c4b5a6978"
-	return []entry{
-		{"CACHEDIR.TAG", 'f', 0o644, "Signature: 8a477f597d28d172789f06886806bc55\n"},
-		{".rustc_info.json", 'f', 0o644, `{"rustc_fingerprint":1234}`},
-		{"debug", 'd', 0o755, ""},
-		{"debug/.cargo-lock", 'f', 0o644, ""},
-		{"debug/.fingerprint", 'd', 0o755, ""},
-		{fp, 'd', 0o755, ""},
-		{fp + "/lib-demo", 'f', 0o644, "0123456789abcdef"},
-		{fp + "/lib-demo.json", 'f', 0o644, `{"rustc":1,"features":"[]"}`},
-		{fp + "/dep-lib-demo", 'f', 0o644, "\x00\x01\x02src/lib.rs\x00"},
-		{fp + "/invoked.timestamp", 'f', 0o644, ""},
-		{"debug/deps", 'd', 0o755, ""},
-		{"debug/deps/libdemo-0f1e2d3c4b5a6978.rlib", 'f', 0o644, string(rlib)},
-		{"debug/deps/demo-0f1e2d3c4b5a6978", 'f', 0o755, "\x7fELF pretend executable"},
-		{"debug/deps/demo-0f1e2d3c4b5a6978.d", 'f', 0o644, "demo: src/main.rs\n"},
+	return []treetest.Entry{
+		treetest.E("CACHEDIR.TAG", 'f', 0o644, "Signature: 8a477f597d28d172789f06886806bc55\n"),
+		treetest.E(".rustc_info.json", 'f', 0o644, `{"rustc_fingerprint":1234}`),
+		treetest.E("debug", 'd', 0o755, ""),
+		treetest.E("debug/.cargo-lock", 'f', 0o644, ""),
+		treetest.E("debug/.fingerprint", 'd', 0o755, ""),
+		treetest.E(fp, 'd', 0o755, ""),
+		treetest.E(fp + "/lib-demo", 'f', 0o644, "0123456789abcdef"),
+		treetest.E(fp + "/lib-demo.json", 'f', 0o644, `{"rustc":1,"features":"[]"}`),
+		treetest.E(fp + "/dep-lib-demo", 'f', 0o644, "\x00\x01\x02src/lib.rs\x00"),
+		treetest.E(fp + "/invoked.timestamp", 'f', 0o644, ""),
+		treetest.E("debug/deps", 'd', 0o755, ""),
+		treetest.E("debug/deps/libdemo-0f1e2d3c4b5a6978.rlib", 'f', 0o644, string(rlib)),
+		treetest.E("debug/deps/demo-0f1e2d3c4b5a6978", 'f', 0o755, "\x7fELF pretend executable"),
+		treetest.E("debug/deps/demo-0f1e2d3c4b5a6978.d", 'f', 0o644, "demo: src/main.rs\n"),
 		// Cargo uplifts artifacts by hard-linking them.
-		{"debug/demo", 'h', 0, "debug/deps/demo-0f1e2d3c4b5a6978"},
-		{"debug/build", 'd', 0o755, ""},
-		{"debug/build/demo-1a2b3c", 'd', 0o755, ""},
-		{"debug/build/demo-1a2b3c/build-script-build", 'f', 0o755, "#!/bin/sh\necho hi\n"},
-		{"debug/build/demo-1a2b3c/out", 'd', 0o755, ""},
-		{"debug/build/demo-1a2b3c/output", 'f', 0o644, "cargo:rerun-if-changed=build.rs\n"},
-		{"debug/incremental", 'd', 0o755, ""},
-		{"debug/incremental/demo-3k2j", 'd', 0o750, ""},
-		{"debug/incremental/demo-3k2j/query-cache.bin", 'f', 0o444, "read-only cache"},
-		{"debug/sealed", 'd', 0o555, ""},
-		{"debug/sealed/file", 'f', 0o600, "in a read-only dir"},
-		{"debug/deps-link", 'l', 0, "deps"},
-		{"debug/dangling", 'l', 0, "../missing/nowhere"},
-		{"debug/absolute", 'l', 0, "/nonexistent/ferry/absolute"},
-		{"release", 'd', 0o700, ""},
+		treetest.E("debug/demo", 'h', 0, "debug/deps/demo-0f1e2d3c4b5a6978"),
+		treetest.E("debug/build", 'd', 0o755, ""),
+		treetest.E("debug/build/demo-1a2b3c", 'd', 0o755, ""),
+		treetest.E("debug/build/demo-1a2b3c/build-script-build", 'f', 0o755, "#!/bin/sh\necho hi\n"),
+		treetest.E("debug/build/demo-1a2b3c/out", 'd', 0o755, ""),
+		treetest.E("debug/build/demo-1a2b3c/output", 'f', 0o644, "cargo:rerun-if-changed=build.rs\n"),
+		treetest.E("debug/incremental", 'd', 0o755, ""),
+		treetest.E("debug/incremental/demo-3k2j", 'd', 0o750, ""),
+		treetest.E("debug/incremental/demo-3k2j/query-cache.bin", 'f', 0o444, "read-only cache"),
+		treetest.E("debug/sealed", 'd', 0o555, ""),
+		treetest.E("debug/sealed/file", 'f', 0o600, "in a read-only dir"),
+		treetest.E("debug/deps-link", 'l', 0, "deps"),
+		treetest.E("debug/dangling", 'l', 0, "../missing/nowhere"),
+		treetest.E("debug/absolute", 'l', 0, "/nonexistent/ferry/absolute"),
+		treetest.E("release", 'd', 0o700, ""),
 	}
-}
-
-// timeOf gives entry i its own mtime, with nanoseconds; i = -1 is the root.
-func timeOf(i int) unix.Timespec {
-	return unix.Timespec{Sec: 1709294400 + int64(i+1)*37, Nsec: int64(123457 + (i+1)*7919*1013)}
-}
-
-// makeTarget writes entries under root (created), then sets modes and
-// distinct times children-first, as a finished build leaves them.
-func makeTarget(t *testing.T, root string, entries []entry) {
-	t.Helper()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.MkdirAll(root, 0o755))
-	for _, e := range entries {
-		p := filepath.Join(root, e.path)
-		switch e.kind {
-		case 'd':
-			must(os.Mkdir(p, 0o755))
-		case 'f':
-			must(os.WriteFile(p, []byte(e.data), 0o644))
-		case 'l':
-			must(os.Symlink(e.data, p))
-		case 'h':
-			must(os.Link(filepath.Join(root, e.data), p))
-		}
-	}
-	for i := len(entries) - 1; i >= 0; i-- {
-		e := entries[i]
-		p := filepath.Join(root, e.path)
-		if e.kind == 'd' || e.kind == 'f' {
-			must(unix.Chmod(p, e.mode))
-		}
-		if e.kind != 'h' {
-			must(unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{timeOf(i), timeOf(i)}, unix.AT_SYMLINK_NOFOLLOW))
-		}
-	}
-	must(unix.UtimesNanoAt(unix.AT_FDCWD, root, []unix.Timespec{timeOf(-1), timeOf(-1)}, 0))
 }
 
 // newFork lays out a base target with entries and an agent dir in store.
-func newFork(t *testing.T, store string, entries []entry) Paths {
+func newFork(t *testing.T, store string, entries []treetest.Entry) Paths {
 	t.Helper()
 	p := Paths{
 		BaseTarget: filepath.Join(store, "bases", "b1", "target"),
 		AgentDir:   filepath.Join(store, "agents", "a1"),
 	}
-	makeTarget(t, p.BaseTarget, entries)
+	treetest.MakeTarget(t, p.BaseTarget, entries)
 	if err := os.MkdirAll(p.AgentDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// node is what a tree comparison sees of one entry.
-type node struct {
-	mode   uint32
-	mtime  unix.Timespec
-	ctime  unix.Timespec
-	id     fileID
-	data   string // bytes of a file, text of a link
-	nlinks uint64
-}
-
-// snapshot reads the whole tree at root, keyed by path relative to root.
-func snapshot(t *testing.T, root string) map[string]node {
-	t.Helper()
-	out := map[string]node{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(path, &st); err != nil {
-			return err
-		}
-		n := node{mode: uint32(st.Mode), mtime: st.Mtim, ctime: st.Ctim, id: fileID{uint64(st.Dev), st.Ino}, nlinks: uint64(st.Nlink)}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			n.data = string(b)
-		case unix.S_IFLNK:
-			n.data, err = os.Readlink(path)
-			if err != nil {
-				return err
-			}
-		}
-		rel, _ := filepath.Rel(root, path)
-		out[rel] = n
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func fmtTime(ts unix.Timespec) string {
-	return time.Unix(ts.Sec, ts.Nsec).UTC().Format(time.RFC3339Nano)
-}
-
-// sameTree fails t unless fork has exactly base's entries, each of the same
-// type, permission bits, bytes or link text and mtime.
-func sameTree(t *testing.T, base, fork map[string]node) {
-	t.Helper()
-	for rel, b := range base {
-		f, ok := fork[rel]
-		if !ok {
-			t.Errorf("%s: missing from the fork", rel)
-			continue
-		}
-		if b.mode != f.mode {
-			t.Errorf("%s: mode %o in the fork, %o in the base", rel, f.mode, b.mode)
-		}
-		if b.mtime != f.mtime {
-			t.Errorf("%s: mtime %s in the fork, %s in the base", rel, fmtTime(f.mtime), fmtTime(b.mtime))
-		}
-		if b.data != f.data {
-			t.Errorf("%s: content differs (%d bytes in the fork, %d in the base)", rel, len(f.data), len(b.data))
-		}
-	}
-	for rel := range fork {
-		if _, ok := base[rel]; !ok {
-			t.Errorf("%s: in the fork but not in the base", rel)
-		}
-	}
 }
 
 // noLeftovers fails t if a temporary fork dir remains in dir: the tree
@@ -318,7 +157,7 @@ func noLeftovers(t *testing.T, dir string) {
 func testTree(t *testing.T, b Backend, store string) {
 	entries := cargoTarget()
 	p := newFork(t, store, entries)
-	before := snapshot(t, p.BaseTarget)
+	before := treetest.Snapshot(t, p.BaseTarget)
 
 	st, err := b.Fork(p)
 	if err != nil {
@@ -339,12 +178,12 @@ func testTree(t *testing.T, b Backend, store string) {
 	}
 
 	v := view(t, b, p)
-	base, fork := snapshot(t, p.BaseTarget), snapshot(t, v)
-	sameTree(t, base, fork)
+	base, fork := treetest.Snapshot(t, p.BaseTarget), treetest.Snapshot(t, v)
+	treetest.SameTree(t, base, fork)
 
 	// The base is untouched: not even its ctimes moved.
 	for rel, n := range before {
-		if a := base[rel]; a.ctime != n.ctime || a.mtime != n.mtime || a.mode != n.mode || a.data != n.data {
+		if a := base[rel]; a.Ctime != n.Ctime || a.Mtime != n.Mtime || a.Mode != n.Mode || a.Data != n.Data {
 			t.Errorf("%s: the base changed during the fork", rel)
 		}
 	}
@@ -356,28 +195,28 @@ func testTree(t *testing.T, b Backend, store string) {
 		// but its root, even after the whole tree was read.
 		for rel, f := range fork {
 			bn := base[rel]
-			if f.mode&unix.S_IFMT != unix.S_IFDIR && f.id.ino != bn.id.ino {
-				t.Errorf("%s: inode %d in the view, %d in the base: not read through the lower layer", rel, f.id.ino, bn.id.ino)
+			if f.Mode&unix.S_IFMT != unix.S_IFDIR && f.ID.Ino != bn.ID.Ino {
+				t.Errorf("%s: inode %d in the view, %d in the base: not read through the lower layer", rel, f.ID.Ino, bn.ID.Ino)
 			}
-			if f.id.dev == bn.id.dev {
+			if f.ID.Dev == bn.ID.Dev {
 				t.Errorf("%s: on the base's device in the view: not read through the overlay", rel)
 			}
 		}
-		if up := snapshot(t, p.Upper()); len(up) != 1 {
+		if up := treetest.Snapshot(t, p.Upper()); len(up) != 1 {
 			t.Errorf("upper/ holds %d entries after the fork was read, want only its root", len(up)-1)
 		}
 		// So hard links inside the base are seen as the base has them.
-		if l, f := fork[link], fork[linked]; l.id != f.id || l.nlinks != 2 {
-			t.Errorf("%s: inode %v (%d links) in the view, %s %v: want the base's one file with 2 links", link, l.id, l.nlinks, linked, f.id)
+		if l, f := fork[link], fork[linked]; l.ID != f.ID || l.Nlinks != 2 {
+			t.Errorf("%s: inode %v (%d links) in the view, %s %v: want the base's one file with 2 links", link, l.ID, l.Nlinks, linked, f.ID)
 		}
 	} else {
 		// New inodes everywhere; links inside the base are links inside the fork.
 		for rel, f := range fork {
-			if f.id == base[rel].id {
+			if f.ID == base[rel].ID {
 				t.Errorf("%s: the fork shares the base's inode", rel)
 			}
 		}
-		if fork[link].id != fork[linked].id {
+		if fork[link].ID != fork[linked].ID {
 			t.Errorf("%s: not a hard link of %s inside the fork", link, linked)
 		}
 	}
@@ -388,12 +227,12 @@ func testTree(t *testing.T, b Backend, store string) {
 		if overlay {
 			break
 		}
-		switch e.kind {
+		switch e.Kind {
 		case 'd':
 			want.Dirs++
 		case 'f':
 			want.Files++
-			want.Bytes += int64(len(e.data))
+			want.Bytes += int64(len(e.Data))
 		case 'h':
 			want.Files++
 		case 'l':
@@ -410,7 +249,7 @@ func testTree(t *testing.T, b Backend, store string) {
 
 func testWritesStayInFork(t *testing.T, b Backend, store string) {
 	p := newFork(t, store, cargoTarget())
-	before := snapshot(t, p.BaseTarget)
+	before := treetest.Snapshot(t, p.BaseTarget)
 	if _, err := b.Fork(p); err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +309,7 @@ func testWritesStayInFork(t *testing.T, b Backend, store string) {
 		t.Fatal(err)
 	}
 
-	after := snapshot(t, p.BaseTarget)
+	after := treetest.Snapshot(t, p.BaseTarget)
 	if len(after) != len(before) {
 		t.Errorf("the base has %d entries after writes in the fork, %d before", len(after), len(before))
 	}
@@ -484,38 +323,38 @@ func testWritesStayInFork(t *testing.T, b Backend, store string) {
 	// sandbox again (for overlay, a new mount of the same layers) sees them.
 	check := func(round int, v string) {
 		t.Helper()
-		fork := snapshot(t, v)
+		fork := treetest.Snapshot(t, v)
 		for rel, want := range map[string]string{
 			fp + "lib-demo":                               "fedcba9876543210",
-			fp + "dep-lib-demo":                           before[fp+"dep-lib-demo"].data + "more",
+			fp + "dep-lib-demo":                           before[fp+"dep-lib-demo"].Data + "more",
 			"debug/deps/libdemo-0f1e2d3c4b5a6978.rlib":    "new rlib",
 			"debug/incremental/demo-3k2j/query-cache.bin": "",
 			"debug/deps/new.rmeta":                        "",
 		} {
-			if n, ok := fork[rel]; !ok || n.data != want {
-				t.Errorf("mount %d: %s: %q in the fork (present %v), want %q", round, rel, trunc(n.data), ok, trunc(want))
+			if n, ok := fork[rel]; !ok || n.Data != want {
+				t.Errorf("mount %d: %s: %q in the fork (present %v), want %q", round, rel, trunc(n.Data), ok, trunc(want))
 			}
 		}
 		if _, ok := fork["CACHEDIR.TAG"]; ok {
 			t.Errorf("mount %d: CACHEDIR.TAG: removed in the fork but still there", round)
 		}
-		if n := fork[fp+"invoked.timestamp"]; n.mtime != unix.NsecToTimespec(now.UnixNano()) {
-			t.Errorf("mount %d: %s: mtime %s in the fork, set to %s", round, fp+"invoked.timestamp", fmtTime(n.mtime), now.UTC().Format(time.RFC3339Nano))
+		if n := fork[fp+"invoked.timestamp"]; n.Mtime != unix.NsecToTimespec(now.UnixNano()) {
+			t.Errorf("mount %d: %s: mtime %s in the fork, set to %s", round, fp+"invoked.timestamp", treetest.FmtTime(n.Mtime), now.UTC().Format(time.RFC3339Nano))
 		}
 		// A chmod (for overlay, a copy-up of the metadata) keeps the mtime
 		// Cargo compares.
 		const chmodded = "debug/deps/demo-0f1e2d3c4b5a6978.d"
-		if n := fork[chmodded]; n.mode&0o7777 != 0o600 || n.mtime != before[chmodded].mtime {
+		if n := fork[chmodded]; n.Mode&0o7777 != 0o600 || n.Mtime != before[chmodded].Mtime {
 			t.Errorf("mount %d: %s: mode %o, mtime %s in the fork after chmod 600; want 600 and the base's %s",
-				round, chmodded, n.mode&0o7777, fmtTime(n.mtime), fmtTime(before[chmodded].mtime))
+				round, chmodded, n.Mode&0o7777, treetest.FmtTime(n.Mtime), treetest.FmtTime(before[chmodded].Mtime))
 		}
 
 		const link, linked = "debug/demo", "debug/deps/demo-0f1e2d3c4b5a6978"
-		if got := fork[link].data; !strings.HasPrefix(got, "XXXX") {
+		if got := fork[link].Data; !strings.HasPrefix(got, "XXXX") {
 			t.Errorf("mount %d: %s starts %q after writing XXXX through it", round, link, trunc(got))
 		}
 		if b.Name() != NameOverlay {
-			if got := fork[linked].data; !strings.HasPrefix(got, "XXXX") {
+			if got := fork[linked].Data; !strings.HasPrefix(got, "XXXX") {
 				t.Errorf("mount %d: the fork's hard links are not one file: %s starts %q", round, linked, trunc(got))
 			}
 			return
@@ -523,7 +362,7 @@ func testWritesStayInFork(t *testing.T, b Backend, store string) {
 		// overlayfs copies up the one path written: the link breaks, and
 		// the other path still shows the base's file (Cargo replaces an
 		// uplifted artifact by linking anew, never writes it in place).
-		if got := fork[linked].data; got != before[linked].data {
+		if got := fork[linked].Data; got != before[linked].Data {
 			t.Errorf("mount %d: %s is %q after a write through its hard link %s; overlayfs should have copied up only %s",
 				round, linked, trunc(got), link, link)
 		}
@@ -533,7 +372,7 @@ func testWritesStayInFork(t *testing.T, b Backend, store string) {
 
 	if b.Name() == NameOverlay {
 		// Every write went to upper/, a removal as a whiteout.
-		up := snapshot(t, p.Upper())
+		up := treetest.Snapshot(t, p.Upper())
 		for _, rel := range []string{fp + "lib-demo", fp + "dep-lib-demo", "debug/deps/libdemo-0f1e2d3c4b5a6978.rlib",
 			"debug/demo", "debug/incremental/demo-3k2j/query-cache.bin", fp + "invoked.timestamp",
 			"debug/deps/demo-0f1e2d3c4b5a6978.d", "debug/deps/new.rmeta"} {
@@ -541,7 +380,7 @@ func testWritesStayInFork(t *testing.T, b Backend, store string) {
 				t.Errorf("%s: written through the view but not in upper/", rel)
 			}
 		}
-		if !isWhiteout(filepath.Join(p.Upper(), "CACHEDIR.TAG")) {
+		if !treetest.IsWhiteout(filepath.Join(p.Upper(), "CACHEDIR.TAG")) {
 			t.Errorf("CACHEDIR.TAG: removed through the view, but upper/ has no whiteout for it")
 		}
 		if _, ok := up["debug/deps/demo-0f1e2d3c4b5a6978"]; ok {
@@ -586,7 +425,7 @@ func testExistingTarget(t *testing.T, b Backend, store string) {
 					if err := mk.fn(path); err != nil {
 						t.Fatal(err)
 					}
-					before := snapshot(t, path)
+					before := treetest.Snapshot(t, path)
 					_, err := b.Fork(p)
 					if err == nil {
 						t.Fatalf("Fork over an existing %s succeeded", path)
@@ -595,7 +434,7 @@ func testExistingTarget(t *testing.T, b Backend, store string) {
 						!strings.Contains(err.Error(), path) {
 						t.Errorf("error %q: want a Refused fs.ErrExist naming %s, with a hint", err, path)
 					}
-					if after := snapshot(t, path); len(after) != len(before) {
+					if after := treetest.Snapshot(t, path); len(after) != len(before) {
 						t.Errorf("the existing %s changed: %d entries, %d before", path, len(after), len(before))
 					}
 					noLeftovers(t, p.AgentDir)
@@ -627,7 +466,7 @@ func testSpecialFiles(t *testing.T, b Backend, store string) {
 	} {
 		t.Run(special.kind, func(t *testing.T) {
 			// Short paths: a socket's must fit in 108 bytes.
-			dir := testDir(t, store)
+			dir := treetest.Dir(t, store)
 			entries := cargoTarget()
 			p := newFork(t, dir, entries)
 			// Last in walk order, so the fork has made (read-only
@@ -699,7 +538,7 @@ func overlaySpecialFile(t *testing.T, b Backend, p Paths, rel string, mode uint3
 	if err := unix.Lstat(filepath.Join(p.BaseTarget, rel), &after); err != nil || after.Mode != base.Mode {
 		t.Errorf("%s: removal through the view reached the base: %v", rel, err)
 	}
-	if !isWhiteout(filepath.Join(p.Upper(), rel)) {
+	if !treetest.IsWhiteout(filepath.Join(p.Upper(), rel)) {
 		t.Errorf("%s: removed through the view, but upper/ has no whiteout for it", rel)
 	}
 }
@@ -710,7 +549,7 @@ func testEmptyBase(t *testing.T, b Backend, store string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameTree(t, snapshot(t, p.BaseTarget), snapshot(t, view(t, b, p)))
+	treetest.SameTree(t, treetest.Snapshot(t, p.BaseTarget), treetest.Snapshot(t, view(t, b, p)))
 	if st.Dirs != 1 || st.Files != 0 || st.Bytes != 0 {
 		t.Errorf("stats %+v for an empty base", st)
 	}
@@ -749,7 +588,7 @@ func testPrivateBytes(t *testing.T, b Backend, store string) {
 	}
 	v := view(t, b, p)
 	// Reading the whole fork costs a copy nothing, an overlay nothing.
-	snapshot(t, v)
+	treetest.Snapshot(t, v)
 	fresh, err := b.PrivateBytes(p)
 	if err != nil {
 		t.Fatal(err)
@@ -793,7 +632,7 @@ func testPrivateBytes(t *testing.T, b Backend, store string) {
 }
 
 func TestSelect(t *testing.T) {
-	tmp := testDir(t, os.TempDir())
+	tmp := treetest.Dir(t, os.TempDir())
 	blocker, err := platform.Real().OverlayBlocker(tmp)
 	if err != nil {
 		t.Fatalf("overlay probe in %s: %v", tmp, err)
@@ -837,11 +676,11 @@ func TestSelect(t *testing.T) {
 		t.Errorf("Select(copy) = %v, %v", b, err)
 	}
 
-	if xfs, why := xfsRoot(); xfs == "" {
+	if xfs, why := treetest.XFSRoot(); xfs == "" {
 		t.Log("skipping auto on XFS: " + why)
 	} else {
 		// Reflink first, where the store clones files.
-		dir := testDir(t, xfs)
+		dir := treetest.Dir(t, xfs)
 		for _, name := range []string{NameAuto, NameReflink} {
 			if b, err := Select(name, dir); err != nil || b.Name() != NameReflink {
 				t.Errorf("Select(%s) on %s (%s) = %v, %v; want reflink", name, dir, fsName(dir), b, err)
@@ -898,15 +737,15 @@ func TestCanReflink(t *testing.T) {
 	if _, err := CanReflink(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("CanReflink of a missing dir: no error")
 	}
-	dir := testDir(t, os.TempDir())
+	dir := treetest.Dir(t, os.TempDir())
 	ok, err := CanReflink(dir)
 	t.Logf("%s (%s): CanReflink = %v, %v", dir, fsName(dir), ok, err)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if xfs, why := xfsRoot(); xfs == "" {
+	if xfs, why := treetest.XFSRoot(); xfs == "" {
 		t.Log("skipping XFS: " + why)
-	} else if ok, err := CanReflink(testDir(t, xfs)); !ok || err != nil {
+	} else if ok, err := CanReflink(treetest.Dir(t, xfs)); !ok || err != nil {
 		t.Errorf("CanReflink on %s = %v, %v; want true", xfs, ok, err)
 	}
 	entries, _ := os.ReadDir(dir)

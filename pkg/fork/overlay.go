@@ -84,7 +84,7 @@ func (overlayBackend) Fork(p Paths) (Stats, error) {
 	if err := os.Chmod(staged.Upper, os.FileMode(st.Mode&0o777)); err != nil {
 		return Stats{}, err
 	}
-	if err := setTimes(staged.Upper, &st); err != nil {
+	if err := SetTimes(staged.Upper, &st); err != nil {
 		return Stats{}, err
 	}
 	// work first: an upper without its work dir is unusable, so its

@@ -2,31 +2,16 @@ package fork
 
 import (
 	"errors"
+	"github.com/ferrydev/ferry/internal/treetest"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/platform"
 )
-
-// needOverlay skips t, with the blocker's explanation, when this host cannot
-// mount an unprivileged overlay with its upper dir in parent. Nothing else
-// may skip an overlay test: where the probe passes, the test must run.
-func needOverlay(t *testing.T, parent string) {
-	t.Helper()
-	b, err := platform.Real().OverlayBlocker(testDir(t, parent))
-	if err != nil {
-		t.Fatalf("overlay probe in %s: %v", parent, err)
-	}
-	if b != nil {
-		t.Skipf("overlay: %v\n%s", b, b.Remedy)
-	}
-}
 
 // view returns where the test reads and writes the fork's tree: the dir the
 // sandbox would bind-mount, or, for the overlay backend, a fresh mountpoint
@@ -41,10 +26,10 @@ func view(t *testing.T, b Backend, p Paths) string {
 		}
 		return spec.Dir
 	}
-	if !inOverlayNS() {
+	if !treetest.InNamespace() {
 		t.Fatalf("%s: mounting the fork needs the test's own mount namespace (runInOverlayNS)", b.Name())
 	}
-	return mountView(t, spec.Overlay)
+	return treetest.MountView(t, spec.Overlay.Lower, spec.Overlay.Upper, spec.Overlay.Work)
 }
 
 // remount unmounts the overlay view v (overlayfs refuses a second mount of
@@ -56,15 +41,8 @@ func remount(t *testing.T, b Backend, p Paths, v string) string {
 	if b.TargetSpec(p).Overlay == nil {
 		return view(t, b, p)
 	}
-	unmountView(t, v)
+	treetest.UnmountView(t, v)
 	return view(t, b, p)
-}
-
-// isWhiteout reports whether path is overlayfs's whiteout: a character
-// device 0/0 in the upper dir hiding the lower entry of its name.
-func isWhiteout(path string) bool {
-	var st unix.Stat_t
-	return unix.Lstat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
 }
 
 // The overlay's layers are named in mount options, where , separates
@@ -77,14 +55,14 @@ func TestOverlayInexpressiblePath(t *testing.T) {
 		{"colon", "store:1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			bad := filepath.Join(testDir(t, os.TempDir()), c.dir)
-			good := testDir(t, os.TempDir())
+			bad := filepath.Join(treetest.Dir(t, os.TempDir()), c.dir)
+			good := treetest.Dir(t, os.TempDir())
 			for _, p := range []Paths{
 				{BaseTarget: filepath.Join(bad, "bases", "b1", "target"), AgentDir: filepath.Join(good, "agents", "a1")},
 				{BaseTarget: filepath.Join(good, "bases", "b1", "target"), AgentDir: filepath.Join(bad, "agents", "a1")},
 			} {
 				if _, err := os.Stat(p.BaseTarget); err != nil {
-					makeTarget(t, p.BaseTarget, cargoTarget())
+					treetest.MakeTarget(t, p.BaseTarget, cargoTarget())
 				}
 				if err := os.MkdirAll(p.AgentDir, 0o755); err != nil {
 					t.Fatal(err)
@@ -145,7 +123,7 @@ func agentDirHolds(t *testing.T, p Paths, names ...string) {
 // overlay is Blocked with the blocker's remedy; a probe that cannot run is
 // an error, never a silent choice.
 func TestSelectOverlayBlocked(t *testing.T) {
-	tmp := testDir(t, os.TempDir())
+	tmp := treetest.Dir(t, os.TempDir())
 	clones, err := CanReflink(tmp)
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +174,7 @@ func TestSelectOverlayBlocked(t *testing.T) {
 // host also lacks.
 func TestOverlayBlockedWithoutNamespaces(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no nsenter on it
-	b, err := OverlayBlocker(platform.Host{OS: "darwin"}, testDir(t, os.TempDir()))
+	b, err := OverlayBlocker(platform.Host{OS: "darwin"}, treetest.Dir(t, os.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +188,7 @@ func TestOverlayBlockedWithoutNamespaces(t *testing.T) {
 // works: it mounts in a namespace of its own), and an explicit overlay is
 // refused; other names are Select's.
 func TestSelectUnsandboxed(t *testing.T) {
-	tmp := testDir(t, os.TempDir())
+	tmp := treetest.Dir(t, os.TempDir())
 	clones, err := CanReflink(tmp)
 	if err != nil {
 		t.Fatal(err)

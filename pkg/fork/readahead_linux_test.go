@@ -1,6 +1,7 @@
 package fork
 
 import (
+	"github.com/ferrydev/ferry/internal/treetest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,16 +46,16 @@ func TestReadByNoOpBuild(t *testing.T) {
 // overlay agent reads the base's files: its fork reads those ahead.
 func TestForkReadsAheadWhatANoOpBuildReads(t *testing.T) {
 	entries := append(cargoTarget(),
-		entry{"debug/demo.d", 'f', 0o644, "/src/demo: /src/src/main.rs\n"},
-		entry{"debug/libdemo.d", 'f', 0o644, "/src/libdemo.rlib: /src/src/lib.rs\n"},
-		entry{"debug/examples", 'd', 0o755, ""},
-		entry{"debug/examples/ex.d", 'f', 0o644, "/src/ex: /src/examples/ex.rs\n"},
-		entry{"x86_64-unknown-linux-gnu", 'd', 0o755, ""},
-		entry{"x86_64-unknown-linux-gnu/debug", 'd', 0o755, ""},
-		entry{"x86_64-unknown-linux-gnu/debug/.fingerprint", 'd', 0o755, ""},
-		entry{"x86_64-unknown-linux-gnu/debug/.fingerprint/demo-99", 'd', 0o755, ""},
-		entry{"x86_64-unknown-linux-gnu/debug/.fingerprint/demo-99/lib-demo", 'f', 0o644, "fedcba9876543210"},
-		entry{"x86_64-unknown-linux-gnu/debug/libdemo.d", 'f', 0o644, "/src/libdemo.rlib: /src/src/lib.rs\n"})
+		treetest.E("debug/demo.d", 'f', 0o644, "/src/demo: /src/src/main.rs\n"),
+		treetest.E("debug/libdemo.d", 'f', 0o644, "/src/libdemo.rlib: /src/src/lib.rs\n"),
+		treetest.E("debug/examples", 'd', 0o755, ""),
+		treetest.E("debug/examples/ex.d", 'f', 0o644, "/src/ex: /src/examples/ex.rs\n"),
+		treetest.E("x86_64-unknown-linux-gnu", 'd', 0o755, ""),
+		treetest.E("x86_64-unknown-linux-gnu/debug", 'd', 0o755, ""),
+		treetest.E("x86_64-unknown-linux-gnu/debug/.fingerprint", 'd', 0o755, ""),
+		treetest.E("x86_64-unknown-linux-gnu/debug/.fingerprint/demo-99", 'd', 0o755, ""),
+		treetest.E("x86_64-unknown-linux-gnu/debug/.fingerprint/demo-99/lib-demo", 'f', 0o644, "fedcba9876543210"),
+		treetest.E("x86_64-unknown-linux-gnu/debug/libdemo.d", 'f', 0o644, "/src/libdemo.rlib: /src/src/lib.rs\n"))
 	warm := []string{
 		".rustc_info.json",
 		"debug/.fingerprint/demo-0f1e2d3c4b5a6978/lib-demo",
@@ -71,18 +72,18 @@ func TestForkReadsAheadWhatANoOpBuildReads(t *testing.T) {
 		"debug/deps/libdemo-0f1e2d3c4b5a6978.rlib",
 	}
 	t.Run("reflink", func(t *testing.T) {
-		xfs, why := xfsRoot()
+		xfs, why := treetest.XFSRoot()
 		if xfs == "" {
 			t.Skip(why)
 		}
-		p := newFork(t, testDir(t, xfs), entries)
+		p := newFork(t, treetest.Dir(t, xfs), entries)
 		if _, err := Reflink().Fork(p); err != nil {
 			t.Fatal(err)
 		}
 		readAhead(t, p.Target(), warm, cold)
 	})
 	t.Run("overlay", func(t *testing.T) {
-		p := newFork(t, testDir(t, os.TempDir()), entries)
+		p := newFork(t, treetest.Dir(t, os.TempDir()), entries)
 		// Out of memory first, as a base whose pages were reclaimed.
 		for _, rel := range append(warm, cold...) {
 			if !evict(t, filepath.Join(p.BaseTarget, rel)) {

@@ -254,7 +254,7 @@ func (t *tree) dir(src, dst string, st *unix.Stat_t) error {
 		case unix.S_IFLNK:
 			err = t.symlink(s, d, &cst)
 		default:
-			err = errSpecial(s, uint32(cst.Mode))
+			err = SpecialFile(s, uint32(cst.Mode))
 		}
 		if err != nil {
 			return err
@@ -263,7 +263,7 @@ func (t *tree) dir(src, dst string, st *unix.Stat_t) error {
 	if err := unix.Chmod(dst, uint32(st.Mode)&0o7777); err != nil {
 		return &os.PathError{Op: "chmod", Path: dst, Err: err}
 	}
-	return setTimes(dst, st)
+	return SetTimes(dst, st)
 }
 
 // file forks the regular file src to dst.
@@ -298,7 +298,7 @@ func (t *tree) file(src, dst string, st *unix.Stat_t) error {
 	if err := unix.Close(out); err != nil {
 		return &os.PathError{Op: "close", Path: dst, Err: err}
 	}
-	return setTimes(dst, st)
+	return SetTimes(dst, st)
 }
 
 // create makes dst, new, with the bytes of the regular file src, and
@@ -341,12 +341,12 @@ func (t *tree) symlink(src, dst string, st *unix.Stat_t) error {
 	if err := os.Symlink(text, dst); err != nil {
 		return err
 	}
-	return setTimes(dst, st)
+	return SetTimes(dst, st)
 }
 
-// setTimes gives path (never followed) the access and modification times of
+// SetTimes gives path (never followed) the access and modification times of
 // st, to the nanosecond.
-func setTimes(path string, st *unix.Stat_t) error {
+func SetTimes(path string, st *unix.Stat_t) error {
 	ts := []unix.Timespec{st.Atim, st.Mtim}
 	if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return &os.PathError{Op: "utimensat", Path: path, Err: err}
@@ -354,9 +354,9 @@ func setTimes(path string, st *unix.Stat_t) error {
 	return nil
 }
 
-// errSpecial refuses a file in the base target that is not a regular file,
+// SpecialFile refuses a file in the base target that is not a regular file,
 // directory or symlink.
-func errSpecial(path string, mode uint32) error {
+func SpecialFile(path string, mode uint32) error {
 	kind := "special file"
 	switch mode & unix.S_IFMT {
 	case unix.S_IFIFO:

@@ -1,4 +1,4 @@
-package fork
+package treetest
 
 import (
 	"bytes"
@@ -14,20 +14,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// overlayNSEnv marks this test binary re-executed in a new user and mount
-// namespace (runInOverlayNS), where the overlay backend's tests mount the
-// fork the way the sandbox does. Its value is the mount namespace of the
-// process that started it, which the child checks it has left before it
-// touches any mount.
-const overlayNSEnv = "FERRY_FORK_OVERLAY_NS"
+// nsEnv marks a test binary re-executed in a new user and mount namespace
+// (RunInNamespace), where the overlay tests mount overlays the way the
+// sandbox does. Its value is the mount namespace of the process that
+// started it, which the child checks it has left before it touches any
+// mount.
+const nsEnv = "FERRY_TEST_OVERLAY_NS"
 
-// inOverlayNS reports whether this process is the re-executed child.
-func inOverlayNS() bool { return os.Getenv(overlayNSEnv) != "" }
+// InNamespace reports whether this process is the re-executed child.
+func InNamespace() bool { return os.Getenv(nsEnv) != "" }
 
-func TestMain(m *testing.M) {
-	if from := os.Getenv(overlayNSEnv); from != "" {
+// Main is TestMain for a package whose tests call RunInNamespace: in the
+// re-executed child it makes the mounts private first.
+func Main(m *testing.M) {
+	if from := os.Getenv(nsEnv); from != "" {
 		if err := privateMounts(from); err != nil {
-			fmt.Fprintf(os.Stderr, "fork tests in a mount namespace: %v\n", err)
+			fmt.Fprintf(os.Stderr, "tests in a mount namespace: %v\n", err)
 			os.Exit(2)
 		}
 	}
@@ -46,7 +48,7 @@ func privateMounts(from string) error {
 		return err
 	}
 	if self == from {
-		return fmt.Errorf("%s is set but this process is still in mount namespace %s; not touching its mounts", overlayNSEnv, self)
+		return fmt.Errorf("%s is set but this process is still in mount namespace %s; not touching its mounts", nsEnv, self)
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
@@ -54,13 +56,13 @@ func privateMounts(from string) error {
 	return nil
 }
 
-// runInOverlayNS runs the test t is (and its subtests) again in this test
+// RunInNamespace runs the test t is (and its subtests) again in this test
 // binary re-executed in a new user and mount namespace, with the
 // capabilities the sandbox mounts an overlay with (see platform's
 // runOverlayChild), and fails t with the child's output unless the test ran
 // there and passed. As root and as an unprivileged user alike, the uid and
-// gid are mapped to themselves.
-func runInOverlayNS(t *testing.T) {
+// gid are mapped to themselves. The package's TestMain must be Main.
+func RunInNamespace(t *testing.T) {
 	t.Helper()
 	from, err := mountNS()
 	if err != nil {
@@ -77,7 +79,7 @@ func runInOverlayNS(t *testing.T) {
 	pattern := strings.Join(levels, "/")
 	var out bytes.Buffer
 	cmd := exec.Command(exe, "-test.run="+pattern, "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), overlayNSEnv+"="+from)
+	cmd.Env = append(os.Environ(), nsEnv+"="+from)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	uid, gid := os.Getuid(), os.Getgid()
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -98,12 +100,13 @@ func runInOverlayNS(t *testing.T) {
 	}
 }
 
-// mountView mounts the overlay o on a fresh mountpoint with the sandbox's
-// options, detached at the end of the test, and returns the mountpoint.
-func mountView(t *testing.T, o *OverlaySpec) string {
+// MountView mounts the overlay of lower, upper and work on a fresh
+// mountpoint with the sandbox's options, detached at the end of the test,
+// and returns the mountpoint.
+func MountView(t *testing.T, lower, upper, work string) string {
 	t.Helper()
 	mnt := t.TempDir()
-	opts := "lowerdir=" + o.Lower + ",upperdir=" + o.Upper + ",workdir=" + o.Work + ",userxattr"
+	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + ",userxattr"
 	if err := unix.Mount("overlay", mnt, "overlay", 0, opts); err != nil {
 		t.Fatalf("mount -t overlay -o %s %s: %v", opts, mnt, err)
 	}
@@ -116,8 +119,8 @@ func mountView(t *testing.T, o *OverlaySpec) string {
 	return mnt
 }
 
-// unmountView unmounts the view v.
-func unmountView(t *testing.T, v string) {
+// UnmountView unmounts the view v.
+func UnmountView(t *testing.T, v string) {
 	t.Helper()
 	if err := unix.Unmount(v, 0); err != nil {
 		t.Fatalf("unmount %s: %v", v, err)

@@ -1,22 +1,22 @@
 //go:build !linux
 
-package fork
+package fold
 
 import (
 	"errors"
 	"time"
 )
 
-// FoldStats counts what Fold did.
-type FoldStats struct {
+// Stats counts what Fold did.
+type Stats struct {
 	Own, Linked, Symlinks, Dirs, Whiteouts int
 	OwnBytes                               int64
 	Duration                               time.Duration
 }
 
 // Fold needs overlayfs's layers, which only Linux makes.
-func Fold(lower, upper string) (FoldStats, error) {
-	return FoldStats{}, errors.New("folding an overlay's layers needs Linux")
+func Fold(lower, upper string) (Stats, error) {
+	return Stats{}, errors.New("folding an overlay's layers needs Linux")
 }
 
 // Layers is an overlay of one lower dir and its upper, unmounted.
@@ -29,11 +29,11 @@ func (l Layers) Show(rel string) (string, bool) { return "", false }
 func (l Layers) Hide(rel string) error { return errors.New("overlay layers need Linux") }
 
 // Prefold needs overlayfs's layers, which only Linux makes.
-func Prefold(lower, next string) (FoldStats, error) {
-	return FoldStats{}, errors.New("folding an overlay's layers needs Linux")
+func Prefold(lower, next string) (Stats, error) {
+	return Stats{}, errors.New("folding an overlay's layers needs Linux")
 }
 
 // Merge needs overlayfs's layers, which only Linux makes.
-func Merge(upper, next string, laid FoldStats) (FoldStats, error) {
-	return FoldStats{}, errors.New("folding an overlay's layers needs Linux")
+func Merge(upper, next string, laid Stats) (Stats, error) {
+	return Stats{}, errors.New("folding an overlay's layers needs Linux")
 }

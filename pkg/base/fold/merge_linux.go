@@ -1,4 +1,4 @@
-package fork
+package fold
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/fork"
 )
 
 // Folding in two steps. Fold's cost grows with the lower layer: it makes
@@ -31,9 +33,9 @@ import (
 // directories made anew with lower's permissions and times (the fold of an
 // empty upper over lower). Its top directory's permissions and times are
 // left for Merge, which gives it the upper's.
-func Prefold(lower, next string) (FoldStats, error) {
+func Prefold(lower, next string) (Stats, error) {
 	if err := os.Mkdir(next, 0o700); err != nil {
-		return FoldStats{}, err
+		return Stats{}, err
 	}
 	return Fold(lower, next)
 }
@@ -51,32 +53,32 @@ func Prefold(lower, next string) (FoldStats, error) {
 // upper is left holding the directories merged into next, emptied. laid is
 // what Prefold counted; the counts returned are those Fold would have
 // returned.
-func Merge(upper, next string, laid FoldStats) (FoldStats, error) {
+func Merge(upper, next string, laid Stats) (Stats, error) {
 	start := time.Now()
 	m := &merger{}
 	ufd, err := openDirAt(unix.AT_FDCWD, upper)
 	if err != nil {
-		return FoldStats{}, err
+		return Stats{}, err
 	}
 	defer unix.Close(ufd)
 	nfd, err := openDirAt(unix.AT_FDCWD, next)
 	if err != nil {
-		return FoldStats{}, err
+		return Stats{}, err
 	}
 	defer unix.Close(nfd)
 	var st unix.Stat_t
 	if err := unix.Fstat(ufd, &st); err != nil {
-		return FoldStats{}, &os.PathError{Op: "fstat", Path: upper, Err: err}
+		return Stats{}, &os.PathError{Op: "fstat", Path: upper, Err: err}
 	}
 	opaque, err := m.f.clean(upper)
 	if err != nil {
-		return FoldStats{}, err
+		return Stats{}, err
 	}
 	if err := m.dir(ufd, nfd, upper, next, opaque); err != nil {
-		return FoldStats{}, err
+		return Stats{}, err
 	}
 	if err := finishDir(nfd, next, &st); err != nil {
-		return FoldStats{}, err
+		return Stats{}, err
 	}
 	out := laid
 	out.Own, out.OwnBytes, out.Whiteouts = m.f.stats.Own, m.f.stats.OwnBytes, m.f.stats.Whiteouts
@@ -88,8 +90,8 @@ func Merge(upper, next string, laid FoldStats) (FoldStats, error) {
 }
 
 type merger struct {
-	f       folder    // cleans and counts the upper's entries, as in Fold
-	dropped FoldStats // next's entries removed or replaced, by kind
+	f       folder // cleans and counts the upper's entries, as in Fold
+	dropped Stats  // next's entries removed or replaced, by kind
 }
 
 // dir merges the upper directory ufd (at upath) into next's directory nfd
@@ -247,7 +249,7 @@ func (m *merger) drop(nfd int, n, npath string) error {
 	if err != nil {
 		return err
 	}
-	return RemoveTree(np)
+	return fork.RemoveTree(np)
 }
 
 // count adds an entry of next's, removed or replaced, to what was dropped.

@@ -1,4 +1,4 @@
-package fork
+package fold
 
 import (
 	"bytes"
@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/fork"
 )
 
-// FoldStats counts what Fold did.
-type FoldStats struct {
+// Stats counts what Fold did.
+type Stats struct {
 	Own       int   // entries the overlay's users wrote (the upper's own, whiteouts aside)
 	OwnBytes  int64 // the sizes of the upper's own regular files
 	Linked    int   // lower files hard-linked into the upper
@@ -46,12 +48,12 @@ type FoldStats struct {
 // showed them until written. A crash leaves upper partly folded: the caller
 // discards it (a base not ready is discarded). The overlay must not be
 // mounted: overlayfs does not expect its upper changed under it.
-func Fold(lower, upper string) (FoldStats, error) {
+func Fold(lower, upper string) (Stats, error) {
 	start := time.Now()
 	f := &folder{}
 	lfd, err := openDirAt(unix.AT_FDCWD, lower)
 	if err != nil {
-		return FoldStats{}, err
+		return Stats{}, err
 	}
 	defer func() {
 		// Closed once: an opaque upper closes it early, and a second
@@ -62,33 +64,33 @@ func Fold(lower, upper string) (FoldStats, error) {
 	}()
 	ufd, err := openDirAt(unix.AT_FDCWD, upper)
 	if err != nil {
-		return FoldStats{}, err
+		return Stats{}, err
 	}
 	defer unix.Close(ufd)
 	var st unix.Stat_t
 	if err := unix.Fstat(ufd, &st); err != nil {
-		return FoldStats{}, &os.PathError{Op: "fstat", Path: upper, Err: err}
+		return Stats{}, &os.PathError{Op: "fstat", Path: upper, Err: err}
 	}
 	opaque, err := f.clean(upper)
 	if err != nil {
-		return FoldStats{}, err
+		return Stats{}, err
 	}
 	if opaque {
 		unix.Close(lfd)
 		lfd = -1
 	}
 	if err := f.dir(lfd, ufd, lower, upper, &st); err != nil {
-		return FoldStats{}, err
+		return Stats{}, err
 	}
 	if err := unix.UtimesNanoAt(unix.AT_FDCWD, upper, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return FoldStats{}, &os.PathError{Op: "utimensat", Path: upper, Err: err}
+		return Stats{}, &os.PathError{Op: "utimensat", Path: upper, Err: err}
 	}
 	f.stats.Duration = time.Since(start)
 	return f.stats, nil
 }
 
 type folder struct {
-	stats FoldStats
+	stats Stats
 	buf   []byte // readlink and xattr listing
 }
 
@@ -278,7 +280,7 @@ func (f *folder) lowerOnly(lfd, ufd int, e fs.DirEntry, lpath, upath string) err
 			return &os.PathError{Op: "utimensat", Path: up, Err: err}
 		}
 	default:
-		return errSpecial(lp, st.Mode)
+		return fork.SpecialFile(lp, st.Mode)
 	}
 	return nil
 }
@@ -427,13 +429,13 @@ func (l Layers) copyUpDirs(rel string) error {
 		if err := os.Mkdir(up, 0o700); err != nil {
 			return err
 		}
-		if err := setTimes(parent, &pst); err != nil {
+		if err := fork.SetTimes(parent, &pst); err != nil {
 			return err
 		}
 		if err := unix.Chmod(up, st.Mode&0o7777); err != nil {
 			return &os.PathError{Op: "chmod", Path: up, Err: err}
 		}
-		if err := setTimes(up, &st); err != nil {
+		if err := fork.SetTimes(up, &st); err != nil {
 			return err
 		}
 	}

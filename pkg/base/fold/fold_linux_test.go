@@ -1,7 +1,9 @@
-package fork
+package fold
 
 import (
 	"bytes"
+	"github.com/ferrydev/ferry/internal/treetest"
+	"github.com/ferrydev/ferry/pkg/fork"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,33 +16,33 @@ import (
 // foldLower is a lower layer with every kind of entry the writes below can
 // touch: files, a hard-linked pair, symlinks, nested and read-only
 // directories, and a subtree nothing writes.
-func foldLower() []entry {
-	return []entry{
-		{"a", 'd', 0o755, ""},
-		{"a/file1", 'f', 0o644, "one"},
-		{"a/file2", 'f', 0o644, "two"},
-		{"a/link", 'l', 0, "file1"},
-		{"a/hard1", 'f', 0o644, "hard"},
-		{"a/hard2", 'h', 0, "a/hard1"},
-		{"a/sub", 'd', 0o755, ""},
-		{"a/sub/deep", 'f', 0o644, "deep"},
-		{"gone", 'd', 0o755, ""},
-		{"gone/x", 'f', 0o644, "x"},
-		{"replaced", 'd', 0o755, ""},
-		{"replaced/y", 'f', 0o644, "y"},
-		{"f2d", 'f', 0o644, "file becoming a dir"},
-		{"d2f", 'd', 0o755, ""},
-		{"d2f/z", 'f', 0o644, "z"},
-		{"keep", 'd', 0o750, ""},
-		{"keep/nested", 'd', 0o755, ""},
-		{"keep/nested/file", 'f', 0o600, "kept"},
-		{"keep/nested/pair", 'h', 0, "keep/nested/file"},
-		{"keep/pair", 'h', 0, "keep/nested/file"},
-		{"keep/sealed", 'd', 0o555, ""},
-		{"keep/sealed/ro", 'f', 0o444, "read-only"},
-		{"keep/dangling", 'l', 0, "../nowhere"},
-		{"ro", 'd', 0o555, ""},
-		{"ro/inside", 'f', 0o444, "in a read-only dir"},
+func foldLower() []treetest.Entry {
+	return []treetest.Entry{
+		treetest.E("a", 'd', 0o755, ""),
+		treetest.E("a/file1", 'f', 0o644, "one"),
+		treetest.E("a/file2", 'f', 0o644, "two"),
+		treetest.E("a/link", 'l', 0, "file1"),
+		treetest.E("a/hard1", 'f', 0o644, "hard"),
+		treetest.E("a/hard2", 'h', 0, "a/hard1"),
+		treetest.E("a/sub", 'd', 0o755, ""),
+		treetest.E("a/sub/deep", 'f', 0o644, "deep"),
+		treetest.E("gone", 'd', 0o755, ""),
+		treetest.E("gone/x", 'f', 0o644, "x"),
+		treetest.E("replaced", 'd', 0o755, ""),
+		treetest.E("replaced/y", 'f', 0o644, "y"),
+		treetest.E("f2d", 'f', 0o644, "file becoming a dir"),
+		treetest.E("d2f", 'd', 0o755, ""),
+		treetest.E("d2f/z", 'f', 0o644, "z"),
+		treetest.E("keep", 'd', 0o750, ""),
+		treetest.E("keep/nested", 'd', 0o755, ""),
+		treetest.E("keep/nested/file", 'f', 0o600, "kept"),
+		treetest.E("keep/nested/pair", 'h', 0, "keep/nested/file"),
+		treetest.E("keep/pair", 'h', 0, "keep/nested/file"),
+		treetest.E("keep/sealed", 'd', 0o555, ""),
+		treetest.E("keep/sealed/ro", 'f', 0o444, "read-only"),
+		treetest.E("keep/dangling", 'l', 0, "../nowhere"),
+		treetest.E("ro", 'd', 0o555, ""),
+		treetest.E("ro/inside", 'f', 0o444, "in a read-only dir"),
 	}
 }
 
@@ -58,25 +60,25 @@ func TestFoldIsTheMergedView(t *testing.T) {
 }
 
 func checkFold(t *testing.T, prefold bool) {
-	dir := testDir(t, "")
-	needOverlay(t, dir)
-	if !inOverlayNS() {
-		runInOverlayNS(t)
+	dir := treetest.Dir(t, "")
+	treetest.NeedOverlay(t, dir)
+	if !treetest.InNamespace() {
+		treetest.RunInNamespace(t)
 		return
 	}
 	lower := filepath.Join(dir, "lower")
-	makeTarget(t, lower, foldLower())
-	before := snapshot(t, lower)
+	treetest.MakeTarget(t, lower, foldLower())
+	before := treetest.Snapshot(t, lower)
 	agent := filepath.Join(dir, "layer")
 	if err := os.Mkdir(agent, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p := Paths{BaseTarget: lower, AgentDir: agent}
-	if _, err := Overlay().Fork(p); err != nil {
+	p := fork.Paths{BaseTarget: lower, AgentDir: agent}
+	if _, err := fork.Overlay().Fork(p); err != nil {
 		t.Fatal(err)
 	}
-	spec := Overlay().TargetSpec(p).Overlay
-	v := mountView(t, spec)
+	spec := fork.Overlay().TargetSpec(p).Overlay
+	v := treetest.MountView(t, spec.Lower, spec.Upper, spec.Work)
 	at := func(rel string) string { return filepath.Join(v, rel) }
 	must := func(err error) {
 		t.Helper()
@@ -86,7 +88,7 @@ func checkFold(t *testing.T, prefold bool) {
 	}
 	// The result: the upper itself, or the tree laid beside it.
 	result := spec.Upper
-	var laid FoldStats
+	var laid Stats
 	if prefold {
 		result = filepath.Join(dir, "next")
 		var err error
@@ -114,17 +116,17 @@ func checkFold(t *testing.T, prefold bool) {
 	must(os.Rename(at("a/file2"), at("a/file2-renamed")))
 	must(os.Link(at("a/file1"), at("a/file1-link")))
 	must(os.Chmod(at("a/sub/deep"), 0o600))
-	must(unix.UtimesNanoAt(unix.AT_FDCWD, at("a/sub"), []unix.Timespec{timeOf(90), timeOf(90)}, 0))
+	must(unix.UtimesNanoAt(unix.AT_FDCWD, at("a/sub"), []unix.Timespec{treetest.TimeOf(90), treetest.TimeOf(90)}, 0))
 	must(os.MkdirAll(at("newdir/n1"), 0o755))
 	must(os.WriteFile(at("newdir/n1/file"), []byte("brand new"), 0o644))
 	must(os.Symlink("n1/file", at("newdir/ln")))
-	merged := snapshot(t, v)
-	unmountView(t, v)
+	merged := treetest.Snapshot(t, v)
+	treetest.UnmountView(t, v)
 
 	// Show finds, outside the namespace, what the overlay showed.
 	layers := Layers{Lower: lower, Upper: spec.Upper}
 	for rel, n := range merged {
-		if rel == "." || n.mode&unix.S_IFMT != unix.S_IFREG {
+		if rel == "." || n.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue
 		}
 		p, ok := layers.Show(rel)
@@ -132,8 +134,8 @@ func checkFold(t *testing.T, prefold bool) {
 			t.Errorf("Show(%s) finds nothing; the overlay showed it", rel)
 			continue
 		}
-		if b, err := os.ReadFile(p); err != nil || string(b) != n.data {
-			t.Errorf("Show(%s) = %s, which holds %q (%v); the overlay showed %q", rel, p, b, err, n.data)
+		if b, err := os.ReadFile(p); err != nil || string(b) != n.Data {
+			t.Errorf("Show(%s) = %s, which holds %q (%v); the overlay showed %q", rel, p, b, err, n.Data)
 		}
 	}
 	for _, rel := range []string{"a/hard2", "gone", "gone/x", "replaced/y", "d2f/z", "f2d/nothing", "a/file2"} {
@@ -157,7 +159,7 @@ func checkFold(t *testing.T, prefold bool) {
 	keep := merged["keep"]
 	delete(merged, "keep") // its mtime is the removal's
 
-	var st FoldStats
+	var st Stats
 	if prefold {
 		st, err = Merge(spec.Upper, result, laid)
 	} else {
@@ -166,18 +168,18 @@ func checkFold(t *testing.T, prefold bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	folded := snapshot(t, result)
-	if folded["keep"].mode != keep.mode {
-		t.Errorf("keep: mode %o after Hide and Fold, %o before", folded["keep"].mode, keep.mode)
+	folded := treetest.Snapshot(t, result)
+	if folded["keep"].Mode != keep.Mode {
+		t.Errorf("keep: mode %o after Hide and Fold, %o before", folded["keep"].Mode, keep.Mode)
 	}
 	delete(folded, "keep")
-	sameTree(t, merged, folded)
-	folded = snapshot(t, result)
-	sameTree(t, before, snapshot(t, lower))
+	treetest.SameTree(t, merged, folded)
+	folded = treetest.Snapshot(t, result)
+	treetest.SameTree(t, before, treetest.Snapshot(t, lower))
 	// Files only the lower had are its inodes; the upper's own are not.
-	low := snapshot(t, lower)
+	low := treetest.Snapshot(t, lower)
 	for _, rel := range []string{"a/hard1", "keep/sealed/ro", "ro/inside", "a/sub/deep"} {
-		same := folded[rel].id == low[rel].id
+		same := folded[rel].ID == low[rel].ID
 		if want := rel != "a/sub/deep"; same != want {
 			t.Errorf("%s: shares the lower's inode = %t, want %t", rel, same, want)
 		}
@@ -185,13 +187,13 @@ func checkFold(t *testing.T, prefold bool) {
 	if _, ok := folded["keep/nested"]; ok {
 		t.Error("keep/nested, hidden, is in the folded tree")
 	}
-	if folded["keep/pair"].id != low["keep/nested/file"].id {
+	if folded["keep/pair"].ID != low["keep/nested/file"].ID {
 		t.Error("keep/pair is no longer a link of the lower's keep/nested/file")
 	}
-	if folded["a/file1"].id != folded["a/file1-link"].id {
+	if folded["a/file1"].ID != folded["a/file1-link"].ID {
 		t.Error("a/file1 and the link made through the overlay are no longer links of each other")
 	}
-	if folded["a/file1"].id == low["a/file1"].id {
+	if folded["a/file1"].ID == low["a/file1"].ID {
 		t.Error("a/file1 was written through the overlay but is the lower's inode")
 	}
 	// Nothing of overlayfs's is left.
@@ -199,7 +201,7 @@ func checkFold(t *testing.T, prefold bool) {
 		if err != nil {
 			return err
 		}
-		if isWhiteout(path) {
+		if treetest.IsWhiteout(path) {
 			t.Errorf("%s: a whiteout is left", path)
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
@@ -222,15 +224,16 @@ func checkFold(t *testing.T, prefold bool) {
 	}
 	// What the writes above make, whichever way the layer is folded.
 	st.Duration = 0
-	if want := (FoldStats{Own: 16, OwnBytes: 46, Linked: 4, Symlinks: 2, Dirs: 2, Whiteouts: 4}); st != want {
+	if want := (Stats{Own: 16, OwnBytes: 46, Linked: 4, Symlinks: 2, Dirs: 2, Whiteouts: 4}); st != want {
 		t.Errorf("counts %+v, want %+v", st, want)
 	}
 	// The folded tree serves as a lower layer again, showing itself.
-	again := Paths{BaseTarget: result, AgentDir: filepath.Join(dir, "again")}
+	again := fork.Paths{BaseTarget: result, AgentDir: filepath.Join(dir, "again")}
 	must(os.Mkdir(again.AgentDir, 0o755))
-	if _, err := Overlay().Fork(again); err != nil {
+	if _, err := fork.Overlay().Fork(again); err != nil {
 		t.Fatal(err)
 	}
-	v2 := mountView(t, Overlay().TargetSpec(again).Overlay)
-	sameTree(t, folded, snapshot(t, v2))
+	spec2 := fork.Overlay().TargetSpec(again).Overlay
+	v2 := treetest.MountView(t, spec2.Lower, spec2.Upper, spec2.Work)
+	treetest.SameTree(t, folded, treetest.Snapshot(t, v2))
 }
