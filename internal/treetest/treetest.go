@@ -6,9 +6,12 @@
 package treetest
 
 import (
+	"errors"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,4 +225,92 @@ func IsWhiteout(path string) bool {
 // Entry).
 func E(path string, kind byte, mode uint32, data string) Entry {
 	return Entry{Path: path, Kind: kind, Mode: mode, Data: data}
+}
+
+const mib = 1 << 20
+
+// CargoTarget is a small but realistic Cargo target dir, parents before
+// children.
+func CargoTarget() []Entry {
+	rng := rand.New(rand.NewPCG(1, 2))
+	rlib := make([]byte, mib)
+	for i := range rlib {
+		rlib[i] = byte(rng.Uint32())
+	}
+	fp := "debug/.fingerprint/demo-0f1e2d3c4b5a6978"
+	return []Entry{
+		E("CACHEDIR.TAG", 'f', 0o644, "Signature: 8a477f597d28d172789f06886806bc55\n"),
+		E(".rustc_info.json", 'f', 0o644, `{"rustc_fingerprint":1234}`),
+		E("debug", 'd', 0o755, ""),
+		E("debug/.cargo-lock", 'f', 0o644, ""),
+		E("debug/.fingerprint", 'd', 0o755, ""),
+		E(fp, 'd', 0o755, ""),
+		E(fp+"/lib-demo", 'f', 0o644, "0123456789abcdef"),
+		E(fp+"/lib-demo.json", 'f', 0o644, `{"rustc":1,"features":"[]"}`),
+		E(fp+"/dep-lib-demo", 'f', 0o644, "\x00\x01\x02src/lib.rs\x00"),
+		E(fp+"/invoked.timestamp", 'f', 0o644, ""),
+		E("debug/deps", 'd', 0o755, ""),
+		E("debug/deps/libdemo-0f1e2d3c4b5a6978.rlib", 'f', 0o644, string(rlib)),
+		E("debug/deps/demo-0f1e2d3c4b5a6978", 'f', 0o755, "\x7fELF pretend executable"),
+		E("debug/deps/demo-0f1e2d3c4b5a6978.d", 'f', 0o644, "demo: src/main.rs\n"),
+		// Cargo uplifts artifacts by hard-linking them.
+		E("debug/demo", 'h', 0, "debug/deps/demo-0f1e2d3c4b5a6978"),
+		E("debug/build", 'd', 0o755, ""),
+		E("debug/build/demo-1a2b3c", 'd', 0o755, ""),
+		E("debug/build/demo-1a2b3c/build-script-build", 'f', 0o755, "#!/bin/sh\necho hi\n"),
+		E("debug/build/demo-1a2b3c/out", 'd', 0o755, ""),
+		E("debug/build/demo-1a2b3c/output", 'f', 0o644, "cargo:rerun-if-changed=build.rs\n"),
+		E("debug/incremental", 'd', 0o755, ""),
+		E("debug/incremental/demo-3k2j", 'd', 0o750, ""),
+		E("debug/incremental/demo-3k2j/query-cache.bin", 'f', 0o444, "read-only cache"),
+		E("debug/sealed", 'd', 0o555, ""),
+		E("debug/sealed/file", 'f', 0o600, "in a read-only dir"),
+		E("debug/deps-link", 'l', 0, "deps"),
+		E("debug/dangling", 'l', 0, "../missing/nowhere"),
+		E("debug/absolute", 'l', 0, "/nonexistent/ferry/absolute"),
+		E("release", 'd', 0o700, ""),
+	}
+}
+
+// FSName names the filesystem dir is on, for test messages.
+func FSName(dir string) string {
+	fs, err := platform.FilesystemType(dir)
+	if err != nil {
+		return "unknown filesystem"
+	}
+	return fs
+}
+
+// DirHolds fails t unless dir holds exactly names, in order (none: dir
+// may be missing): a failed fork leaves nothing behind, neither a
+// temporary dir nor a layer.
+func DirHolds(t testing.TB, dir string, names ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && len(names) == 0 {
+			return
+		}
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, " ") != strings.Join(names, " ") {
+		t.Errorf("%s holds %q, want %q", dir, got, names)
+	}
+}
+
+// Layout lays out, in store, a base target holding entries and an empty
+// agent dir, as a fork finds them, and returns both.
+func Layout(t testing.TB, store string, entries []Entry) (baseTarget, agentDir string) {
+	t.Helper()
+	baseTarget = filepath.Join(store, "bases", "b1", "target")
+	agentDir = filepath.Join(store, "agents", "a1")
+	MakeTarget(t, baseTarget, entries)
+	if err := os.MkdirAll(agentDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return baseTarget, agentDir
 }

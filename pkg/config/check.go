@@ -8,31 +8,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ferrydev/ferry/pkg/fork"
 )
 
-// The values [agent] backend and [sandbox] mode accept.
-var (
-	backends     = []string{"auto", "reflink", "copy", "overlay"}
-	sandboxModes = []string{"auto", "on", "off"}
-)
+// The values [sandbox] mode accepts ([agent] backend takes fork.Names).
+var sandboxModes = []string{"auto", "on", "off"}
 
 // The checks below return "" for a valid value, else what is wrong (to
 // follow the key or variable in the message) and, where the value is a
 // choice, a hint.
 
-func backendProblem(v string) (msg, hint string) {
-	if slices.Contains(backends, v) {
-		return "", ""
-	}
-	msg = "not a backend; use one of " + strings.Join(backends, ", ")
-	if v == "hardlink" {
-		// Invariant 3 of the spec: there is no hardlink backend.
-		return msg, "Ferry never forks with hardlinks: Cargo rewrites fingerprint files with File::create, " +
-			"truncating the shared inode, so an agent's rebuild would modify the base; " +
-			"use reflink (copy-on-write, new inodes), or auto to let Ferry choose"
-	}
-	return msg, "auto picks reflink where the store's filesystem can clone files, else overlay in the sandbox, else copy"
-}
+// backendProblem checks [agent] backend against the fork backends
+// registered in package fork.
+func backendProblem(v string) (msg, hint string) { return fork.NameProblem(v) }
 
 func sandboxModeProblem(v string) (msg, hint string) {
 	if slices.Contains(sandboxModes, v) {

@@ -720,13 +720,13 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "hardlink backend explains why it does not exist",
 			file: "[agent]\nbackend = \"hardlink\"\n",
-			msg:  []string{`@:2: agent.backend = "hardlink"`, "auto, reflink, copy, overlay"},
+			msg:  []string{`@:2: agent.backend = "hardlink"`, "auto, reflink, overlay, copy"},
 			hint: []string{"never forks with hardlinks", "File::create"},
 		},
 		{
 			name: "unknown backend",
 			file: "[agent]\nbackend = \"zfs\"\n",
-			msg:  []string{`@:2: agent.backend = "zfs"`, "auto, reflink, copy, overlay"},
+			msg:  []string{`@:2: agent.backend = "zfs"`, "auto, reflink, overlay, copy"},
 		},
 		{
 			name: "bad sandbox mode",
@@ -784,7 +784,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "FERRY_BACKEND=hardlink names the variable",
 			file: noFile,
 			env:  map[string]string{"FERRY_BACKEND": "hardlink"},
-			msg:  []string{`FERRY_BACKEND="hardlink": not a backend`},
+			msg:  []string{`FERRY_BACKEND="hardlink": not a fork backend`},
 			hint: []string{"never forks with hardlinks"},
 		},
 		{

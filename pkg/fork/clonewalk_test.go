@@ -1,10 +1,8 @@
 package fork
 
 import (
-	"github.com/ferrydev/ferry/internal/treetest"
 	"io"
 	"os"
-	"testing"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,7 +11,14 @@ import (
 // on macOS: the walk hands each regular file to a cloneFunc, which makes the
 // file itself (as clonefile does), instead of filling a file the walk
 // created. Its forks are copies, so the suite holds it to copy's promises.
+// It is also the new backend TestAddingABackend adds, under its own name.
 type cloningCopy struct{ copyBackend }
+
+func (cloningCopy) Name() string { return "clonewalk" }
+
+func (cloningCopy) Cost() string {
+	return "each fork is a full copy of the base's target, file by file"
+}
 
 func (cloningCopy) Fork(p Paths) (Stats, error) { return forkTree(p, cloning(copyAsClone)) }
 
@@ -55,14 +60,13 @@ func copyAsClone(src, dst string) error {
 	return SetTimes(dst, &st)
 }
 
-// TestCloningWalk runs the conformance suite over the walk macOS's reflink
-// backend takes (cloneFunc, clonefile), which Linux never takes on its own:
-// the tree, hard links, modes (a clone comes read-only when its source is),
-// times, refusals and cleanup must be the same as when the walk fills the
-// files.
-func TestCloningWalk(t *testing.T) {
-	b := cloningCopy{}
-	for _, c := range conformance {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, b, treetest.Dir(t, os.TempDir())) })
-	}
+// CloningWalk is cloningCopy, for the external tests (conformance_test.go).
+var CloningWalk Backend = cloningCopy{}
+
+// RegisterForTest adds b to the registered backends, as a new backend's
+// one line in registry.go does, until undo.
+func RegisterForTest(b Backend) (undo func()) {
+	saved := backends
+	backends = append(append([]Backend(nil), backends...), b)
+	return func() { backends = saved }
 }

@@ -12,9 +12,10 @@
 // existing inode, so a hardlinked fork would let an agent's rebuild modify
 // the base.
 //
-// Every backend promises the same, and one conformance suite checks each,
-// reading the fork where the sandbox would mount it (the target dir, or the
-// overlay mounted in a user and mount namespace):
+// Every backend promises the same, and one conformance suite (package
+// forktest) checks each registered backend (registry.go), reading the
+// fork where the sandbox would mount it (the target dir, or the overlay
+// mounted in a user and mount namespace):
 //
 //   - The fork is the base's tree: regular files with the same bytes and
 //     permission bits, directories, and symlinks as links (same text, never
@@ -202,25 +203,18 @@ const (
 	NameOverlay = "overlay"
 )
 
-const (
-	hintNames    = "use one of auto, reflink, overlay, copy"
-	hintHardlink = "Ferry never forks with hardlinks: Cargo rewrites fingerprint files with File::create, " +
-		"truncating the existing inode, so a hardlinked fork would let an agent's rebuild modify the base; " +
-		"use reflink (copy-on-write, new inodes), copy, or auto"
-)
-
 // Select returns the backend for name for a store at storeDir.
 //
 // "auto" is Auto's choice from the probes: reflink when a clone works in
 // storeDir, else overlay when an unprivileged overlay mounts with its upper
 // there (which needs the namespace sandbox), else copy. The overlay is
-// probed only when clones do not work. An explicit "reflink" or "overlay"
-// that does not work here is a failure.Blocked error naming what blocks it;
-// "hardlink" and unknown names are failure.Usage. A probe that cannot run
-// is an error, never a silent choice.
+// probed only when clones do not work. An explicit backend whose Needs the
+// store does not meet (clones for reflink, the overlay for overlay) is a
+// failure.Blocked error naming what blocks it; "hardlink" and unknown
+// names are failure.Usage. A probe that cannot run is an error, never a
+// silent choice.
 func Select(name, storeDir string) (Backend, error) {
-	switch name {
-	case NameAuto:
+	if name == NameAuto {
 		clones, err := ReflinkBlocker(storeDir)
 		if err != nil {
 			return nil, fmt.Errorf("choose a fork backend for %s: %w", storeDir, err)
@@ -235,28 +229,32 @@ func Select(name, storeDir string) (Backend, error) {
 		// The overlay probe mounts in a new user and mount namespace:
 		// where it works, so does the sandbox.
 		return Auto(Needs{Overlay: overlay == nil, Sandbox: overlay == nil}), nil
-	case NameReflink:
-		b, err := ReflinkBlocker(storeDir)
-		if err != nil {
-			return nil, fmt.Errorf("fork backend reflink: %w", err)
-		}
-		if b != nil {
-			return nil, failure.Wrap(failure.Blocked, b, b.Remedy,
-				"fork backend reflink is not available in %s (%s)", storeDir, b.Value)
-		}
-		return Reflink(), nil
-	case NameOverlay:
-		b, err := overlayBlocker(storeDir)
-		if err != nil {
-			return nil, fmt.Errorf("fork backend overlay: %w", err)
-		}
-		if b != nil {
-			return nil, failure.Wrap(failure.Blocked, b.AsError(), b.Remedy,
-				"fork backend overlay is not available in %s", storeDir)
-		}
-		return Overlay(), nil
 	}
-	return ByName(name)
+	b, err := ByName(name)
+	if err != nil {
+		return nil, err
+	}
+	if b.Needs().Clones {
+		blocker, err := ReflinkBlocker(storeDir)
+		if err != nil {
+			return nil, fmt.Errorf("fork backend %s: %w", name, err)
+		}
+		if blocker != nil {
+			return nil, failure.Wrap(failure.Blocked, blocker, blocker.Remedy,
+				"fork backend %s is not available in %s (%s)", name, storeDir, blocker.Value)
+		}
+	}
+	if b.Needs().Overlay {
+		blocker, err := overlayBlocker(storeDir)
+		if err != nil {
+			return nil, fmt.Errorf("fork backend %s: %w", name, err)
+		}
+		if blocker != nil {
+			return nil, failure.Wrap(failure.Blocked, blocker.AsError(), blocker.Remedy,
+				"fork backend %s is not available in %s", name, storeDir)
+		}
+	}
+	return b, nil
 }
 
 // SelectUnsandboxed is Select for an agent that builds without the
@@ -282,17 +280,13 @@ func SelectUnsandboxed(name, storeDir string) (Backend, error) {
 
 // ByName returns the backend an agent recorded at spawn, without probing.
 func ByName(name string) (Backend, error) {
-	switch name {
-	case NameReflink:
-		return Reflink(), nil
-	case NameCopy:
-		return Copy(), nil
-	case NameOverlay:
-		return Overlay(), nil
-	case "hardlink", "hardlinks", "link":
-		return nil, failure.New(failure.Usage, hintHardlink, "%q is not a fork backend", name)
-	case NameAuto:
-		return nil, failure.New(failure.Usage, "record the backend Select chose, not auto", "fork backend auto must be resolved with Select")
+	for _, b := range backends {
+		if b.Name() == name {
+			return b, nil
+		}
 	}
-	return nil, failure.New(failure.Usage, hintNames, "%q is not a fork backend", name)
+	if msg, hint := NameProblem(name); msg != "" {
+		return nil, failure.New(failure.Usage, hint, "%q is %s", name, msg)
+	}
+	return nil, failure.New(failure.Usage, "record the backend Select chose, not auto", "fork backend auto must be resolved with Select")
 }

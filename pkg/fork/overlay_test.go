@@ -3,7 +3,6 @@ package fork
 import (
 	"errors"
 	"github.com/ferrydev/ferry/internal/treetest"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,38 +11,6 @@ import (
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/platform"
 )
-
-// view returns where the test reads and writes the fork's tree: the dir the
-// sandbox would bind-mount, or, for the overlay backend, a fresh mountpoint
-// with the fork's overlay mounted on it with the sandbox's options, detached
-// at the end of the test. Mounting needs the namespace runInOverlayNS makes.
-func view(t *testing.T, b Backend, p Paths) string {
-	t.Helper()
-	spec := b.TargetSpec(p)
-	if spec.Overlay == nil {
-		if spec.Dir == "" {
-			t.Fatalf("%s: TargetSpec names neither a dir nor an overlay", b.Name())
-		}
-		return spec.Dir
-	}
-	if !treetest.InNamespace() {
-		t.Fatalf("%s: mounting the fork needs the test's own mount namespace (runInOverlayNS)", b.Name())
-	}
-	return treetest.MountView(t, spec.Overlay.Lower, spec.Overlay.Upper, spec.Overlay.Work)
-}
-
-// remount unmounts the overlay view v (overlayfs refuses a second mount of
-// layers in use) and returns a new view of the same fork, as an agent sees
-// it when it enters its sandbox again. For a backend without an overlay it
-// returns the same dir.
-func remount(t *testing.T, b Backend, p Paths, v string) string {
-	t.Helper()
-	if b.TargetSpec(p).Overlay == nil {
-		return view(t, b, p)
-	}
-	treetest.UnmountView(t, v)
-	return view(t, b, p)
-}
 
 // The overlay's layers are named in mount options, where , separates
 // options and : lower layers; Fork refuses a base or an agent dir whose path
@@ -62,7 +29,7 @@ func TestOverlayInexpressiblePath(t *testing.T) {
 				{BaseTarget: filepath.Join(good, "bases", "b1", "target"), AgentDir: filepath.Join(bad, "agents", "a1")},
 			} {
 				if _, err := os.Stat(p.BaseTarget); err != nil {
-					treetest.MakeTarget(t, p.BaseTarget, cargoTarget())
+					treetest.MakeTarget(t, p.BaseTarget, treetest.CargoTarget())
 				}
 				if err := os.MkdirAll(p.AgentDir, 0o755); err != nil {
 					t.Fatal(err)
@@ -80,7 +47,7 @@ func TestOverlayInexpressiblePath(t *testing.T) {
 					t.Errorf("Fork of %s into %s: %q (kind %v, hint %q); want Refused naming %s, with a hint naming another backend",
 						p.BaseTarget, p.AgentDir, err, failure.KindOf(err), failure.HintOf(err), named)
 				}
-				agentDirHolds(t, p)
+				treetest.DirHolds(t, p.AgentDir)
 			}
 
 			b, err := Select(NameOverlay, bad)
@@ -91,30 +58,10 @@ func TestOverlayInexpressiblePath(t *testing.T) {
 				t.Fatal(err)
 			} else if !ok {
 				if b, err := Select(NameAuto, bad); err != nil || b.Name() != NameCopy {
-					t.Errorf("Select(auto) in %s (%s) = %v, %v; want copy", bad, fsName(bad), b, err)
+					t.Errorf("Select(auto) in %s (%s) = %v, %v; want copy", bad, treetest.FSName(bad), b, err)
 				}
 			}
 		})
-	}
-}
-
-// agentDirHolds fails t unless p.AgentDir holds exactly names: a failed
-// fork leaves nothing behind, neither a temporary dir nor a layer.
-func agentDirHolds(t *testing.T, p Paths, names ...string) {
-	t.Helper()
-	entries, err := os.ReadDir(p.AgentDir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && len(names) == 0 {
-			return
-		}
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range entries {
-		got = append(got, e.Name())
-	}
-	if strings.Join(got, " ") != strings.Join(names, " ") {
-		t.Errorf("the agent dir holds %q, want %q", got, names)
 	}
 }
 
@@ -142,7 +89,7 @@ func TestSelectOverlayBlocked(t *testing.T) {
 		want = NameReflink
 	}
 	if b, err := Select(NameAuto, tmp); err != nil || b.Name() != want {
-		t.Errorf("Select(auto) on %s with overlay blocked = %v, %v; want %s", fsName(tmp), b, err, want)
+		t.Errorf("Select(auto) on %s with overlay blocked = %v, %v; want %s", treetest.FSName(tmp), b, err, want)
 	}
 	if clones && probed != 0 {
 		t.Errorf("Select(auto) where the store clones asked the overlay probe %d times, want none", probed)
@@ -204,7 +151,7 @@ func TestSelectUnsandboxed(t *testing.T) {
 		want = NameReflink
 	}
 	if b, err := SelectUnsandboxed(NameAuto, tmp); err != nil || b.Name() != want {
-		t.Errorf("SelectUnsandboxed(auto) on %s = %v, %v; want %s", fsName(tmp), b, err, want)
+		t.Errorf("SelectUnsandboxed(auto) on %s = %v, %v; want %s", treetest.FSName(tmp), b, err, want)
 	}
 	if b, err := SelectUnsandboxed(NameOverlay, tmp); failure.KindOf(err) != failure.Refused || b != nil ||
 		!strings.Contains(err.Error(), "needs the namespace sandbox") {

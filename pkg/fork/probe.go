@@ -33,22 +33,17 @@ func (n Needs) MetBy(have Needs) bool {
 	return (!n.Clones || have.Clones) && (!n.Overlay || have.Overlay) && (!n.Sandbox || have.Sandbox)
 }
 
-// preference is auto's order. Reflink comes first because the overlay costs
-// every call outside Cargo: the mount protocol on entry (Overlay's Enter),
-// and one shared namespace per agent. Copy comes last: it needs nothing and
-// costs the target's size per agent.
-var preference = []Backend{Reflink(), Overlay(), Copy()}
-
 // Auto is the backend auto means where the store and host have what have
-// says: the first of reflink, overlay and copy whose needs it meets. Select
-// probes lazily and applies it; ferry doctor applies it to its own checks.
+// says: the first backend, in the order they are registered (backends),
+// whose needs it meets, else the last. Select probes lazily and applies
+// it; ferry doctor applies it to its own checks.
 func Auto(have Needs) Backend {
-	for _, b := range preference {
+	for _, b := range backends {
 		if b.Needs().MetBy(have) {
 			return b
 		}
 	}
-	return Copy()
+	return backends[len(backends)-1]
 }
 
 // ReflinkBlocker reports what keeps files from cloning in dir: nil when a

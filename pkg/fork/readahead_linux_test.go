@@ -45,7 +45,7 @@ func TestReadByNoOpBuild(t *testing.T) {
 // with nothing cached: the reflink fork reads its own files ahead. An
 // overlay agent reads the base's files: its fork reads those ahead.
 func TestForkReadsAheadWhatANoOpBuildReads(t *testing.T) {
-	entries := append(cargoTarget(),
+	entries := append(treetest.CargoTarget(),
 		treetest.E("debug/demo.d", 'f', 0o644, "/src/demo: /src/src/main.rs\n"),
 		treetest.E("debug/libdemo.d", 'f', 0o644, "/src/libdemo.rlib: /src/src/lib.rs\n"),
 		treetest.E("debug/examples", 'd', 0o755, ""),
@@ -76,14 +76,16 @@ func TestForkReadsAheadWhatANoOpBuildReads(t *testing.T) {
 		if xfs == "" {
 			t.Skip(why)
 		}
-		p := newFork(t, treetest.Dir(t, xfs), entries)
+		base, agent := treetest.Layout(t, treetest.Dir(t, xfs), entries)
+		p := Paths{BaseTarget: base, AgentDir: agent}
 		if _, err := Reflink().Fork(p); err != nil {
 			t.Fatal(err)
 		}
 		readAhead(t, p.Target(), warm, cold)
 	})
 	t.Run("overlay", func(t *testing.T) {
-		p := newFork(t, treetest.Dir(t, os.TempDir()), entries)
+		base, agent := treetest.Layout(t, treetest.Dir(t, os.TempDir()), entries)
+		p := Paths{BaseTarget: base, AgentDir: agent}
 		// Out of memory first, as a base whose pages were reclaimed.
 		for _, rel := range append(warm, cold...) {
 			if !evict(t, filepath.Join(p.BaseTarget, rel)) {
