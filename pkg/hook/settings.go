@@ -2,7 +2,6 @@ package hook
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/docedit"
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
@@ -100,7 +100,7 @@ func Install(path, ferry string, inRepo bool) (*Edit, error) {
 // InstallEvents is Install for the events evs only (ClaudeEvents): a hook
 // of Ferry's for another of Events is removed, as Uninstall would.
 func InstallEvents(path, ferry string, inRepo bool, evs []string) (*Edit, error) {
-	return edit(path, func(d *jdoc, e *Edit) error {
+	return edit(path, func(d *docedit.Doc, e *Edit) error {
 		hooks, err := hooksObject(d, e, true)
 		if err != nil {
 			return err
@@ -109,8 +109,8 @@ func InstallEvents(path, ferry string, inRepo bool, evs []string) (*Edit, error)
 			if slices.Contains(evs, ev) {
 				continue
 			}
-			list := hooks.get(ev)
-			if list == nil || list.kind != '[' {
+			list := hooks.Get(ev)
+			if list == nil || !list.IsArray() {
 				continue
 			}
 			found := ferryHooks(list, ev)
@@ -119,35 +119,34 @@ func InstallEvents(path, ferry string, inRepo bool, evs []string) (*Edit, error)
 			}
 			if len(found) > 0 {
 				dropEmptyGroups(list)
-				if len(list.members) == 0 {
-					removeMember(hooks, ev)
+				if list.Len() == 0 {
+					hooks.RemoveKey(ev)
 				}
 				e.Removed = append(e.Removed, ev)
 			}
 		}
 		for _, ev := range evs {
 			want := commandFor(ferry, ev, inRepo)
-			list := hooks.get(ev)
+			list := hooks.Get(ev)
 			if list == nil {
-				hooks.add(ev, array(group(ev, want)))
+				hooks.Add(ev, docedit.Array(group(ev, want)))
 				e.Added = append(e.Added, ev)
 				continue
 			}
-			if list.kind != '[' {
+			if !list.IsArray() {
 				return notEditable(e.Path, fmt.Sprintf("hooks.%s is not a list", ev))
 			}
 			found := ferryHooks(list, ev)
 			if len(found) == 0 {
-				list.push(group(ev, want))
+				list.Push(group(ev, want))
 				e.Added = append(e.Added, ev)
 				continue
 			}
 			changed := false
 			first := found[0]
-			if cmd := first.hook.get("command"); cmd != nil {
-				if s, _ := cmd.str(); s != want {
-					raw, _ := json.Marshal(want)
-					cmd.setRaw(raw)
+			if cmd := first.hook.Get("command"); cmd != nil {
+				if s, _ := cmd.Str(); s != want {
+					cmd.SetString(want)
 					changed = true
 				}
 			}
@@ -169,13 +168,13 @@ func InstallEvents(path, ferry string, inRepo bool, evs []string) (*Edit, error)
 // path holds (none when the file is not there).
 func InstalledEvents(path string) ([]string, error) {
 	var evs []string
-	_, err := edit(path, func(d *jdoc, e *Edit) error {
+	_, err := edit(path, func(d *docedit.Doc, e *Edit) error {
 		hooks, err := hooksObject(d, e, false)
 		if err != nil || hooks == nil {
 			return err
 		}
 		for _, ev := range Events {
-			if list := hooks.get(ev); list != nil && list.kind == '[' && len(ferryHooks(list, ev)) > 0 {
+			if list := hooks.Get(ev); list != nil && list.IsArray() && len(ferryHooks(list, ev)) > 0 {
 				evs = append(evs, ev)
 			}
 		}
@@ -188,14 +187,14 @@ func InstalledEvents(path string) ([]string, error) {
 // groups, event lists and hooks object that held nothing else, keeping
 // everything else as it is. A file without Ferry's hooks is not changed.
 func Uninstall(path string) (*Edit, error) {
-	return edit(path, func(d *jdoc, e *Edit) error {
+	return edit(path, func(d *docedit.Doc, e *Edit) error {
 		hooks, err := hooksObject(d, e, false)
 		if err != nil || hooks == nil {
 			return err
 		}
 		for _, ev := range Events {
-			list := hooks.get(ev)
-			if list == nil || list.kind != '[' {
+			list := hooks.Get(ev)
+			if list == nil || !list.IsArray() {
 				continue
 			}
 			found := ferryHooks(list, ev)
@@ -206,13 +205,13 @@ func Uninstall(path string) (*Edit, error) {
 				found[i].drop()
 			}
 			dropEmptyGroups(list)
-			if len(list.members) == 0 {
-				removeMember(hooks, ev)
+			if list.Len() == 0 {
+				hooks.RemoveKey(ev)
 			}
 			e.Removed = append(e.Removed, ev)
 		}
-		if len(e.Removed) > 0 && len(hooks.members) == 0 {
-			removeMember(d.root, "hooks")
+		if len(e.Removed) > 0 && hooks.Len() == 0 {
+			d.Root().RemoveKey("hooks")
 		}
 		return nil
 	})
@@ -220,23 +219,23 @@ func Uninstall(path string) (*Edit, error) {
 
 // edit reads the settings file at path, applies change and records what
 // the file would become.
-func edit(path string, change func(*jdoc, *Edit) error) (*Edit, error) {
+func edit(path string, change func(*docedit.Doc, *Edit) error) (*Edit, error) {
 	e, data, err := readForEdit(path)
 	if err != nil {
 		return nil, err
 	}
-	d, err := parseDoc(data)
+	d, err := docedit.ParseJSON(data)
 	if err != nil {
 		return nil, failure.Wrap(failure.Usage, err, "fix the file (it is read as plain JSON), then run this again", "settings file %s cannot be read", e.Path)
 	}
-	if d.root.kind != '{' {
+	if !d.Root().IsObject() {
 		return nil, notEditable(e.Path, "its top level is not a JSON object")
 	}
 	if err := change(d, e); err != nil {
 		return nil, err
 	}
 	e.before = data
-	e.after = d.bytes()
+	e.after = d.Bytes()
 	e.Changed = !bytes.Equal(e.before, e.after)
 	return e, nil
 }
@@ -300,17 +299,17 @@ func notEditable(path, why string) error {
 
 // hooksObject returns the document's "hooks" object, adding an empty one
 // when create is set and there is none.
-func hooksObject(d *jdoc, e *Edit, create bool) (*jvalue, error) {
-	h := d.root.get("hooks")
+func hooksObject(d *docedit.Doc, e *Edit, create bool) (*docedit.Value, error) {
+	h := d.Root().Get("hooks")
 	if h == nil {
 		if !create {
 			return nil, nil
 		}
-		h = &jvalue{kind: '{', dirty: true}
-		d.root.add("hooks", h)
+		h = docedit.Object()
+		d.Root().Add("hooks", h)
 		return h, nil
 	}
-	if h.kind != '{' {
+	if !h.IsObject() {
 		return nil, notEditable(e.Path, `"hooks" is not an object`)
 	}
 	return h, nil
@@ -319,42 +318,42 @@ func hooksObject(d *jdoc, e *Edit, create bool) (*jvalue, error) {
 // group is a new matcher group holding Ferry's hook for event. Worktree
 // events take no matcher; SessionStart's runs for every source (startup,
 // resume, clear, compact), so it has none either.
-func group(event, command string) *jvalue {
-	h := object("type", "command", "command", command)
+func group(event, command string) *docedit.Value {
+	h := docedit.Object("type", "command", "command", command)
 	if t, ok := timeouts[event]; ok {
-		h = object("type", "command", "command", command, "timeout", t)
+		h = docedit.Object("type", "command", "command", command, "timeout", t)
 	}
-	return object("hooks", array(h))
+	return docedit.Object("hooks", docedit.Array(h))
 }
 
 // found is one of Ferry's hooks inside an event's list: the hook and the
 // list of its group.
 type found struct {
-	hooks, hook *jvalue
+	hooks, hook *docedit.Value
 }
 
 // drop removes the hook from its group's list.
 func (f found) drop() {
-	for i, m := range f.hooks.members {
-		if m.val == f.hook {
-			f.hooks.remove(i)
+	for i := range f.hooks.Len() {
+		if f.hooks.At(i) == f.hook {
+			f.hooks.Remove(i)
 			return
 		}
 	}
 }
 
 // ferryHooks finds Ferry's hooks for event in an event's list of groups.
-func ferryHooks(list *jvalue, event string) []found {
+func ferryHooks(list *docedit.Value, event string) []found {
 	var out []found
-	for _, gm := range list.members {
-		g := gm.val
-		hs := g.get("hooks")
-		if g.kind != '{' || hs == nil || hs.kind != '[' {
+	for i := range list.Len() {
+		g := list.At(i)
+		hs := g.Get("hooks")
+		if !g.IsObject() || hs == nil || !hs.IsArray() {
 			continue
 		}
-		for _, hm := range hs.members {
-			if isFerryHook(hm.val, event) {
-				out = append(out, found{hooks: hs, hook: hm.val})
+		for j := range hs.Len() {
+			if h := hs.At(j); isFerryHook(h, event) {
+				out = append(out, found{hooks: hs, hook: h})
 			}
 		}
 	}
@@ -363,14 +362,14 @@ func ferryHooks(list *jvalue, event string) []found {
 
 // isFerryHook reports whether h is a command hook running some ferry
 // binary's `hook claude-code EVENT`.
-func isFerryHook(h *jvalue, event string) bool {
-	if h.kind != '{' {
+func isFerryHook(h *docedit.Value, event string) bool {
+	if !h.IsObject() {
 		return false
 	}
-	if t, _ := h.get("type").str(); t != "command" {
+	if t, _ := h.Get("type").Str(); t != "command" {
 		return false
 	}
-	cmd, ok := h.get("command").str()
+	cmd, ok := h.Get("command").Str()
 	if !ok {
 		return false
 	}
@@ -385,22 +384,14 @@ func isFerryHook(h *jvalue, event string) bool {
 
 // dropEmptyGroups removes the groups of list whose hooks list Ferry
 // emptied.
-func dropEmptyGroups(list *jvalue) {
-	for i := len(list.members) - 1; i >= 0; i-- {
-		g := list.members[i].val
-		if !g.changed() {
+func dropEmptyGroups(list *docedit.Value) {
+	for i := list.Len() - 1; i >= 0; i-- {
+		g := list.At(i)
+		if !g.Changed() {
 			continue // a group the user left empty is theirs
 		}
-		if hs := g.get("hooks"); hs != nil && hs.kind == '[' && len(hs.members) == 0 {
-			list.remove(i)
-		}
-	}
-}
-
-func removeMember(obj *jvalue, name string) {
-	for i := len(obj.members) - 1; i >= 0; i-- {
-		if obj.members[i].name == name {
-			obj.remove(i)
+		if hs := g.Get("hooks"); hs != nil && hs.IsArray() && hs.Len() == 0 {
+			list.Remove(i)
 		}
 	}
 }

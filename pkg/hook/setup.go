@@ -2,7 +2,6 @@ package hook
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ferrydev/ferry/pkg/docedit"
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
@@ -128,9 +128,9 @@ func UninstallSetup(tool, path string) (*Edit, error) {
 func editSetup(tool, path, ferry string, install bool) (*Edit, error) {
 	switch {
 	case tool == ToolCursor:
-		return edit(path, func(d *jdoc, e *Edit) error { return cursorEdit(d, e, ferry, install) })
+		return edit(path, func(d *docedit.Doc, e *Edit) error { return cursorEdit(d, e, ferry, install) })
 	case tool == ToolConductor && filepath.Base(path) == "conductor.json":
-		return edit(path, func(d *jdoc, e *Edit) error { return conductorJSONEdit(d, e, ferry, install) })
+		return edit(path, func(d *docedit.Doc, e *Edit) error { return conductorJSONEdit(d, e, ferry, install) })
 	case tool == ToolConductor:
 		return editText(path, func(doc []byte, e *Edit) ([]byte, error) {
 			return scriptEdits(doc, e, tool, ferry, install, []scriptKey{{"scripts", "setup", false}, {"scripts", "archive", true}})
@@ -139,12 +139,12 @@ func editSetup(tool, path, ferry string, install bool) (*Edit, error) {
 		return editText(path, func(doc []byte, e *Edit) ([]byte, error) {
 			if len(bytes.TrimSpace(doc)) == 0 && install {
 				doc = []byte("# Codex local environment; Ferry's lines adopt each new worktree (ferry hook codex install)\nversion = 1\nname = " +
-					tomlBasic(filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(path))))) + "\n")
+					docedit.TOMLBasic(filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(path))))) + "\n")
 			}
 			keys := []scriptKey{{"setup", "script", false}, {"cleanup", "script", true}}
 			for _, platform := range []string{"linux", "darwin"} {
 				for _, k := range []scriptKey{{"setup." + platform, "script", false}, {"cleanup." + platform, "script", true}} {
-					if _, ok, _ := tomlString(doc, k.table, k.key); ok {
+					if _, ok, _ := docedit.TOMLString(doc, k.table, k.key); ok {
 						keys = append(keys, k)
 					}
 				}
@@ -217,7 +217,7 @@ func splitLines(s string) []string {
 // scriptEdits applies Ferry's lines to each TOML script of keys.
 func scriptEdits(doc []byte, e *Edit, tool, ferry string, install bool, keys []scriptKey) ([]byte, error) {
 	for _, k := range keys {
-		old, ok, err := tomlString(doc, k.table, k.key)
+		old, ok, err := docedit.TOMLString(doc, k.table, k.key)
 		if err != nil {
 			return nil, failure.Wrap(failure.Usage, err, "fix the file, then run this again", "%s cannot be read", e.Path)
 		}
@@ -235,7 +235,7 @@ func scriptEdits(doc []byte, e *Edit, tool, ferry string, install bool, keys []s
 		if ok && want == old {
 			continue
 		}
-		if doc, err = setTOMLString(doc, k.table, k.key, want); err != nil {
+		if doc, err = docedit.SetTOMLString(doc, k.table, k.key, want); err != nil {
 			return nil, notEditable(e.Path, err.Error())
 		}
 		note(e, install, ok, k.String())
@@ -257,24 +257,24 @@ func note(e *Edit, install, existed bool, name string) {
 
 // cursorEdit puts Ferry's setup line in the commands Cursor runs on this
 // platform: setup-worktree-unix when the file has it, else setup-worktree.
-func cursorEdit(d *jdoc, e *Edit, ferry string, install bool) error {
+func cursorEdit(d *docedit.Doc, e *Edit, ferry string, install bool) error {
 	keys := []string{"setup-worktree-unix", "setup-worktree"}
 	if !install {
 		for _, k := range keys {
-			list := d.root.get(k)
-			if list == nil || list.kind != '[' {
+			list := d.Root().Get(k)
+			if list == nil || !list.IsArray() {
 				continue
 			}
 			removed := false
-			for i := len(list.members) - 1; i >= 0; i-- {
-				if s, ok := list.members[i].val.str(); ok && ourLine(s, ToolCursor) {
-					list.remove(i)
+			for i := list.Len() - 1; i >= 0; i-- {
+				if s, ok := list.At(i).Str(); ok && ourLine(s, ToolCursor) {
+					list.Remove(i)
 					removed = true
 				}
 			}
 			if removed {
-				if len(list.members) == 0 {
-					removeMember(d.root, k)
+				if list.Len() == 0 {
+					d.Root().RemoveKey(k)
 				}
 				e.Removed = append(e.Removed, k)
 			}
@@ -282,62 +282,62 @@ func cursorEdit(d *jdoc, e *Edit, ferry string, install bool) error {
 		return nil
 	}
 	key := keys[1]
-	if d.root.get(keys[0]) != nil {
+	if d.Root().Get(keys[0]) != nil {
 		key = keys[0]
 	}
 	line := SetupLine(ferry, ToolCursor)
-	list := d.root.get(key)
-	raw := jsonText(line)
+	list := d.Root().Get(key)
 	switch {
 	case list == nil:
-		d.root.add(key, array(scalar(raw)))
+		d.Root().Add(key, docedit.Array(docedit.String(line)))
 		e.Added = append(e.Added, key)
 		return nil
-	case isString(list):
-		script, _ := list.str()
+	case list.IsString():
+		script, _ := list.Str()
 		return failure.New(failure.Refused,
 			fmt.Sprintf("add this line to the script %s names (%s): %s", key, script, line),
 			"%s: %s names a script file, which Ferry does not edit", e.Path, key)
-	case list.kind != '[':
+	case !list.IsArray():
 		return notEditable(e.Path, key+" is neither a list of commands nor a script path")
 	}
-	for _, m := range list.members {
-		if s, ok := m.val.str(); ok && ourLine(s, ToolCursor) {
+	for i := range list.Len() {
+		m := list.At(i)
+		if s, ok := m.Str(); ok && ourLine(s, ToolCursor) {
 			if s == line {
 				return nil
 			}
-			m.val.setRaw(raw)
+			m.SetString(line)
 			e.Updated = append(e.Updated, key)
 			return nil
 		}
 	}
-	list.push(scalar(raw))
+	list.Push(docedit.String(line))
 	e.Updated = append(e.Updated, key)
 	return nil
 }
 
 // conductorJSONEdit edits the older conductor.json: scripts.setup and
 // scripts.archive are strings.
-func conductorJSONEdit(d *jdoc, e *Edit, ferry string, install bool) error {
-	scripts := d.root.get("scripts")
+func conductorJSONEdit(d *docedit.Doc, e *Edit, ferry string, install bool) error {
+	scripts := d.Root().Get("scripts")
 	if scripts == nil {
 		if !install {
 			return nil
 		}
-		scripts = &jvalue{kind: '{', dirty: true}
-		d.root.add("scripts", scripts)
+		scripts = docedit.Object()
+		d.Root().Add("scripts", scripts)
 	}
-	if scripts.kind != '{' {
+	if !scripts.IsObject() {
 		return notEditable(e.Path, `"scripts" is not an object`)
 	}
 	for _, k := range []struct {
 		key  string
 		line string
 	}{{"setup", SetupLine(ferry, ToolConductor)}, {"archive", TeardownLine(ferry)}} {
-		v := scripts.get(k.key)
+		v := scripts.Get(k.key)
 		old := ""
 		if v != nil {
-			s, ok := v.str()
+			s, ok := v.Str()
 			if !ok {
 				return notEditable(e.Path, "scripts."+k.key+" is not a string")
 			}
@@ -353,11 +353,10 @@ func conductorJSONEdit(d *jdoc, e *Edit, ferry string, install bool) error {
 		if v != nil && want == strings.TrimSuffix(old, "\n") {
 			continue
 		}
-		raw := jsonText(want)
 		if v == nil {
-			scripts.add(k.key, scalar(raw))
+			scripts.Add(k.key, docedit.String(want))
 		} else {
-			v.setRaw(raw)
+			v.SetString(want)
 		}
 		note(e, install, v != nil, "scripts."+k.key)
 	}
@@ -377,19 +376,4 @@ func editText(path string, change func([]byte, *Edit) ([]byte, error)) (*Edit, e
 	e.before, e.after = data, out
 	e.Changed = !bytes.Equal(e.before, e.after)
 	return e, nil
-}
-
-// jsonText is s as a JSON string, with <, > and & as they are (shell
-// redirections read better so).
-func jsonText(s string) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(s)
-	return bytes.TrimRight(b.Bytes(), "\n")
-}
-
-func isString(v *jvalue) bool {
-	_, ok := v.str()
-	return ok
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/pkg/docedit"
 	"github.com/ferrydev/ferry/pkg/failure"
 	toml "github.com/pelletier/go-toml/v2"
 )
@@ -142,12 +143,12 @@ func TestSetupConductor(t *testing.T) {
 			t.Fatalf("settings.toml lacks %q:\n%s", keep, got)
 		}
 	}
-	if s, _, _ := tomlString(e.Content(), "scripts", "archive"); s != TeardownLine(testFerry)+"\n" {
+	if s, _, _ := docedit.TOMLString(e.Content(), "scripts", "archive"); s != TeardownLine(testFerry)+"\n" {
 		t.Fatalf("archive %q", s)
 	}
 	uninstallSetup(t, ToolConductor, toml)
 	b, _ := os.ReadFile(toml)
-	if s, _, _ := tomlString(b, "scripts", "setup"); s != "npm ci\n" || strings.Contains(string(b), "ferry") {
+	if s, _, _ := docedit.TOMLString(b, "scripts", "setup"); s != "npm ci\n" || strings.Contains(string(b), "ferry") {
 		t.Fatalf("settings.toml after uninstall (setup %q):\n%s", s, b)
 	}
 
@@ -177,7 +178,7 @@ func TestSetupCodex(t *testing.T) {
 		t.Fatalf("new file: name = %q (%v)", top.Name, err)
 	}
 	for _, k := range [][2]string{{"setup", "script"}, {"cleanup", "script"}} {
-		if s, ok, err := tomlString(e.Content(), k[0], k[1]); !ok || err != nil || !strings.Contains(s, "ferry") {
+		if s, ok, err := docedit.TOMLString(e.Content(), k[0], k[1]); !ok || err != nil || !strings.Contains(s, "ferry") {
 			t.Fatalf("new file: [%s] %s = %q (%v)\n%s", k[0], k[1], s, err, e.Content())
 		}
 	}
@@ -185,7 +186,7 @@ func TestSetupCodex(t *testing.T) {
 	writeTestFile(t, path, orig)
 	e = installSetup(t, ToolCodex, path)
 	for _, k := range []string{"setup", "setup.linux", "cleanup"} {
-		s, _, _ := tomlString(e.Content(), k, "script")
+		s, _, _ := docedit.TOMLString(e.Content(), k, "script")
 		if !strings.Contains(s, " adopt --cold-ok --tool codex ") && !strings.Contains(s, " rm --if-agent ") {
 			t.Fatalf("[%s] script = %q\n%s", k, s, e.Content())
 		}
@@ -195,10 +196,10 @@ func TestSetupCodex(t *testing.T) {
 	}
 	uninstallSetup(t, ToolCodex, path)
 	b, _ := os.ReadFile(path)
-	if s, _, _ := tomlString(b, "setup.linux", "script"); s != "make deps\n" {
+	if s, _, _ := docedit.TOMLString(b, "setup.linux", "script"); s != "make deps\n" {
 		t.Fatalf("[setup.linux] after uninstall %q", s)
 	}
-	if s, _, _ := tomlString(b, "setup", "script"); s != "npm ci\n" {
+	if s, _, _ := docedit.TOMLString(b, "setup", "script"); s != "npm ci\n" {
 		t.Fatalf("[setup] after uninstall %q", s)
 	}
 }

@@ -1,4 +1,4 @@
-package hook
+package docedit
 
 import (
 	"bytes"
@@ -7,46 +7,39 @@ import (
 	"strings"
 )
 
-// A settings file is edited as a tree that remembers its own bytes: a value
-// nobody changed is written back exactly as it was read, and a changed
-// object or array keeps the whitespace around each member it already had.
-// Only what is new gets fresh layout, indented like its neighbours. So
-// installing and then uninstalling Ferry's hooks gives back the file byte
-// for byte, whatever its key order and layout.
-
-// jvalue is one JSON value of a document.
-type jvalue struct {
+// Value is one JSON value of a document.
+type Value struct {
 	kind byte   // '{' object, '[' array, 0 anything else
 	raw  []byte // the value's bytes as read; nil for a value made here
 	// An object's members (keys set) or an array's elements.
-	members []*jmember
+	members []*member
 	tail    []byte // whitespace between the last member and the closing bracket
 	dirty   bool   // changed since read: written from members, not raw
 }
 
-// jmember is one member of an object (key set) or element of an array.
-type jmember struct {
+// member is one member of an object (key set) or element of an array.
+type member struct {
 	lead  []byte // whitespace before it (after '{', '[' or ',')
 	key   []byte // the key as written, quotes and escapes included; nil in an array
 	name  string // the key, decoded
 	colon []byte // what separates key and value, e.g. ": "
-	val   *jvalue
+	val   *Value
 	trail []byte // whitespace between the value and the comma after it
 }
 
-// jdoc is a whole file: the top-level value and what surrounds it, and
+// Doc is a whole file: the top-level value and what surrounds it, and
 // the layout new members get.
-type jdoc struct {
+type Doc struct {
 	before, after []byte
-	root          *jvalue
+	root          *Value
 	layout        layout
 }
 
-// parseDoc reads a JSON document. An empty (or blank) file is an empty
+// ParseJSON reads a JSON document. An empty (or blank) file is an empty
 // object.
-func parseDoc(data []byte) (*jdoc, error) {
+func ParseJSON(data []byte) (*Doc, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		d := &jdoc{root: &jvalue{kind: '{', dirty: true}, after: []byte("\n")}
+		d := &Doc{root: &Value{kind: '{', dirty: true}, after: []byte("\n")}
 		d.layout = d.style()
 		return d, nil
 	}
@@ -56,8 +49,8 @@ func parseDoc(data []byte) (*jdoc, error) {
 		err := json.Unmarshal(data, &v)
 		return nil, fmt.Errorf("not valid JSON: %w", err)
 	}
-	p := &jparser{data: data}
-	d := &jdoc{before: p.space()}
+	p := &parser{data: data}
+	d := &Doc{before: p.space()}
 	root, err := p.value()
 	if err != nil {
 		return nil, err
@@ -68,8 +61,8 @@ func parseDoc(data []byte) (*jdoc, error) {
 	return d, nil
 }
 
-// bytes writes the document.
-func (d *jdoc) bytes() []byte {
+// Bytes writes the document: every byte as read, but for what changed.
+func (d *Doc) Bytes() []byte {
 	var b bytes.Buffer
 	b.Write(d.before)
 	d.root.write(&b, 0, d.layout)
@@ -89,7 +82,7 @@ type layout struct {
 // object: the indentation before its first member and the separator after
 // that key. A new or empty document gets two spaces, as Claude Code writes
 // its settings.
-func (d *jdoc) style() layout {
+func (d *Doc) style() layout {
 	st := layout{indent: "  ", colon: ": "}
 	if d.root == nil || d.root.kind != '{' || len(d.root.members) == 0 {
 		return st
@@ -110,21 +103,50 @@ func (d *jdoc) style() layout {
 	return st
 }
 
-// changed reports whether v or anything in it changed since it was read.
-func (v *jvalue) changed() bool {
+// IsObject reports whether v is an object.
+func (v *Value) IsObject() bool { return v != nil && v.kind == '{' }
+
+// IsArray reports whether v is an array.
+func (v *Value) IsArray() bool { return v != nil && v.kind == '[' }
+
+// IsString reports whether v is a string.
+func (v *Value) IsString() bool {
+	_, ok := v.Str()
+	return ok
+}
+
+// Len is the number of an object's members or an array's elements.
+func (v *Value) Len() int {
+	if v == nil {
+		return 0
+	}
+	return len(v.members)
+}
+
+// At is the value of member (or element) i.
+func (v *Value) At(i int) *Value { return v.members[i].val }
+
+// NameAt is the name of an object's member i.
+func (v *Value) NameAt(i int) string { return v.members[i].name }
+
+// Root is the document's top-level value.
+func (d *Doc) Root() *Value { return d.root }
+
+// Changed reports whether v or anything in it changed since it was read.
+func (v *Value) Changed() bool {
 	if v.dirty || v.raw == nil {
 		return true
 	}
 	for _, m := range v.members {
-		if m.val.changed() {
+		if m.val.Changed() {
 			return true
 		}
 	}
 	return false
 }
 
-func (v *jvalue) write(b *bytes.Buffer, depth int, st layout) {
-	if v.kind == 0 || !v.changed() {
+func (v *Value) write(b *bytes.Buffer, depth int, st layout) {
+	if v.kind == 0 || !v.Changed() {
 		b.Write(v.raw)
 		return
 	}
@@ -167,9 +189,9 @@ func (v *jvalue) write(b *bytes.Buffer, depth int, st layout) {
 	b.WriteByte(close)
 }
 
-// get returns the value of an object's member name (the last one, as
+// Get returns the value of an object's member name (the last one, as
 // JSON.parse reads duplicates), or nil.
-func (v *jvalue) get(name string) *jvalue {
+func (v *Value) Get(name string) *Value {
 	if v == nil || v.kind != '{' {
 		return nil
 	}
@@ -181,18 +203,18 @@ func (v *jvalue) get(name string) *jvalue {
 	return nil
 }
 
-// add adds member name with value val at the end of an object, taking the
+// Add adds member name with value val at the end of an object, taking the
 // whitespace of its last member so it lines up with its neighbours.
-func (v *jvalue) add(name string, val *jvalue) {
+func (v *Value) Add(name string, val *Value) {
 	key, _ := json.Marshal(name)
-	m := &jmember{key: key, name: name, val: val}
+	m := &member{key: key, name: name, val: val}
 	v.appendMember(m)
 }
 
-// push appends an element to an array.
-func (v *jvalue) push(val *jvalue) { v.appendMember(&jmember{val: val}) }
+// Push appends an element to an array.
+func (v *Value) Push(val *Value) { v.appendMember(&member{val: val}) }
 
-func (v *jvalue) appendMember(m *jmember) {
+func (v *Value) appendMember(m *member) {
 	if n := len(v.members); n > 0 {
 		last := v.members[n-1]
 		m.lead, m.colon = last.lead, last.colon
@@ -205,9 +227,9 @@ func (v *jvalue) appendMember(m *jmember) {
 	v.dirty = true
 }
 
-// remove deletes member i. Removing the first member gives its whitespace
+// Remove deletes member i. Removing the first member gives its whitespace
 // to the one that follows, so the layout stays as it was.
-func (v *jvalue) remove(i int) {
+func (v *Value) Remove(i int) {
 	if i == 0 && len(v.members) > 1 {
 		v.members[1].lead = v.members[0].lead
 	}
@@ -218,8 +240,17 @@ func (v *jvalue) remove(i int) {
 	}
 }
 
-// str returns a string value, or "" and false.
-func (v *jvalue) str() (string, bool) {
+// RemoveKey deletes every member of an object named name.
+func (v *Value) RemoveKey(name string) {
+	for i := len(v.members) - 1; i >= 0; i-- {
+		if v.members[i].name == name {
+			v.Remove(i)
+		}
+	}
+}
+
+// Str returns a string value, or "" and false.
+func (v *Value) Str() (string, bool) {
 	if v == nil || v.kind != 0 || len(v.raw) == 0 || v.raw[0] != '"' {
 		return "", false
 	}
@@ -230,54 +261,67 @@ func (v *jvalue) str() (string, bool) {
 	return s, true
 }
 
-// setRaw replaces a scalar's bytes.
-func (v *jvalue) setRaw(raw []byte) {
-	v.raw = raw
+// SetString makes a scalar the string str.
+func (v *Value) SetString(str string) {
+	v.raw = stringJSON(str)
 	v.dirty = true
 }
 
-// scalar makes a value from JSON bytes of a scalar.
-func scalar(raw []byte) *jvalue { return &jvalue{raw: raw} }
+// String makes a string value. It is written as JSON, without escaping
+// <, > and & (a command line reads better as it is).
+func String(str string) *Value { return &Value{raw: stringJSON(str)} }
 
-// object makes a new object of the keys and values given in turn (a value
-// is a *jvalue, or a string or number). New values have no bytes of their
+func stringJSON(str string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(str) // a string always encodes
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// Object makes a new object of the keys and values given in turn (a value
+// is a *Value, or a string or number). New values have no bytes of their
 // own and are laid out like the document.
-func object(kv ...any) *jvalue {
-	o := &jvalue{kind: '{', dirty: true}
+func Object(kv ...any) *Value {
+	o := &Value{kind: '{', dirty: true}
 	for i := 0; i+1 < len(kv); i += 2 {
 		name := kv[i].(string)
 		key, _ := json.Marshal(name)
-		o.members = append(o.members, &jmember{key: key, name: name, val: toValue(kv[i+1])})
+		o.members = append(o.members, &member{key: key, name: name, val: toValue(kv[i+1])})
 	}
 	return o
 }
 
-func array(elems ...*jvalue) *jvalue {
-	a := &jvalue{kind: '[', dirty: true}
+// Array makes a new array of elems.
+func Array(elems ...*Value) *Value {
+	a := &Value{kind: '[', dirty: true}
 	for _, e := range elems {
-		a.members = append(a.members, &jmember{val: e})
+		a.members = append(a.members, &member{val: e})
 	}
 	return a
 }
 
-func toValue(x any) *jvalue {
-	if v, ok := x.(*jvalue); ok {
-		return v
+func toValue(x any) *Value {
+	switch x := x.(type) {
+	case *Value:
+		return x
+	case string:
+		return String(x)
 	}
 	raw, err := json.Marshal(x)
 	if err != nil {
 		panic(err) // only strings and numbers are passed
 	}
-	return scalar(raw)
+	return &Value{raw: raw}
 }
 
-// jparser reads valid JSON (json.Valid has checked it), keeping offsets.
-type jparser struct {
+// parser reads valid JSON (json.Valid has checked it), keeping offsets.
+type parser struct {
 	data []byte
 	pos  int
 }
 
-func (p *jparser) space() []byte {
+func (p *parser) space() []byte {
 	start := p.pos
 	for p.pos < len(p.data) {
 		switch p.data[p.pos] {
@@ -290,14 +334,14 @@ func (p *jparser) space() []byte {
 	return p.data[start:p.pos]
 }
 
-func (p *jparser) value() (*jvalue, error) {
+func (p *parser) value() (*Value, error) {
 	if p.pos >= len(p.data) {
 		return nil, fmt.Errorf("unexpected end of JSON")
 	}
 	start := p.pos
 	switch c := p.data[p.pos]; c {
 	case '{', '[':
-		v := &jvalue{kind: c}
+		v := &Value{kind: c}
 		p.pos++
 		closing := byte('}')
 		if c == '[' {
@@ -305,7 +349,7 @@ func (p *jparser) value() (*jvalue, error) {
 		}
 		lead := p.space()
 		for p.data[p.pos] != closing {
-			m := &jmember{lead: lead}
+			m := &member{lead: lead}
 			if c == '{' {
 				ks := p.pos
 				if err := p.skipString(); err != nil {
@@ -351,10 +395,10 @@ func (p *jparser) value() (*jvalue, error) {
 			p.pos++
 		}
 	}
-	return &jvalue{raw: p.data[start:p.pos]}, nil
+	return &Value{raw: p.data[start:p.pos]}, nil
 }
 
-func (p *jparser) skipString() error {
+func (p *parser) skipString() error {
 	p.pos++ // opening quote
 	for p.pos < len(p.data) {
 		switch p.data[p.pos] {

@@ -1,4 +1,4 @@
-package hook
+package docedit
 
 import (
 	"bytes"
@@ -147,8 +147,8 @@ func escaped(s string, i int) bool {
 	return n%2 == 1
 }
 
-// tomlString reads table.key of doc as a string ("", false when absent).
-func tomlString(doc []byte, table, key string) (string, bool, error) {
+// TOMLString reads table.key of doc as a string ("", false when absent).
+func TOMLString(doc []byte, table, key string) (string, bool, error) {
 	var m map[string]any
 	if err := toml.Unmarshal(doc, &m); err != nil {
 		return "", false, err
@@ -176,9 +176,9 @@ func tomlString(doc []byte, table, key string) (string, bool, error) {
 	return s, true, nil
 }
 
-// tomlBasic is s as a one-line TOML basic string, for a value that is a
+// TOMLBasic is s as a one-line TOML basic string, for a value that is a
 // name, not a script.
-func tomlBasic(s string) string {
+func TOMLBasic(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')
 	escapeBasic(&b, s, `\n`)
@@ -224,9 +224,9 @@ func tomlRaw(s string) string {
 	return b.String()
 }
 
-// setTOMLString sets table.key of doc to value, creating the key or the
+// SetTOMLString sets table.key of doc to value, creating the key or the
 // table when missing, and checks the result reads back.
-func setTOMLString(doc []byte, table, key, value string) ([]byte, error) {
+func SetTOMLString(doc []byte, table, key, value string) ([]byte, error) {
 	sp, err := findTOML(doc, table, key)
 	if err != nil {
 		return nil, fmt.Errorf("[%s] %s: %w", table, key, err)
@@ -249,7 +249,7 @@ func setTOMLString(doc []byte, table, key, value string) ([]byte, error) {
 		}
 		out = append(out, "["+table+"]\n"+key+" = "+raw+"\n"...)
 	}
-	got, ok, err := tomlString(out, table, key)
+	got, ok, err := TOMLString(out, table, key)
 	if err != nil || !ok || got != value {
 		return nil, fmt.Errorf("[%s] %s could not be set in place (read back %q, %v)", table, key, got, err)
 	}
