@@ -49,26 +49,6 @@ var completionExamples = []string{
 	"ferry completion bash --json",
 }
 
-// grammars make the grammar each of the front's own commands parses with,
-// for its completion; run reads its arguments itself (NAME -- CMD).
-var grammars = map[string]func() any{
-	"shell":      func() any { return new(shellCmd) },
-	"env":        func() any { return new(envCmd) },
-	"list":       func() any { return new(listCmd) },
-	"stats":      func() any { return new(statsCmd) },
-	"why":        func() any { return new(whyCmd) },
-	"rm":         func() any { return new(rmCmd) },
-	"adopt":      func() any { return new(adoptCmd) },
-	"doctor":     func() any { return new(doctorCmd) },
-	"setup":      func() any { return new(setupCmd) },
-	"up":         func() any { return new(upCmd) },
-	"events":     func() any { return new(eventsCmd) },
-	"key":        func() any { return new(keyCmd) },
-	"version":    func() any { return new(versionCmd) },
-	"hook":       func() any { return new(hookCmd) },
-	"completion": func() any { return new(completionCmd) },
-}
-
 // runModel is run's: an agent name, then -- and the command.
 var runModel = complete.Command{
 	Flags: []complete.Flag{{Name: "help", Short: "h", Help: "Show usage."}},
@@ -123,19 +103,18 @@ func frontModel(io cli.IO) complete.Command {
 		{Name: "version", Help: "Print Ferry's version."},
 	}}
 	models := stageModels()
-	for name := range own {
-		models[name] = ownModel(name)
+	for _, c := range commands() {
+		if !c.stage {
+			models[c.name] = ownModel(c)
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(models)) {
 		m := models[name]
 		if m.err != nil {
 			fmt.Fprintf(io.Stderr, "ferry completion: completing `ferry %s` without its flags: %s\n", name, strings.Join(cli.Messages(m.err), ": "))
 		}
-		m.cmd.Name = name
-		m.cmd.Help = own[name]
-		if stage, ok := stages[name]; ok {
-			m.cmd.Help = stage
-		}
+		c, _ := lookup(name)
+		m.cmd.Name, m.cmd.Help = name, c.help
 		root.Commands = append(root.Commands, m.cmd)
 	}
 	return root
@@ -147,22 +126,25 @@ type model struct {
 	err error
 }
 
-func ownModel(name string) model {
-	grammar, ok := grammars[name]
-	if !ok {
+func ownModel(c command) model {
+	if c.grammar == nil {
 		return model{cmd: runModel}
 	}
-	cmd, err := complete.Of(grammar())
+	cmd, err := complete.Of(c.grammar())
 	return model{cmd, err}
 }
 
 // stageModels asks every stage binary for its model at once: a shell that
 // loads the script at its start waits for the slowest only.
 func stageModels() map[string]model {
-	models := make(map[string]model, len(stages))
+	models := map[string]model{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for name := range stages {
+	for _, c := range commands() {
+		if !c.stage {
+			continue
+		}
+		name := c.name
 		wg.Go(func() {
 			cmd, err := stageModel(name)
 			mu.Lock()

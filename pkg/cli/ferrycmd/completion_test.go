@@ -317,17 +317,24 @@ func TestCompletionZsh(t *testing.T) {
 func TestCompletionScriptsHoldEveryCommand(t *testing.T) {
 	stagesOnPath(t)
 	var paths []string
-	for name := range own {
-		paths = append(paths, "ferry "+name)
-		if g := grammars[name]; g != nil {
-			parser, err := kong.New(g())
+	for _, c := range commands() {
+		if c.stage {
+			continue
+		}
+		paths = append(paths, "ferry "+c.name)
+		if c.grammar != nil {
+			parser, err := kong.New(c.grammar())
 			if err != nil {
 				t.Fatal(err)
 			}
-			paths = append(paths, kongPaths("ferry "+name, parser.Model.Node)...)
+			paths = append(paths, kongPaths("ferry "+c.name, parser.Model.Node)...)
 		}
 	}
-	for name := range stages {
+	for _, c := range commands() {
+		if !c.stage {
+			continue
+		}
+		name := c.name
 		out, err := exec.Command("ferry-"+name, complete.ModelFlag).Output()
 		if err != nil {
 			t.Fatalf("ferry-%s %s: %v", name, complete.ModelFlag, err)
@@ -373,18 +380,26 @@ func modelPaths(path string, m complete.Command) []string {
 	return out
 }
 
-// Every command the front dispatches has a model: its own commands a
-// grammar (run, which reads its arguments itself, aside), the stages
-// theirs; completion's shells are the ones there are scripts for.
+// Every command in the table runs: a stage runs its binary and parses
+// its own arguments; the front's own commands run a function and have a
+// grammar (run, which reads its arguments itself, aside). Every command
+// has a model; completion's shells are the ones there are scripts for.
 func TestCompletionModelCoversTheFront(t *testing.T) {
-	for name := range own {
-		if _, ok := grammars[name]; !ok && name != "run" {
-			t.Errorf("ferry %s has no grammar for completion (grammars in completion.go)", name)
+	seen := map[string]bool{}
+	for _, c := range commands() {
+		if seen[c.name] {
+			t.Errorf("ferry %s is in the table twice", c.name)
 		}
-	}
-	for name := range grammars {
-		if _, ok := own[name]; !ok {
-			t.Errorf("grammars holds %s, which is no command of the front", name)
+		seen[c.name] = true
+		switch {
+		case c.help == "":
+			t.Errorf("ferry %s has no line in --help", c.name)
+		case c.stage && (c.run != nil || c.grammar != nil):
+			t.Errorf("stage %s runs its binary: no run function or grammar of its own", c.name)
+		case !c.stage && c.run == nil:
+			t.Errorf("ferry %s runs nothing", c.name)
+		case !c.stage && c.grammar == nil && c.name != "run":
+			t.Errorf("ferry %s has no grammar for completion", c.name)
 		}
 	}
 	stagesOnPath(t)
@@ -394,15 +409,15 @@ func TestCompletionModelCoversTheFront(t *testing.T) {
 		t.Fatalf("frontModel: %s", errOut.String())
 	}
 	for _, c := range root.Commands {
-		if _, isStage := stages[c.Name]; isStage && !slices.ContainsFunc(c.Flags, func(f complete.Flag) bool { return f.Name == "json" }) {
+		if cmd, _ := lookup(c.Name); cmd.stage && !slices.ContainsFunc(c.Flags, func(f complete.Flag) bool { return f.Name == "json" }) {
 			t.Errorf("ferry %s: no --json in the model its binary gave: %+v", c.Name, c.Flags)
 		}
 		if c.Name == "completion" && !slices.Equal(c.Args[0].Enum, complete.Shells) {
 			t.Errorf("completion's <shell> enum %q is not complete.Shells %q", c.Args[0].Enum, complete.Shells)
 		}
 	}
-	if len(root.Commands) != len(own)+len(stages) {
-		t.Errorf("the model has %d commands, the front %d", len(root.Commands), len(own)+len(stages))
+	if len(root.Commands) != len(commands()) {
+		t.Errorf("the model has %d commands, the front %d", len(root.Commands), len(commands()))
 	}
 }
 
