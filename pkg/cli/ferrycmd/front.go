@@ -1,11 +1,11 @@
 // Package ferrycmd is the command layer of ferry, the human front: `ferry
 // base`, `ferry spawn`, `ferry gc` and `ferry watch` run the stage binaries
 // (git style, telling them the command as typed so their usage lines say
-// it), and the others in the same table (commands: run, shell, env, list, rm, adopt, doctor,
-// up, events, hook for agent tools, completion, …) are its own. It links the NATS client
-// (rm, events and hook), not the server: `ferry up` supervises the stage
-// processes, and `ferry events` without a running bus runs `ferry-watch
-// log`.
+// it), and the others in the same table (commands: run, shell, env, list,
+// rm, adopt, doctor, up, events, hook for agent tools, completion, …) are
+// its own. It links the NATS client (rm, events and hook), not the
+// server: `ferry up` supervises the stage processes, and `ferry events`
+// without a running bus runs `ferry-watch log`.
 package ferrycmd
 
 import (
