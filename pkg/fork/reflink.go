@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/pkg/platform"
 )
 
 // Reflink forks by cloning every regular file, with FICLONE on Linux and
@@ -45,15 +47,12 @@ func (reflinkBackend) PrivateBytes(p Paths) (int64, error) {
 			return allocated(st), nil
 		}
 		n, err := unsharedBytes(path)
-		if errors.Is(err, errNoFiemap) {
+		if errors.Is(err, platform.ErrNoExtents) {
 			return allocated(st), nil
 		}
 		return n, err
 	})
 }
-
-// errNoFiemap marks a file whose filesystem does not answer FIEMAP.
-var errNoFiemap = errors.New("FIEMAP not supported")
 
 // allocated is the space st's inode takes on disk.
 func allocated(st *unix.Stat_t) int64 { return st.Blocks * 512 }

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/platform"
 )
 
 // reflinkTree makes each file of the fork a clone (cloneFile).
@@ -32,4 +33,4 @@ func cloneFile(src, dst string) error {
 
 // unsharedBytes is not known on macOS: APFS tells no file's shared extents
 // (there is no FIEMAP), so PrivateBytes counts the allocated size.
-func unsharedBytes(string) (int64, error) { return 0, errNoFiemap }
+func unsharedBytes(string) (int64, error) { return 0, platform.ErrNoExtents }

@@ -20,6 +20,7 @@ import (
 
 type statsCmd struct {
 	Window string `help:"How far back to count: a duration such as 36h, or days such as 7d (default: [base] demand-window)."`
+	Disk   bool   `help:"Show what the store takes on disk instead: physical bytes (each block once) beside apparent bytes, for the store, each base and each agent, and what the agents would take as plain worktrees."`
 	JSON   bool   `name:"json" help:"Print the statistics as JSON."`
 }
 
@@ -37,10 +38,20 @@ type statsJSON struct {
 func statsAgents(args []string, io cli.IO) int {
 	var c statsCmd
 	return cli.Run("ferry stats", "Show how warm agents' first builds were: per command agents ran, how many of the units their first build of it built were fresh from the base (the hit rate), by base, and the worst recent misses. `ferry why` tells why an agent's build compiled what it did.",
-		[]string{"ferry stats", "ferry stats --window 1d --json"}, &c, args, io, &c.JSON, func() error {
+		[]string{"ferry stats", "ferry stats --window 1d --json", "ferry stats --disk"}, &c, args, io, &c.JSON, func() error {
 			fc, err := cli.Load(".")
 			if err != nil {
 				return err
+			}
+			if c.Disk {
+				d, err := diskUse(fc.Store)
+				if err != nil {
+					return err
+				}
+				if c.JSON {
+					return cli.WriteJSON(io.Stdout, d)
+				}
+				return printDisk(io.Stdout, d)
 			}
 			window := fc.Settings.DemandWindow
 			if c.Window != "" {
