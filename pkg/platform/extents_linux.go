@@ -41,15 +41,24 @@ type fiemapRequest struct {
 }
 
 // Extents calls fn for each extent of the regular file at path (never
-// followed), in order. FIEMAP_FLAG_SYNC writes the file's dirty data first:
+// followed; anything else is an error), in order. FIEMAP_FLAG_SYNC writes the file's dirty data first:
 // until then an overwrite of a cloned range can still show the old, shared
 // extent. ErrNoExtents where the filesystem does not answer.
 func Extents(path string, fn func(Extent)) error {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// O_NONBLOCK: a fifo put where the file was (an agent's build can
+	// write its fork while this reads it) must not block the open.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return &os.PathError{Op: "fiemap", Path: path, Err: unix.EINVAL}
+	}
 	req := new(fiemapRequest)
 	var start uint64
 	for {
