@@ -51,6 +51,10 @@ type AdoptOptions struct {
 	Backend  string // default the configured backend
 	Tool     string // what adopted it (AdoptTool when empty)
 	Session  string
+	// InPlace lets the repository's main checkout be adopted: the checkout
+	// a cloud agent's container was given, where its tool runs the agent.
+	// Its git dir stays read-only in the sandbox, as every agent's does.
+	InPlace bool
 	// ShimOnPath says whether cargo on the caller's PATH is Ferry's shim,
 	// as it will be in the tool's shells. Without it an overlay agent's
 	// worktree gets no ./target link: a cargo that is not the shim would
@@ -111,7 +115,7 @@ func Adopt(o AdoptOptions) (*Adoption, error) {
 	if err != nil {
 		return nil, err
 	}
-	conf := confinement(o.Repo, o.Settings, s, iso)
+	conf := confinement(o.Repo, o.Settings, s, iso, path)
 	r, agentLock, already, err := reserveAdoption(o, path, commit, branch, tool, backend.Name(), iso.Isolation, conf)
 	storeLock.Release()
 	if err != nil || already != nil {
@@ -189,9 +193,10 @@ func adoptable(o AdoptOptions) (string, error) {
 		}
 		return "", notOurs
 	}
-	if idx == 0 {
+	if idx == 0 && !o.InPlace {
 		return "", failure.New(failure.Usage,
-			"adopt a worktree made with `git worktree add`; the main checkout stays yours (build it with cargo as usual, or spawn an agent with `ferry spawn NAME`)",
+			"adopt a worktree made with `git worktree add`; the main checkout stays yours (build it with cargo as usual, or spawn an agent with `ferry spawn NAME`); "+
+				"in a container whose checkout is its agent's (a cloud agent), `ferry adopt --in-place` makes it one",
 			"%s is the repository's main checkout, not a worktree", abs)
 	}
 	if store.Within(path, o.Store.Dir) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
+	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -520,6 +521,9 @@ mkdir -p "$PLANT/hooks"
 for h in post-checkout post-commit pre-commit reference-transaction post-index-change pre-auto-gc; do
 	printf '%s' "$hook" > "$PLANT/hooks/$h"; chmod +x "$PLANT/hooks/$h"
 	printf '%s' "$hook" > "$PROBE_GITDIR/hooks/$h" && chmod +x "$PROBE_GITDIR/hooks/$h"
+	# The git dir as the checkout shows it (a main checkout adopted in place
+	# holds it; a linked worktree's .git is a file, so this fails there).
+	printf '%s' "$hook" > "$CARGO_MANIFEST_DIR/.git/hooks/$h" && chmod +x "$CARGO_MANIFEST_DIR/.git/hooks/$h"
 done
 printf '%s' "$hook" > "$PLANT/fsmonitor"; chmod +x "$PLANT/fsmonitor"
 git config core.hooksPath "$PLANT/hooks"
@@ -669,5 +673,68 @@ func TestBuildScriptAttacks(t *testing.T) {
 				t.Errorf("the agent's new dependency is not in its private $CARGO_HOME")
 			}
 		})
+	}
+}
+
+// A main checkout adopted in place (a cloud agent's container) is an agent
+// like any other: plain cargo through the shim there builds warm from the
+// base, its builds write the checkout and its target, and a build script
+// that plants hooks, through the checkout's own .git as much as through the
+// repository's path, or repoints git's config, changes nothing: the git dir
+// the checkout holds stays read-only in the sandbox. ferry rm undoes the
+// adoption and never removes the checkout.
+func TestInPlaceAdoptionKeepsTheGitDir(t *testing.T) {
+	c := newConfined(t)
+	w := c.w
+	plant := filepath.Join(c.root, "plant")
+	env := func(extra ...string) []string {
+		return c.env("", append([]string{"PLANT=" + plant, "GIT_CONFIG_GLOBAL=" + filepath.Join(c.fakeHome, ".gitconfig")}, extra...)...)
+	}
+	if _, stderr, err := w.ferry(w.repo.Dir, env(), "base"); err != nil {
+		t.Fatalf("ferry base: %v\n%s", err, stderr)
+	}
+	if _, stderr, err := w.ferry(w.repo.Dir, env(), "adopt"); err == nil || !strings.Contains(stderr, "--in-place") {
+		t.Fatalf("ferry adopt of the main checkout without --in-place: %v\n%s", err, stderr)
+	}
+	out, stderr, err := w.ferry(w.repo.Dir, env(), "adopt", "--in-place", "--backend", "copy", "--name", "here", "--json")
+	if err != nil {
+		t.Fatalf("ferry adopt --in-place: %v\n%s", err, stderr)
+	}
+	var r agent.Record
+	if err := json.Unmarshal([]byte(out), &r); err != nil || !r.Adopted || r.Worktree != w.repo.Dir {
+		t.Fatalf("adopted %+v (%v), want the main checkout %s", r, err, w.repo.Dir)
+	}
+	config, _ := os.ReadFile(filepath.Join(w.repo.Dir, ".git", "config"))
+
+	// The first build is warm: nothing of the repository's compiles.
+	if _, stderr, code := w.cargo(w.repo.Dir, env(), "build"); code != 0 || strings.Contains(stderr, "Compiling probed") {
+		t.Fatalf("the first build in the adopted checkout: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := w.cargo(w.repo.Dir, env("ATTACK=1", "PROBE_CONTEXT=inplace"), "build"); code != 0 {
+		t.Fatalf("the attacking build: exit %d\n%s", code, stderr)
+	}
+	probed := c.probe(t, "inplace")
+	for class, want := range map[string]string{"worktree": "wrote", "target": "wrote", "gitdir": "denied"} {
+		if probed[class] != want {
+			t.Errorf("%s: %s in the sandbox, want %s", class, probed[class], want)
+		}
+	}
+	for _, h := range []string{"post-checkout", "post-commit", "pre-commit", "reference-transaction", "post-index-change", "pre-auto-gc"} {
+		if exists(filepath.Join(w.repo.Dir, ".git", "hooks", h)) {
+			t.Errorf("hook %s was planted in the checkout's git dir", h)
+		}
+	}
+	if now, _ := os.ReadFile(filepath.Join(w.repo.Dir, ".git", "config")); string(now) != string(config) {
+		t.Errorf("the checkout's git config changed:\n%s", now)
+	}
+
+	if _, stderr, err := w.ferry(w.repo.Dir, env(), "rm", "--worktree", "here"); err == nil || !strings.Contains(stderr, "main checkout") {
+		t.Errorf("ferry rm --worktree of the checkout adopted in place: %v\n%s", err, stderr)
+	}
+	if _, stderr, err := w.ferry(w.repo.Dir, env(), "rm", "here"); err != nil {
+		t.Fatalf("ferry rm: %v\n%s", err, stderr)
+	}
+	if !exists(filepath.Join(w.repo.Dir, "Cargo.toml")) || !exists(filepath.Join(w.repo.Dir, ".git", "HEAD")) {
+		t.Errorf("ferry rm removed the checkout")
 	}
 }

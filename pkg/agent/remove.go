@@ -140,6 +140,10 @@ func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep f
 	}
 
 	rm := &Removal{Name: name, Worktree: r.Worktree, Branch: r.Branch, Base: r.Base}
+	if r.Adopted && o.Worktree && isMainCheckout(repo, r.Worktree) {
+		return nil, failure.New(failure.Refused, "remove the agent without --worktree: its checkout stays, as it was before the adoption",
+			"agent %q is the repository's main checkout, adopted in place; Ferry does not remove it", name)
+	}
 	if r.Adopted && !o.Worktree {
 		if err := removeAdopted(repo, r, keep); err != nil {
 			return nil, err
@@ -402,4 +406,11 @@ func Summarize(paths []string) string {
 		return strings.Join(paths, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(paths[:3], ", "), len(paths)-3)
+}
+
+// isMainCheckout reports whether path is repo's main checkout (the first
+// worktree git lists).
+func isMainCheckout(repo *git.Repo, path string) bool {
+	wts, err := repo.Worktrees()
+	return err == nil && len(wts) > 0 && !wts[0].Bare && git.SamePath(wts[0].Path, path)
 }

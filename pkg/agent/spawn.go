@@ -105,7 +105,7 @@ func Spawn(o SpawnOptions) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	conf := confinement(o.Repo, o.Settings, s, iso)
+	conf := confinement(o.Repo, o.Settings, s, iso, "")
 	r, agentLock, err := reserve(o, commit, branch, path, backend.Name(), iso.Isolation, conf)
 	storeLock.Release()
 	if err != nil {
@@ -176,12 +176,19 @@ func isolation(settings *config.Settings, s *store.Store, backendName string, pr
 // agent in the namespace sandbox; nil for one that builds at host paths.
 // The repository's checkout and git dir, and the directory the agents'
 // worktrees go to, are kept the host's, read-only, inside the private
-// layers; [sandbox] writable is recorded as it is now.
-func confinement(repo *git.Repo, settings *config.Settings, s *store.Store, iso sandbox.Decision) *confine.Record {
+// layers, but for the agent's own worktree (the main checkout, adopted in
+// place), whose git dir the session keeps read-only; [sandbox] writable is
+// recorded as it is now.
+func confinement(repo *git.Repo, settings *config.Settings, s *store.Store, iso sandbox.Decision, worktree string) *confine.Record {
 	if iso.Isolation != sandbox.IsolationNamespace || knobs.SkipConfine() {
 		return nil
 	}
-	ro := append(confine.Repository(repo), filepath.Dir(DefaultPath(repo, settings, s, "agent")))
+	var ro []string
+	for _, p := range append(confine.Repository(repo), filepath.Dir(DefaultPath(repo, settings, s, "agent"))) {
+		if worktree == "" || !git.SamePath(p, worktree) {
+			ro = append(ro, p)
+		}
+	}
 	if err := os.MkdirAll(s.TmpDir(), 0o755); err != nil {
 		return &confine.Record{Gaps: []confine.Gap{{What: "the host outside the store is writable from builds", Why: err.Error()}}}
 	}

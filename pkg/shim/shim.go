@@ -171,13 +171,19 @@ func (c *Call) warm(cargo, src, warmTarget string) (int, error) {
 }
 
 // resolve finds the agent whose worktree is exactly the git worktree
-// containing c.Dir. It returns nil when there is none.
+// containing c.Dir (a linked worktree, or a main checkout adopted in
+// place). It returns nil when there is none.
 func (c *Call) resolve() (*record.Agent, *store.Store, string, error) {
 	top, gitFile := worktreeTop(c.Dir)
-	if top == "" || gitFile == "" {
-		return nil, nil, "", nil // not in a linked worktree: no agent
+	if top == "" {
+		return nil, nil, "", nil // not in a worktree: no agent
 	}
+	// A linked worktree names its repository in its .git file; a main
+	// checkout holds it, and is an agent only when adopted in place.
 	common, err := commonDirOf(gitFile)
+	if gitFile == "" {
+		common, err = filepath.EvalSymlinks(filepath.Join(top, ".git"))
+	}
 	if err != nil {
 		return nil, nil, "", nil
 	}

@@ -18,6 +18,7 @@ type adoptCmd struct {
 	Backend string `help:"Fork backend: auto, overlay, reflink or copy (default: the configured one)."`
 	Tool    string `help:"The agent tool that made the worktree, as the agent records it (default: adopt)."`
 	Session string `help:"The tool's session or workspace id, as the agent records it."`
+	InPlace bool   `name:"in-place" help:"Adopt the repository's main checkout: in a container whose checkout is its agent's (a cloud agent), plain cargo there then builds warm from the imported base. Its git dir stays read-only to builds."`
 	ColdOK  bool   `name:"cold-ok" help:"For setup scripts: when no warm agent can be made for a reason that is not the caller's (no base yet, a blocked host), exit 0 with the worktree cold, say why, ask for the missing base and adopt the worktree once it is ready."`
 	JSON    bool   `name:"json" help:"Print the agent as JSON."`
 }
@@ -32,16 +33,19 @@ files whose bytes are the base's (the worktree's own edits stay newer and
 rebuild), a fork of the base's target and the target link. Its branch,
 HEAD and files stay as they are.
 
-It refuses, changing nothing, the main checkout, a path that is not a
-worktree of this repository, and a worktree whose target holds build output
+It refuses, changing nothing, the main checkout (unless --in-place: a cloud
+agent's container runs the agent in the checkout it was given, so that
+checkout is made the agent, its git dir read-only to builds), a path that
+is not a worktree of this repository, and a worktree whose target holds build output
 Ferry did not make. Adopting an agent's worktree again changes nothing and
 exits 0. ferry rm NAME later removes only what adoption added; ferry rm
---worktree NAME removes the worktree too.`
+--worktree NAME removes the worktree too (never the main checkout).`
 
 func adoptAgent(args []string, io cli.IO) int {
 	var c adoptCmd
 	return cli.Run("ferry adopt", adoptDesc,
-		[]string{"ferry adopt ../repo-codex-1", "cd ~/.cursor/worktrees/repo/abc && ferry adopt --tool cursor", "ferry adopt /tmp/wt --name review-2 --json"},
+		[]string{"ferry adopt ../repo-codex-1", "cd ~/.cursor/worktrees/repo/abc && ferry adopt --tool cursor", "ferry adopt /tmp/wt --name review-2 --json",
+			"ferry base import base.ferrybase && ferry adopt --in-place --tool codex-cloud"},
 		&c, args, io, &c.JSON, func() error {
 			path := c.Path
 			if path == "" {
@@ -68,7 +72,7 @@ func adoptAgent(args []string, io cli.IO) int {
 			}
 			o := agent.AdoptOptions{
 				Repo: fc.Repo, Settings: fc.Settings, Store: fc.Store, Path: path,
-				Name: c.Name, Backend: c.Backend, Tool: c.Tool, Session: c.Session, Progress: io.Stderr,
+				Name: c.Name, Backend: c.Backend, Tool: c.Tool, Session: c.Session, InPlace: c.InPlace, Progress: io.Stderr,
 				ShimOnPath: onPath(fc.Store.ShimDir()),
 			}
 			var ad *agent.Adoption
