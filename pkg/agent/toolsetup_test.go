@@ -9,6 +9,10 @@ import (
 	"testing"
 
 	toml "github.com/pelletier/go-toml/v2"
+
+	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/pkg/hook"
 )
 
 // toolScripts reads the scripts a tool runs from the file Ferry's
@@ -119,5 +123,103 @@ func TestToolSetupScripts(t *testing.T) {
 				t.Fatalf("teardown again said:\n%s", out)
 			}
 		})
+	}
+}
+
+// A cloud agent's container, as Codex cloud makes one: the repository
+// cloned at another path, a fresh $HOME and store, and the base a build
+// host exported handed over as a file. The setup script `ferry hook
+// codex-cloud print` gives imports it (its signer trusted), adopts the
+// checkout in place and writes `ferry env` for the shells; a shell that
+// reads ~/.bashrc then builds warm in the checkout, running its own code.
+// After a new commit, the maintenance script refreshes the base and forks
+// it afresh.
+func TestCloudSetupScripts(t *testing.T) {
+	w := shared(t)
+	file := filepath.Join(t.TempDir(), "base.ferrybase")
+	w.mustFerry(t, "base", "export", "-o", file)
+	key := strings.TrimSpace(w.mustFerry(t, "key"))
+
+	root := t.TempDir()
+	checkout, home := filepath.Join(root, "checkout"), filepath.Join(root, "home")
+	if out, err := exec.Command("git", "clone", "-q", w.repo.Dir, checkout).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	// The repository commits its ferry.toml (the shared world's is only
+	// in its working tree): a commit after the exported base's, which the
+	// setup builds as a seeded refresh of the imported one.
+	if err := os.WriteFile(filepath.Join(checkout, "ferry.toml"), []byte(warmToml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	realHome, _ := os.UserHomeDir()
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FERRY_") && !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	for name, dflt := range map[string]string{"CARGO_HOME": ".cargo", "RUSTUP_HOME": ".rustup"} {
+		if os.Getenv(name) == "" {
+			env = append(env, name+"="+filepath.Join(realHome, dflt)) // the image's toolchain, whatever $HOME is
+		}
+	}
+	env = append(env, "HOME="+home, "FERRY_BASE_FILE="+file, "FERRY_TRUSTED_KEYS="+key, knobs.OverlayHold+"=0",
+		"PATH="+w.bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	run := func(script string) string {
+		t.Helper()
+		c := exec.Command("sh", "-c", script)
+		c.Dir, c.Env = checkout, env
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v running:\n%s\n%s", err, script, out)
+		}
+		return string(out)
+	}
+	run(`git add ferry.toml && git -c user.email=a@b -c user.name=a commit -qm "ferry.toml"`)
+	scripts := hook.CodexCloudScripts("ferry")
+	said := run(scripts.Setup)
+	if strings.Contains(said, "error:") || !strings.Contains(said, "seeded") {
+		t.Errorf("the setup did not import the base and refresh it; it said:\n%s", said)
+	}
+	// A shell of the agent: ~/.bashrc reads what the setup wrote.
+	build := `. "$HOME/.bashrc" && echo "agent=$FERRY_AGENT" && cargo build --workspace 2>&1 && cargo run -q --bin ` + fixture.BinName
+	out := run(build)
+	if !strings.Contains(out, "agent=") || strings.Contains(out, "agent=\n") {
+		t.Fatalf("the shell after the setup is no agent's:\n%s\nthe setup said:\n%s", out, said)
+	}
+	// The base was built at the build host's store path: only the crate
+	// that embeds its CARGO_MANIFEST_DIR, and the one that depends on it,
+	// compile again at this store's (the relocated crates).
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Compiling" && f[1] != fixture.ManifestCrate && f[1] != fixture.AppCrate {
+			t.Errorf("the first build in the container compiled %s, which relocation does not touch:\n%s", f[1], out)
+		}
+	}
+	want, err := fixture.ExpectedMarker(checkout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, strings.TrimSpace(want)) {
+		t.Errorf("the container's build does not run its own code; want %q in:\n%s", want, out)
+	}
+	if data, _ := os.ReadFile(filepath.Join(home, ".bashrc")); strings.Count(string(data), ".ferry-env") != 1 {
+		t.Errorf("~/.bashrc:\n%s", data)
+	}
+
+	// A new commit, and the container resumed: the maintenance refreshes
+	// the base and forks it afresh; the agent builds the new code.
+	lib := filepath.Join(checkout, fixture.LibPath(fixture.ChainC))
+	data, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lib, append(data, "\npub fn cloud_edit() -> u32 { 7 }\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(`git -c user.email=a@b -c user.name=a commit -qam "a leaf edit"`)
+	run(scripts.Maintenance)
+	out = run(build)
+	if want, _ = fixture.ExpectedMarker(checkout); !strings.Contains(out, strings.TrimSpace(want)) {
+		t.Errorf("after the maintenance the agent does not run the new commit's code; want %q in:\n%s", want, out)
 	}
 }

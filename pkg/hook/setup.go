@@ -52,8 +52,9 @@ const (
 	ToolCodex     = "codex"
 )
 
-// SetupTools lists them in the order help names them.
-var SetupTools = []string{ToolCodex, ToolCursor, ToolConductor}
+// SetupTools lists them, and the cloud tools (cloud.go), in the order
+// help names them.
+var SetupTools = []string{ToolCodex, ToolCursor, ToolConductor, ToolCodexCloud, ToolCursorCloud}
 
 // SetupLine is the line a tool's setup runs: adopt the working
 // directory's worktree for tool, cold when it cannot be warm.
@@ -87,6 +88,14 @@ func SetupFile(tool, scope, project, home string) (string, error) {
 			return "", bad(ScopeProject + " (Cursor reads .cursor/worktrees.json from the project only)")
 		}
 		return filepath.Join(project, ".cursor", "worktrees.json"), nil
+	case ToolCursorCloud:
+		if scope != ScopeProject {
+			return "", bad(ScopeProject + " (Cursor's cloud agents read .cursor/environment.json from the project only)")
+		}
+		return CursorCloudFile(project), nil
+	case ToolCodexCloud:
+		return "", failure.New(failure.Usage, "run `ferry hook codex-cloud print` and paste its scripts into the environment's settings",
+			"Codex cloud keeps its setup in the environment's settings, not in a file Ferry can edit")
 	case ToolCodex:
 		if scope != ScopeProject {
 			return "", bad(ScopeProject + " (Codex reads .codex/environments/ from the project only)")
@@ -129,6 +138,8 @@ func editSetup(tool, path, ferry string, install bool) (*Edit, error) {
 	switch {
 	case tool == ToolCursor:
 		return edit(path, func(d *docedit.Doc, e *Edit) error { return cursorEdit(d, e, ferry, install) })
+	case tool == ToolCursorCloud:
+		return edit(path, func(d *docedit.Doc, e *Edit) error { return cursorCloudEdit(d, e, ferry, install) })
 	case tool == ToolConductor && filepath.Base(path) == "conductor.json":
 		return edit(path, func(d *docedit.Doc, e *Edit) error { return conductorJSONEdit(d, e, ferry, install) })
 	case tool == ToolConductor:

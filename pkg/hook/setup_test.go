@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,4 +208,50 @@ func TestSetupCodex(t *testing.T) {
 func jsonString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 	return `"` + r.Replace(s) + `"`
+}
+
+// Cursor's cloud agents: the line joins the install command (a new one
+// when there was none), every other byte stays, uninstalling gives the
+// file back byte for byte, and an install that is no command string is
+// refused. Codex cloud has no file: its scripts are printed.
+func TestSetupCursorCloud(t *testing.T) {
+	dir := t.TempDir()
+	path := CursorCloudFile(dir)
+	orig := "{\n    \"snapshot\": \"snap-1\",\n    \"install\": \"npm ci\",\n    \"terminals\": [{\"name\": \"web\", \"command\": \"npm run dev\"}]\n}\n"
+	writeTestFile(t, path, orig)
+	e := installSetup(t, ToolCursorCloud, path)
+	var f struct{ Install, Snapshot string }
+	if err := json.Unmarshal(e.Content(), &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Snapshot != "snap-1" || f.Install != "npm ci\n"+CloudSetupLine(testFerry, ToolCursorCloud) {
+		t.Errorf("install is %q", f.Install)
+	}
+	if !strings.Contains(f.Install, " adopt --cold-ok --tool cursor-cloud --in-place") || !strings.Contains(f.Install, "base import \"$FERRY_BASE_FILE\"") {
+		t.Errorf("the line neither imports nor adopts in place: %s", f.Install)
+	}
+	uninstallSetup(t, ToolCursorCloud, path)
+	if data, _ := os.ReadFile(path); string(data) != orig {
+		t.Errorf("after uninstall:\n%s\nwant:\n%s", data, orig)
+	}
+
+	// No install command yet: one is added, and removed again.
+	bare := "{\"snapshot\": \"snap-1\"}\n"
+	writeTestFile(t, path, bare)
+	installSetup(t, ToolCursorCloud, path)
+	uninstallSetup(t, ToolCursorCloud, path)
+	if data, _ := os.ReadFile(path); string(data) != bare {
+		t.Errorf("after uninstall:\n%s\nwant:\n%s", data, bare)
+	}
+	writeTestFile(t, path, "{\"install\": [\"npm ci\"]}\n")
+	if _, err := InstallSetup(ToolCursorCloud, path, testFerry); err == nil {
+		t.Error("an install that is a list was edited")
+	}
+	if _, err := SetupFile(ToolCodexCloud, ScopeProject, dir, dir); err == nil || !strings.Contains(failure.HintOf(err), "codex-cloud print") {
+		t.Errorf("codex-cloud's file: %v", err)
+	}
+	sc := CodexCloudScripts("ferry")
+	if !strings.HasPrefix(sc.Setup, "if command -v ferry ") || !strings.Contains(sc.Maintenance, " rm --if-agent ") {
+		t.Errorf("codex-cloud scripts: %+v", sc)
+	}
 }

@@ -161,6 +161,9 @@ func (c *toolSetupCmd) run(io cli.IO, tool string, install bool) error {
 		if ferry, err = selfPath(); err != nil {
 			return err
 		}
+		if tool == hook.ToolCursorCloud {
+			ferry = "ferry" // the cloud image's, on its PATH: not this host's path
+		}
 		ed, err = hook.InstallSetup(tool, path, ferry)
 	} else {
 		ed, err = hook.UninstallSetup(tool, path)
@@ -198,7 +201,10 @@ func reportSetup(w io.Writer, ed *hook.Edit, tool string, dry, install bool) {
 		}
 	}
 	fmt.Fprintf(w, "ferry hook: %s %s: %s\n", verb, ed.Path, strings.Join(parts, "; "))
-	if install && !dry {
+	switch {
+	case install && !dry && tool == hook.ToolCursorCloud:
+		fmt.Fprintln(w, "ferry hook: each cloud agent's container runs it after checkout: it imports the base $FERRY_BASE_FILE names (exported by a build host, its key in FERRY_TRUSTED_KEYS) or builds it, adopts the checkout in place and puts the shim on the shells' PATH; the image needs ferry on its PATH")
+	case install && !dry:
 		fmt.Fprintf(w, "ferry hook: each worktree %s makes from now on runs `ferry adopt --cold-ok`; cargo builds through Ferry where its shim is first on PATH (ferry doctor says whether it is)\n", tool)
 	}
 }

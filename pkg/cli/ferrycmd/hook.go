@@ -42,9 +42,15 @@ type hookCmd struct {
 		Install   gitHookCmd `cmd:"" help:"Install Ferry's post-checkout hook where git runs this repository's hooks (core.hooksPath, else the common git dir's hooks/), keeping a hook that was there and running it first."`
 		Uninstall gitHookCmd `cmd:"" help:"Remove Ferry's post-checkout hook and put back the hook it kept."`
 	} `cmd:"" name:"git" help:"git's post-checkout hook: every git worktree add, by any tool, makes a warm agent."`
-	Codex     setupTool `cmd:"" help:"The Codex app's local environment (.codex/environments/environment.toml): setup and cleanup scripts."`
-	Cursor    setupTool `cmd:"" help:"Cursor's worktree setup (.cursor/worktrees.json): Agents Window, editor and CLI worktrees."`
-	Conductor setupTool `cmd:"" help:"Conductor's workspace scripts (.conductor/settings.toml, or conductor.json where that is all there is): setup and archive."`
+	Codex      setupTool `cmd:"" help:"The Codex app's local environment (.codex/environments/environment.toml): setup and cleanup scripts."`
+	Cursor     setupTool `cmd:"" help:"Cursor's worktree setup (.cursor/worktrees.json): Agents Window, editor and CLI worktrees."`
+	Conductor  setupTool `cmd:"" help:"Conductor's workspace scripts (.conductor/settings.toml, or conductor.json where that is all there is): setup and archive."`
+	CodexCloud struct {
+		Print struct {
+			JSON bool `name:"json" help:"Print the scripts as JSON."`
+		} `cmd:"" help:"Print the setup and maintenance scripts to paste into the Codex cloud environment's settings: import or build the base, adopt the checkout in place, put the shim on the shells' PATH."`
+	} `cmd:"" name:"codex-cloud" help:"Codex cloud environments: the setup and maintenance scripts, which live in the environment's settings."`
+	CursorCloud setupTool `cmd:"" name:"cursor-cloud" help:"Cursor's cloud agents (.cursor/environment.json): a line in the install command that imports or builds the base and adopts the checkout in place."`
 }
 
 // toolSetupCmd installs or uninstalls Ferry's lines in a tool's setup file.
@@ -110,12 +116,20 @@ ferry hook codex|cursor|conductor install merges a line into the tool's
 setup file that runs ferry adopt --cold-ok in each new worktree (and, for
 Codex's cleanup and Conductor's archive, ferry rm --if-agent), keeping
 every other byte; the lines run ferry only where it is installed and never
-fail the tool's script. uninstall takes them out again.`
+fail the tool's script. uninstall takes them out again.
+
+Cloud agents run in a container on the checkout their tool made there:
+ferry hook cursor-cloud install puts a line in .cursor/environment.json's
+install command, and ferry hook codex-cloud print prints the setup and
+maintenance scripts for a Codex cloud environment's settings. Each imports
+the base ($FERRY_BASE_FILE, exported by a build host) or builds it, adopts
+the checkout in place and puts the shim first on the shells' PATH.`
 
 var hookExamples = []string{
 	"ferry hook claude-code install",
 	"ferry hook git install",
 	"ferry hook cursor install --dry-run",
+	"ferry hook codex-cloud print",
 	"ferry hook conductor install --scope local --json",
 	"ferry hook claude-code install --scope user --dry-run",
 	"ferry hook claude-code uninstall --scope local --json",
@@ -156,9 +170,12 @@ func hookAgent(args []string, io cli.IO) int {
 	case "git uninstall":
 		g := &c.Git.Uninstall
 		return cli.Report(io, prog, g.run(io, false), g.JSON)
-	case "codex install", "cursor install", "conductor install", "codex uninstall", "cursor uninstall", "conductor uninstall":
+	case "codex-cloud print":
+		return cli.Report(io, prog, codexCloudPrint(io, c.CodexCloud.Print.JSON), c.CodexCloud.Print.JSON)
+	case "codex install", "cursor install", "conductor install", "cursor-cloud install",
+		"codex uninstall", "cursor uninstall", "conductor uninstall", "cursor-cloud uninstall":
 		tool, verb, _ := strings.Cut(ctx.Command(), " ")
-		sc := map[string]*setupTool{hook.ToolCodex: &c.Codex, hook.ToolCursor: &c.Cursor, hook.ToolConductor: &c.Conductor}[tool]
+		sc := map[string]*setupTool{hook.ToolCodex: &c.Codex, hook.ToolCursor: &c.Cursor, hook.ToolConductor: &c.Conductor, hook.ToolCursorCloud: &c.CursorCloud}[tool]
 		cmd := &sc.Install
 		if verb == "uninstall" {
 			cmd = &sc.Uninstall
@@ -511,4 +528,16 @@ func selfPath() (string, error) {
 			"the running program %s is not named ferry, so a hook could not run it as ferry", exe)
 	}
 	return exe, nil
+}
+
+// codexCloudPrint is `ferry hook codex-cloud print`.
+func codexCloudPrint(io cli.IO, asJSON bool) error {
+	// The cloud image's ferry, on its PATH: not this host's path.
+	sc := hook.CodexCloudScripts("ferry")
+	if asJSON {
+		return cli.WriteJSON(io.Stdout, sc)
+	}
+	fmt.Fprintf(io.Stdout, "# Setup script (Codex cloud environment settings, \"Setup script\"):\n%s\n# Maintenance script (run when a cached container resumes):\n%s", sc.Setup, sc.Maintenance)
+	fmt.Fprintln(io.Stderr, "ferry hook: the scripts run the ferry on the environment's PATH (install it in the setup script first); set FERRY_BASE_FILE to a base exported by a build host (ferry base export) to skip the cold build")
+	return nil
 }
