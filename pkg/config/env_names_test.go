@@ -31,6 +31,7 @@ var protocol = map[string][]string{
 	"FERRY_EVENTS":        {"pkg/bus"},                                               // a stream's name
 	"FERRY_PROFILE":       {"pkg/doctor"},                                            // a here-document's delimiter
 	"FERRY_INVOKED_AS":    {"pkg/cli"},                                               // the command as typed, from the front to a stage
+	"FERRY_BASE_FILE":     {"pkg/hook"},                                              // read by the cloud setup line's shell, not by Ferry
 }
 
 // dropped are settings a package below this one may name, only to drop
