@@ -70,8 +70,8 @@ func command(ctx context.Context, dir string, env []string, prog string, args ..
 	return stdout.String(), nil
 }
 
-// dropEnv returns env without the named variables.
-func dropEnv(env []string, names ...string) []string {
+// DropEnv returns env without the named variables.
+func DropEnv(env []string, names ...string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -130,7 +130,7 @@ type Ferry struct {
 }
 
 func (f *Ferry) env() []string {
-	return append(dropEnv(f.Env, "FERRY_HOME", "FERRY_WORKTREES"), "FERRY_HOME="+f.Home, "FERRY_WORKTREES="+f.Worktrees)
+	return append(DropEnv(f.Env, "FERRY_HOME", "FERRY_WORKTREES"), "FERRY_HOME="+f.Home, "FERRY_WORKTREES="+f.Worktrees)
 }
 
 func (f *Ferry) ferry(ctx context.Context, args ...string) (string, error) {
@@ -236,7 +236,7 @@ func (f *Ferry) SpawnWith(ctx context.Context, name, from, backend string) (Agen
 		return nil, fmt.Errorf("oracle: ferry spawn --json printed an unexpected record: %s", out)
 	}
 	shimDir := filepath.Join(f.Home, "bin")
-	env := append(dropEnv(f.env(), "PATH"), "PATH="+shimDir+string(filepath.ListSeparator)+getenv(f.Env, "PATH"))
+	env := append(DropEnv(f.env(), "PATH"), "PATH="+shimDir+string(filepath.ListSeparator)+getenv(f.Env, "PATH"))
 	a := &ferryAgent{
 		name:     name,
 		worktree: rec.Worktree,
@@ -312,7 +312,7 @@ func NewSharedTargetAgent(repo *fixture.Repo, name, dir, target, cargo string, e
 	if _, err := repo.Git("worktree", "add", "-q", "-b", "oracle/"+name, dir, "HEAD"); err != nil {
 		return nil, err
 	}
-	env = append(dropEnv(env, "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR", "CARGO_BUILD_BUILD_DIR"), "CARGO_TARGET_DIR="+target)
+	env = append(DropEnv(env, "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR", "CARGO_BUILD_BUILD_DIR"), "CARGO_TARGET_DIR="+target)
 	return &sharedTargetAgent{name: name, worktree: dir, target: target, cargo: cargo, env: env}, nil
 }
 
@@ -329,7 +329,7 @@ func (a *sharedTargetAgent) Run(ctx context.Context, v Variant) (string, error) 
 // directory or checkout), with the builds a reference and an agent make, so
 // that copies of it (mtimes kept) hold fresh registry crates.
 func BuildTemplate(ctx context.Context, tree, target, cargo string, env []string) error {
-	env = append(dropEnv(env, "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR", "CARGO_BUILD_BUILD_DIR"), "CARGO_TARGET_DIR="+target)
+	env = append(DropEnv(env, "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR", "CARGO_BUILD_BUILD_DIR"), "CARGO_TARGET_DIR="+target)
 	if _, err := command(ctx, tree, env, cargo, "build", "--workspace", "--all-targets"); err != nil {
 		return err
 	}

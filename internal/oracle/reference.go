@@ -46,7 +46,7 @@ func NewReference(root, template, cargo string, env []string) (*Reference, error
 			return nil, fmt.Errorf("oracle: seed the reference target: %w", err)
 		}
 	}
-	r.Env = append(dropEnv(env, "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR", "CARGO_BUILD_BUILD_DIR"), "CARGO_TARGET_DIR="+r.target())
+	r.Env = append(DropEnv(env, "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR", "CARGO_BUILD_BUILD_DIR"), "CARGO_TARGET_DIR="+r.target())
 	return r, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
 )
@@ -22,18 +23,18 @@ const smallWarm = "[base]\nwarm = [\"cargo build -p " + fixture.ChainC + "\"]\n"
 
 // newWorldIn is newWorld with fixture options opts and the store parent at
 // home (a fresh directory when empty); it builds a base with smallWarm.
-func newWorldIn(t *testing.T, opts fixture.Options, home string) *world {
+func newWorldIn(t *testing.T, opts fixture.Options, home string) *agenttest.World {
 	t.Helper()
-	w := &world{repo: testenv.Repo(t, opts), bin: testenv.Binaries(t)}
+	w := &agenttest.World{Repo: testenv.Repo(t, opts), Bin: testenv.Binaries(t)}
 	root := t.TempDir()
-	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
+	w.Home, w.Worktrees = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
 	if home != "" {
-		w.home = home
+		w.Home = home
 	}
-	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte(smallWarm), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(w.Repo.Dir, "ferry.toml"), []byte(smallWarm), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w.mustFerry(t, "base")
+	w.MustFerry(t, "base")
 	return w
 }
 
@@ -52,16 +53,16 @@ func exitCode(err error) int {
 // it as a dependency change once the agent changed it.
 func TestRmAndThePlacedLockfile(t *testing.T) {
 	w := newWorldIn(t, fixture.Options{NoLockfile: true}, "")
-	a := w.spawn(t, "untouched")
+	a := w.Spawn(t, "untouched")
 	if _, err := os.Stat(filepath.Join(a.Worktree, fixture.Lockfile)); err != nil {
 		t.Fatalf("spawn placed no Cargo.lock: %v", err)
 	}
-	w.mustFerry(t, "rm", "untouched")
+	w.MustFerry(t, "rm", "untouched")
 	if _, err := os.Stat(a.Worktree); err == nil {
 		t.Fatal("rm left the worktree")
 	}
 
-	b := w.spawn(t, "deps")
+	b := w.Spawn(t, "deps")
 	lock := filepath.Join(b.Worktree, fixture.Lockfile)
 	data, err := os.ReadFile(lock)
 	if err != nil {
@@ -70,8 +71,8 @@ func TestRmAndThePlacedLockfile(t *testing.T) {
 	if err := os.WriteFile(lock, append(data, []byte("\n# the agent's edit\n")...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, err := w.ferry(w.repo.Dir, nil, "rm", "deps")
-	expectRefusal(t, stderr, err, "Cargo.lock differs from the one spawn placed (the agent changed its dependencies)")
+	_, stderr, err := w.Ferry(w.Repo.Dir, nil, "rm", "deps")
+	agenttest.ExpectRefusal(t, stderr, err, "Cargo.lock differs from the one spawn placed (the agent changed its dependencies)")
 	if !strings.Contains(stderr, "uncommitted changes (Cargo.lock)") {
 		t.Fatalf("the refusal does not list Cargo.lock among the changes:\n%s", stderr)
 	}
@@ -79,17 +80,17 @@ func TestRmAndThePlacedLockfile(t *testing.T) {
 	if err := os.WriteFile(lock, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w.mustFerry(t, "rm", "deps")
+	w.MustFerry(t, "rm", "deps")
 }
 
 // A wrapper earlier on PATH than the real cargo that runs the shim again
 // makes a call in an agent fail at once with the shim's error (through the
 // workspace probe of a nested directory, and through the sandbox), not loop.
 func TestShimRecursionInAgent(t *testing.T) {
-	w := shared(t)
-	a := w.spawn(t, "wrapped")
+	w := agenttest.Shared(t)
+	a := w.Spawn(t, "wrapped")
 	wrap := t.TempDir()
-	shim := filepath.Join(w.bin, "ferry-shim")
+	shim := filepath.Join(w.Bin, "ferry-shim")
 	// The wrapper gives up after 200 runs in all, so a shim that loops fails
 	// the test quickly instead of spinning (or, through the probe, forking).
 	count := filepath.Join(t.TempDir(), "runs")
@@ -101,11 +102,11 @@ func TestShimRecursionInAgent(t *testing.T) {
 	}
 	for _, dir := range []string{a.Worktree, filepath.Join(a.Worktree, fixture.CrateDir(fixture.ChainC))} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		c := exec.CommandContext(ctx, filepath.Join(w.home, "bin", "cargo"), "build", "-p", fixture.ChainC)
+		c := exec.CommandContext(ctx, filepath.Join(w.Home, "bin", "cargo"), "build", "-p", fixture.ChainC)
 		c.Dir = dir
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
-		c.Env = w.env([]string{"PATH=" + filepath.Join(w.home, "bin") + ":" + wrap + ":" + os.Getenv("PATH")})
+		c.Env = w.Env([]string{"PATH=" + filepath.Join(w.Home, "bin") + ":" + wrap + ":" + os.Getenv("PATH")})
 		var stderr bytes.Buffer
 		c.Stderr = &stderr
 		err := c.Run()
@@ -120,7 +121,7 @@ func TestShimRecursionInAgent(t *testing.T) {
 		}
 		t.Logf("%s:\n%s", dir, stderr.String())
 	}
-	w.mustFerry(t, "rm", "wrapped")
+	w.MustFerry(t, "rm", "wrapped")
 }
 
 // A spawn whose fork runs out of space says so (exit 8, the filesystem's
@@ -130,7 +131,7 @@ func TestShimRecursionInAgent(t *testing.T) {
 func TestSpawnOutOfSpace(t *testing.T) {
 	home := testenv.SmallFS(t, "64m")
 	w := newWorldIn(t, fixture.Options{}, home)
-	bases, _ := filepath.Glob(filepath.Join(w.storeDir(t), "bases", "*", "target"))
+	bases, _ := filepath.Glob(filepath.Join(w.StoreDir(t), "bases", "*", "target"))
 	if len(bases) != 1 {
 		t.Fatalf("bases: %v", bases)
 	}
@@ -159,13 +160,13 @@ func TestSpawnOutOfSpace(t *testing.T) {
 	}
 	gone := func(name string) {
 		t.Helper()
-		if w.branchExists("ferry/" + name) {
+		if w.BranchExists("ferry/" + name) {
 			t.Fatalf("%s: branch left behind", name)
 		}
-		if _, err := os.Stat(filepath.Join(w.storeDir(t), "agents", name)); err == nil {
+		if _, err := os.Stat(filepath.Join(w.StoreDir(t), "agents", name)); err == nil {
 			t.Fatalf("%s: agent dir left behind", name)
 		}
-		if out, _ := w.repo.Git("worktree", "list"); strings.Contains(out, "/"+name+" ") {
+		if out, _ := w.Repo.Git("worktree", "list"); strings.Contains(out, "/"+name+" ") {
 			t.Fatalf("%s: worktree still registered:\n%s", name, out)
 		}
 	}
@@ -173,7 +174,7 @@ func TestSpawnOutOfSpace(t *testing.T) {
 	// No free-space floor: the subject is a fork that meets a full disk
 	// (TestSpawnRefusedUnderTheFloor has the floor that would refuse it).
 	noFloor := []string{"FERRY_MIN_FREE=0"}
-	_, stderr, err := w.ferry(w.repo.Dir, noFloor, "spawn", "full", "--backend", "copy")
+	_, stderr, err := w.Ferry(w.Repo.Dir, noFloor, "spawn", "full", "--backend", "copy")
 	check("full", stderr, err)
 	if strings.Contains(stderr, "rollback is incomplete") {
 		t.Fatalf("the rollback should have finished:\n%s", stderr)
@@ -182,11 +183,11 @@ func TestSpawnOutOfSpace(t *testing.T) {
 
 	// A stale packed-refs.lock keeps git from deleting the branch, as a
 	// full disk kept it from writing one.
-	lock := filepath.Join(w.repo.Dir, ".git", "packed-refs.lock")
+	lock := filepath.Join(w.Repo.Dir, ".git", "packed-refs.lock")
 	if err := os.WriteFile(lock, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, err = w.ferry(w.repo.Dir, noFloor, "spawn", "half", "--backend", "copy")
+	_, stderr, err = w.Ferry(w.Repo.Dir, noFloor, "spawn", "half", "--backend", "copy")
 	check("half", stderr, err)
 	if !strings.Contains(stderr, "the rollback is incomplete: `ferry spawn half` again or `ferry gc` finishes it") {
 		t.Fatalf("spawn half: the error does not say the rollback is incomplete:\n%s", stderr)
@@ -194,27 +195,27 @@ func TestSpawnOutOfSpace(t *testing.T) {
 	var rec struct {
 		State string `json:"state"`
 	}
-	b, err := os.ReadFile(filepath.Join(w.storeDir(t), "agents", "half", "agent.json"))
+	b, err := os.ReadFile(filepath.Join(w.StoreDir(t), "agents", "half", "agent.json"))
 	if err != nil || json.Unmarshal(b, &rec) != nil || rec.State != "creating" {
 		t.Fatalf("after an incomplete rollback agent.json must stay, state creating: %v %s", err, b)
 	}
 	os.Remove(lock)
 	os.Remove(filler)
-	out := w.mustFerry(t, "ferry-gc", "--json")
+	out := w.MustFerry(t, "ferry-gc", "--json")
 	if !strings.Contains(out, `"half"`) {
 		t.Fatalf("gc did not roll back the unfinished spawn: %s", out)
 	}
 	gone("half")
 	// With space again, the name spawns.
-	w.spawn(t, "half", "--backend", "copy")
-	w.mustFerry(t, "rm", "half")
+	w.Spawn(t, "half", "--backend", "copy")
+	w.MustFerry(t, "rm", "half")
 }
 
 // Under the free-space floor ([gc] min-free) spawn and adopt refuse before
 // they make anything: exit 8 with the figures and the setting named, and
 // no branch, worktree or agent left; with no floor the same spawn works.
 func TestSpawnRefusedUnderTheFloor(t *testing.T) {
-	w := shared(t)
+	w := agenttest.Shared(t)
 	floor := []string{"FERRY_MIN_FREE=1000T"}
 	refused := func(what string, stdout, stderr string, err error) {
 		t.Helper()
@@ -230,30 +231,30 @@ func TestSpawnRefusedUnderTheFloor(t *testing.T) {
 			t.Errorf("%s --json: %s", what, stdout)
 		}
 	}
-	stdout, stderr, err := w.ferry(w.repo.Dir, floor, "spawn", "floored", "--json")
+	stdout, stderr, err := w.Ferry(w.Repo.Dir, floor, "spawn", "floored", "--json")
 	refused("spawn", stdout, stderr, err)
 	if !strings.Contains(stderr, `spawning agent "floored" refused`) {
 		t.Errorf("the refusal does not name the agent:\n%s", stderr)
 	}
-	if w.branchExists("ferry/floored") || w.worktreeRegistered(filepath.Join(w.wts, filepath.Base(w.storeDir(t)), "floored")) {
+	if w.BranchExists("ferry/floored") || w.WorktreeRegistered(filepath.Join(w.Worktrees, filepath.Base(w.StoreDir(t)), "floored")) {
 		t.Error("a refused spawn left its branch or worktree")
 	}
-	if _, err := os.Stat(filepath.Join(w.storeDir(t), "agents", "floored")); err == nil {
+	if _, err := os.Stat(filepath.Join(w.StoreDir(t), "agents", "floored")); err == nil {
 		t.Error("a refused spawn left its agent directory")
 	}
 
-	path := w.addWorktree(t, "floored-adopt", "--detach")
-	stdout, stderr, err = w.ferry(w.repo.Dir, floor, "adopt", path, "--json")
+	path := w.AddWorktree(t, "floored-adopt", "--detach")
+	stdout, stderr, err = w.Ferry(w.Repo.Dir, floor, "adopt", path, "--json")
 	refused("adopt", stdout, stderr, err)
 	if _, err := os.Lstat(filepath.Join(path, "target")); err == nil {
 		t.Error("a refused adoption linked ./target")
 	}
-	if out, err := w.repo.Git("worktree", "remove", "--force", path); err != nil {
+	if out, err := w.Repo.Git("worktree", "remove", "--force", path); err != nil {
 		t.Fatalf("git worktree remove: %v\n%s", err, out)
 	}
 
-	if _, stderr, err := w.ferry(w.repo.Dir, []string{"FERRY_MIN_FREE=0"}, "spawn", "floored"); err != nil {
+	if _, stderr, err := w.Ferry(w.Repo.Dir, []string{"FERRY_MIN_FREE=0"}, "spawn", "floored"); err != nil {
 		t.Fatalf("spawn with no floor: %v\n%s", err, stderr)
 	}
-	w.mustFerry(t, "rm", "floored")
+	w.MustFerry(t, "rm", "floored")
 }

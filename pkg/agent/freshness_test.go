@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/failure"
@@ -48,15 +49,15 @@ func requireNightly(t *testing.T) {
 
 // freshWorld makes the workspace with lib_a/src/data.txt linking to link,
 // in freshness mode mode, and builds its base.
-func freshWorld(t *testing.T, mode, link string) *world {
+func freshWorld(t *testing.T, mode, link string) *agenttest.World {
 	t.Helper()
 	w := freshRepo(t, mode, link, freshFiles)
-	w.mustFerry(t, "base")
+	w.MustFerry(t, "base")
 	return w
 }
 
 // freshRepo is freshWorld with files, and no base.
-func freshRepo(t *testing.T, mode, link string, files map[string]string) *world {
+func freshRepo(t *testing.T, mode, link string, files map[string]string) *agenttest.World {
 	t.Helper()
 	root := t.TempDir()
 	r := &fixture.Repo{Dir: filepath.Join(root, "repo")}
@@ -86,7 +87,7 @@ func freshRepo(t *testing.T, mode, link string, files map[string]string) *world 
 	if _, err := r.Commit("A"); err != nil {
 		t.Fatal(err)
 	}
-	return &world{repo: r, bin: testenv.Binaries(t), home: filepath.Join(root, "home"), wts: filepath.Join(root, "worktrees")}
+	return &agenttest.World{Repo: r, Bin: testenv.Binaries(t), Home: filepath.Join(root, "home"), Worktrees: filepath.Join(root, "worktrees")}
 }
 
 // TestChecksumRefusedOnStable: ferry base refuses checksum mode on the
@@ -100,7 +101,7 @@ func TestChecksumRefusedOnStable(t *testing.T) {
 	files := maps.Clone(freshFiles)
 	delete(files, "rust-toolchain.toml")
 	w := freshRepo(t, "checksum", "one.txt", files)
-	_, stderr, err := w.ferry(w.repo.Dir, nil, "base")
+	_, stderr, err := w.Ferry(w.Repo.Dir, nil, "base")
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != failure.Prereq.ExitCode() {
 		t.Fatalf("ferry base: %v, want exit %d\n%s", err, failure.Prereq.ExitCode(), stderr)
@@ -110,7 +111,7 @@ func TestChecksumRefusedOnStable(t *testing.T) {
 			t.Errorf("ferry base does not say %q:\n%s", want, stderr)
 		}
 	}
-	if m, _ := filepath.Glob(filepath.Join(w.home, "repo-*", "bases", "*", "base.json")); len(m) != 0 {
+	if m, _ := filepath.Glob(filepath.Join(w.Home, "repo-*", "bases", "*", "base.json")); len(m) != 0 {
 		t.Errorf("a base was made: %q", m)
 	}
 }
@@ -129,9 +130,9 @@ func compiledIn(stderr string) []string {
 
 // build runs cargo build --workspace in the agent and returns what it
 // compiled.
-func (w *world) build(t *testing.T, a agentJSON) []string {
+func build(w *agenttest.World, t *testing.T, a agenttest.AgentJSON) []string {
 	t.Helper()
-	_, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace")
+	_, stderr, code := w.Cargo(a.Worktree, nil, "build", "--workspace")
 	if code != 0 {
 		t.Fatalf("cargo build in %s: exit %d\n%s", a.Name, code, stderr)
 	}
@@ -139,9 +140,9 @@ func (w *world) build(t *testing.T, a agentJSON) []string {
 }
 
 // output runs app through the shim and returns what it printed.
-func (w *world) output(t *testing.T, a agentJSON) string {
+func output(w *agenttest.World, t *testing.T, a agenttest.AgentJSON) string {
 	t.Helper()
-	out, stderr, code := w.cargo(a.Worktree, nil, "run", "-q", "-p", "app")
+	out, stderr, code := w.Cargo(a.Worktree, nil, "run", "-q", "-p", "app")
 	if code != 0 {
 		t.Fatalf("cargo run in %s: exit %d\n%s", a.Name, code, stderr)
 	}
@@ -161,13 +162,13 @@ func TestFreshnessModes(t *testing.T) {
 	for _, mode := range []string{"checksum", "mtime"} {
 		t.Run(mode, func(t *testing.T) {
 			w := freshWorld(t, mode, "one.txt")
-			a := w.spawn(t, "a")
-			if got := w.build(t, a); len(got) != 0 {
+			a := w.Spawn(t, "a")
+			if got := build(w, t, a); len(got) != 0 {
 				t.Fatalf("first build compiled %q", got)
 			}
 			// The variables reach cargo's children: a build script would see
 			// them; cargo config get shows what cargo itself read.
-			out, _, _ := w.cargo(a.Worktree, nil, "-Zunstable-options", "config", "get", "unstable.checksum-freshness")
+			out, _, _ := w.Cargo(a.Worktree, nil, "-Zunstable-options", "config", "get", "unstable.checksum-freshness")
 			if on := strings.Contains(out, "true"); on != (mode == "checksum") {
 				t.Errorf("cargo config get unstable.checksum-freshness = %q in %s mode", out, mode)
 			}
@@ -188,17 +189,17 @@ func TestFreshnessModes(t *testing.T) {
 			if mode == "checksum" {
 				want = []string{}
 			}
-			if got := w.build(t, a); !slices.Equal(got, want) {
+			if got := build(w, t, a); !slices.Equal(got, want) {
 				t.Errorf("same bytes, newer mtime: compiled %q, want %q", got, want)
 			}
 
 			if err := os.WriteFile(lib, []byte(strings.Replace(string(data), `b\n`, `B\n`, 1)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if got := w.build(t, a); !slices.Equal(got, []string{"app", "lib_b"}) {
+			if got := build(w, t, a); !slices.Equal(got, []string{"app", "lib_b"}) {
 				t.Errorf("real change: compiled %q, want [app lib_b]", got)
 			}
-			if got := w.output(t, a); got != "one\nB\n" {
+			if got := output(w, t, a); got != "one\nB\n" {
 				t.Errorf("app prints %q", got)
 			}
 		})
@@ -245,7 +246,7 @@ func TestLinkRetargets(t *testing.T) {
 	// link): each commits its retarget on the base's commit, detached, and
 	// spawns an agent of its own from it.
 	type shared struct {
-		w    *world
+		w    *agenttest.World
 		head string
 	}
 	worlds := map[string]shared{}
@@ -253,7 +254,7 @@ func TestLinkRetargets(t *testing.T) {
 		for _, c := range cases {
 			if _, ok := worlds[mode+"\x00"+c.base]; !ok {
 				w := freshWorld(t, mode, c.base)
-				head, err := w.repo.Git("rev-parse", "HEAD")
+				head, err := w.Repo.Git("rev-parse", "HEAD")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -266,17 +267,17 @@ func TestLinkRetargets(t *testing.T) {
 			t.Run(mode+"/"+c.name, func(t *testing.T) {
 				sw := worlds[mode+"\x00"+c.base]
 				w := sw.w
-				if _, err := w.repo.Git("checkout", "-q", "--detach", sw.head); err != nil {
+				if _, err := w.Repo.Git("checkout", "-q", "--detach", sw.head); err != nil {
 					t.Fatal(err)
 				}
-				link := w.repo.Path("lib_a/src/data.txt")
+				link := w.Repo.Path("lib_a/src/data.txt")
 				if err := os.Remove(link); err != nil {
 					t.Fatal(err)
 				}
 				if err := os.Symlink(c.agent, link); err != nil {
 					t.Fatal(err)
 				}
-				commit, err := w.repo.Commit("retarget")
+				commit, err := w.Repo.Commit("retarget")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -285,13 +286,13 @@ func TestLinkRetargets(t *testing.T) {
 					args = append(args, "--backend", c.backend)
 				}
 				name := fmt.Sprintf("a%d", i)
-				a := w.spawn(t, name, args...)
+				a := w.Spawn(t, name, args...)
 				var rec struct {
 					Fork struct {
 						LinkRebuilds []string `json:"link_rebuilds"`
 					} `json:"fork"`
 				}
-				data, err := os.ReadFile(filepath.Join(w.storeDir(t), "agents", name, "agent.json"))
+				data, err := os.ReadFile(filepath.Join(w.StoreDir(t), "agents", name, "agent.json"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -301,10 +302,10 @@ func TestLinkRetargets(t *testing.T) {
 				if got := rec.Fork.LinkRebuilds; len(got) != 1 || !unit.MatchString(got[0]) {
 					t.Errorf("emptied %q, want lib_a's dep-info alone", got)
 				}
-				if got := w.build(t, a); !slices.Equal(got, []string{"app", "lib_a"}) {
+				if got := build(w, t, a); !slices.Equal(got, []string{"app", "lib_a"}) {
 					t.Errorf("compiled %q, want [app lib_a]", got)
 				}
-				if got := w.output(t, a); got != c.prints+"b\n" {
+				if got := output(w, t, a); got != c.prints+"b\n" {
 					t.Errorf("app prints %q, want %q", got, c.prints+"b\n")
 				}
 			})
@@ -327,14 +328,14 @@ func TestSeededRefreshLinkRetarget(t *testing.T) {
 	for _, mode := range []string{"checksum", "mtime"} {
 		t.Run(mode, func(t *testing.T) {
 			w := freshWorld(t, mode, "one.txt")
-			link := w.repo.Path("lib_a/src/data.txt")
+			link := w.Repo.Path("lib_a/src/data.txt")
 			if err := os.Remove(link); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.Symlink("two.txt", link); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := w.repo.Commit("retarget"); err != nil {
+			if _, err := w.Repo.Commit("retarget"); err != nil {
 				t.Fatal(err)
 			}
 			var rec struct {
@@ -344,7 +345,7 @@ func TestSeededRefreshLinkRetarget(t *testing.T) {
 					Freshness string `json:"freshness"`
 				} `json:"modes"`
 			}
-			out := w.mustFerry(t, "base", "--json")
+			out := w.MustFerry(t, "base", "--json")
 			if err := json.Unmarshal([]byte(out), &rec); err != nil {
 				t.Fatalf("ferry base --json: %v\n%s", err, out)
 			}
@@ -354,11 +355,11 @@ func TestSeededRefreshLinkRetarget(t *testing.T) {
 			if got := rec.LinkRebuilds; len(got) != 1 || !unit.MatchString(got[0]) {
 				t.Errorf("emptied %q, want lib_a's dep-info alone", got)
 			}
-			a := w.spawn(t, "a")
-			if got := w.build(t, a); len(got) != 0 {
+			a := w.Spawn(t, "a")
+			if got := build(w, t, a); len(got) != 0 {
 				t.Errorf("first build compiled %q", got)
 			}
-			if got := w.output(t, a); got != "two\nb\n" {
+			if got := output(w, t, a); got != "two\nb\n" {
 				t.Errorf("app prints %q, want %q", got, "two\nb\n")
 			}
 		})

@@ -7,40 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 )
 
-// offRecord is what agent.json says of isolation and relocation.
-type offRecord struct {
-	Worktree  string `json:"worktree"`
-	Backend   string `json:"backend"`
-	Isolation string `json:"isolation"`
-	Fork      struct {
-		Relocated *struct {
-			Paths   int  `json:"paths"`
-			Emptied bool `json:"emptied"`
-		} `json:"relocated"`
-	} `json:"fork"`
-}
-
-func (w *world) spawnWith(t *testing.T, extra []string, name string, args ...string) offRecord {
-	t.Helper()
-	out, stderr, err := w.ferry(w.repo.Dir, extra, append([]string{"spawn", name, "--json"}, args...)...)
-	if err != nil {
-		t.Fatalf("ferry spawn %s: %v\n%s", name, err, stderr)
-	}
-	var r offRecord
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatalf("spawn output %q: %v", out, err)
-	}
-	return r
-}
-
 // workspaceRoot asks cargo, through the shim in dir, where it sees the
 // workspace and its target dir.
-func (w *world) workspaceRoot(t *testing.T, dir string, extra []string, args ...string) (root, target string) {
+func workspaceRoot(w *agenttest.World, t *testing.T, dir string, extra []string, args ...string) (root, target string) {
 	t.Helper()
-	out, stderr, code := w.cargo(dir, extra, append([]string{"metadata", "--format-version", "1", "--no-deps"}, args...)...)
+	out, stderr, code := w.Cargo(dir, extra, append([]string{"metadata", "--format-version", "1", "--no-deps"}, args...)...)
 	if code != 0 {
 		t.Fatalf("cargo metadata in %s: %s", dir, stderr)
 	}
@@ -60,15 +35,15 @@ func (w *world) workspaceRoot(t *testing.T, dir string, extra []string, args ...
 // a namespace base gets a dead relocation plan). A namespace agent spawned
 // beside it stays in the sandbox when a call is made under mode off.
 func TestOffAgentBuildsAtItsOwnPaths(t *testing.T) {
-	w := shared(t)
+	w := agenttest.Shared(t)
 	off := []string{"FERRY_SANDBOX=off"}
-	a := w.spawnWith(t, off, "off-a")
+	a := w.SpawnWith(t, off, "off-a")
 	if a.Isolation != "off" || a.Fork.Relocated == nil || a.Backend == "overlay" {
 		t.Fatalf("agent %+v: want isolation off, a relocated fork, no overlay", a)
 	}
-	fork := filepath.Join(w.storeDir(t), "agents", "off-a", "target")
+	fork := filepath.Join(w.StoreDir(t), "agents", "off-a", "target")
 	for _, mode := range []string{"off", "on", "auto"} {
-		root, target := w.workspaceRoot(t, filepath.Join(a.Worktree, fixture.CratesDir), []string{"FERRY_SANDBOX=" + mode})
+		root, target := workspaceRoot(w, t, filepath.Join(a.Worktree, fixture.CratesDir), []string{"FERRY_SANDBOX=" + mode})
 		if root != a.Worktree || target != fork {
 			t.Errorf("a call under mode %s: cargo saw the workspace at %s with target %s; want %s and %s", mode, root, target, a.Worktree, fork)
 		}
@@ -76,20 +51,20 @@ func TestOffAgentBuildsAtItsOwnPaths(t *testing.T) {
 	// The nested workspace gets its own target dir in the fork, as in the
 	// sandbox, from inside it and through --manifest-path.
 	nested := filepath.Join(fork, "ferry-ws", fixture.ToolsDir)
-	if root, target := w.workspaceRoot(t, filepath.Join(a.Worktree, fixture.ToolsDir), nil); root != filepath.Join(a.Worktree, fixture.ToolsDir) || target != nested {
+	if root, target := workspaceRoot(w, t, filepath.Join(a.Worktree, fixture.ToolsDir), nil); root != filepath.Join(a.Worktree, fixture.ToolsDir) || target != nested {
 		t.Errorf("in the nested workspace cargo saw %s with target %s; want target %s", root, target, nested)
 	}
-	if _, target := w.workspaceRoot(t, a.Worktree, []string{}, "--manifest-path", filepath.Join(a.Worktree, fixture.ToolsManifest)); target != nested {
+	if _, target := workspaceRoot(w, t, a.Worktree, []string{}, "--manifest-path", filepath.Join(a.Worktree, fixture.ToolsManifest)); target != nested {
 		t.Errorf("with --manifest-path the nested workspace's target is %s; want %s", target, nested)
 	}
-	if _, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
+	if _, stderr, code := w.Cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
 		t.Fatalf("build: %s", stderr)
 	}
 	md, err := os.ReadFile(filepath.Join(fork, "debug", fixture.BinName))
 	if err != nil || len(md) == 0 {
 		t.Fatalf("no app in the fork: %v", err)
 	}
-	out, stderr, err := w.ferry(a.Worktree, nil, "run", "--", filepath.Join(fork, "debug", fixture.BinName), fixture.ManifestDirFlag)
+	out, stderr, err := w.Ferry(a.Worktree, nil, "run", "--", filepath.Join(fork, "debug", fixture.BinName), fixture.ManifestDirFlag)
 	if err != nil {
 		t.Fatalf("app: %v\n%s", err, stderr)
 	}
@@ -98,33 +73,33 @@ func TestOffAgentBuildsAtItsOwnPaths(t *testing.T) {
 	}
 
 	// A namespace agent keeps the sandbox under a call made with mode off.
-	n := w.spawnWith(t, nil, "off-ns")
+	n := w.SpawnWith(t, nil, "off-ns")
 	if n.Isolation != "namespace" || n.Fork.Relocated != nil {
 		t.Fatalf("agent %+v: want isolation namespace, no relocation (a namespace base)", n)
 	}
-	if root, _ := w.workspaceRoot(t, n.Worktree, off); root != filepath.Join(w.storeDir(t), "mnt", "src") {
+	if root, _ := workspaceRoot(w, t, n.Worktree, off); root != filepath.Join(w.StoreDir(t), "mnt", "src") {
 		t.Errorf("a namespace agent's call under mode off saw the workspace at %s, not in the sandbox", root)
 	}
 	for _, name := range []string{"off-a", "off-ns"} {
-		w.mustFerry(t, "rm", "--force", name)
+		w.MustFerry(t, "rm", "--force", name)
 	}
 }
 
 // With sandbox mode off the overlay is refused at spawn, and auto never
 // picks it; nothing of the refused spawn is left.
 func TestOffRefusesTheOverlay(t *testing.T) {
-	w := shared(t)
-	_, stderr, err := w.ferry(w.repo.Dir, []string{"FERRY_SANDBOX=off"}, "spawn", "off-ov", "--backend", "overlay")
+	w := agenttest.Shared(t)
+	_, stderr, err := w.Ferry(w.Repo.Dir, []string{"FERRY_SANDBOX=off"}, "spawn", "off-ov", "--backend", "overlay")
 	if err == nil || !strings.Contains(stderr, "fork backend overlay needs the namespace sandbox") {
 		t.Fatalf("spawn --backend overlay under mode off: %v\n%s", err, stderr)
 	}
 	if code := exitCode(err); code != 6 {
 		t.Errorf("exit %d, want 6 (refused)", code)
 	}
-	if _, err := os.Stat(filepath.Join(w.storeDir(t), "agents", "off-ov")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(w.StoreDir(t), "agents", "off-ov")); !os.IsNotExist(err) {
 		t.Errorf("the refused spawn left its agent dir: %v", err)
 	}
-	if w.branchExists("ferry/off-ov") {
+	if w.BranchExists("ferry/off-ov") {
 		t.Error("the refused spawn left its branch")
 	}
 }
@@ -133,33 +108,33 @@ func TestOffRefusesTheOverlay(t *testing.T) {
 // of it builds at the canonical paths, so its fork gets that plan too, and
 // its app reports the canonical checkout, never the base's.
 func TestNamespaceAgentOfAnOffBase(t *testing.T) {
-	w := newRegistryWorld(t, false)
+	w := agenttest.NewRegistryWorld(t, false)
 	var rec struct {
 		Modes struct {
 			Isolation string `json:"isolation"`
 		} `json:"modes"`
 		Dir string `json:"dir"`
 	}
-	out, _, err := w.ferry(w.repo.Dir, []string{"FERRY_SANDBOX=off"}, "base", "--json")
+	out, _, err := w.Ferry(w.Repo.Dir, []string{"FERRY_SANDBOX=off"}, "base", "--json")
 	if err != nil || json.Unmarshal([]byte(out), &rec) != nil || rec.Modes.Isolation != "off" {
 		t.Fatalf("ferry base --json under mode off: %v %s", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(rec.Dir, "relocation.json")); err != nil {
 		t.Fatalf("the off base has no relocation.json: %v", err)
 	}
-	n := w.spawnWith(t, nil, "ns-of-off", "--backend", "copy")
+	n := w.SpawnWith(t, nil, "ns-of-off", "--backend", "copy")
 	if n.Isolation != "namespace" || n.Fork.Relocated == nil {
 		t.Fatalf("agent %+v: want isolation namespace and a relocated fork", n)
 	}
-	if _, stderr, code := w.cargo(n.Worktree, nil, "build", "--workspace"); code != 0 {
+	if _, stderr, code := w.Cargo(n.Worktree, nil, "build", "--workspace"); code != 0 {
 		t.Fatalf("build: %s", stderr)
 	}
-	app := filepath.Join(w.storeDir(t), "mnt", "target", "debug", fixture.BinName)
-	out, stderr, err := w.ferry(n.Worktree, nil, "run", "--", app, fixture.ManifestDirFlag)
+	app := filepath.Join(w.StoreDir(t), "mnt", "target", "debug", fixture.BinName)
+	out, stderr, err := w.Ferry(n.Worktree, nil, "run", "--", app, fixture.ManifestDirFlag)
 	if err != nil {
 		t.Fatalf("app: %v\n%s", err, stderr)
 	}
-	if want := filepath.Join(w.storeDir(t), "mnt", "src", fixture.CrateDir(fixture.ManifestCrate)); strings.TrimSpace(out) != want {
+	if want := filepath.Join(w.StoreDir(t), "mnt", "src", fixture.CrateDir(fixture.ManifestCrate)); strings.TrimSpace(out) != want {
 		t.Errorf("the agent's app reports %q, want %q", strings.TrimSpace(out), want)
 	}
 }

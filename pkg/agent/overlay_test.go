@@ -1,136 +1,57 @@
 package agent_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferrydev/ferry/internal/agenttest"
 )
-
-// session is a long-lived process in an agent's sandbox: `ferry run NAME --
-// sh -c SCRIPT`, whose script prints "ready" once it has done its setup.
-type session struct {
-	cmd  *exec.Cmd
-	out  *bufio.Reader
-	done chan error
-}
-
-func (w *world) startSession(t *testing.T, name, script string) *session {
-	t.Helper()
-	c := exec.Command(filepath.Join(w.bin, "ferry"), "run", name, "--", "sh", "-c", script)
-	c.Dir, c.Env = w.repo.Dir, w.env(nil)
-	c.Stderr = os.Stderr
-	stdout, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &session{cmd: c, out: bufio.NewReader(stdout), done: make(chan error, 1)}
-	t.Cleanup(func() { s.stop() })
-	line := make(chan string, 1)
-	go func() {
-		l, _ := s.out.ReadString('\n')
-		line <- l
-	}()
-	select {
-	case l := <-line:
-		if strings.TrimSpace(l) != "ready" {
-			t.Fatalf("session in %s: got %q before ready", name, l)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("session in %s never became ready", name)
-	}
-	go func() {
-		io.Copy(io.Discard, s.out)
-		s.done <- c.Wait()
-	}()
-	return s
-}
-
-func (s *session) stop() {
-	if s.cmd.ProcessState != nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-	}
-}
-
-// in runs a command in agent name's sandbox and returns its stdout.
-func (w *world) in(t *testing.T, name string, script string) string {
-	t.Helper()
-	out, stderr, err := w.ferry(w.repo.Dir, nil, "run", name, "--", "sh", "-c", script)
-	if err != nil {
-		t.Fatalf("ferry run %s -- sh -c %q: %v\n%s%s", name, script, err, out, stderr)
-	}
-	return strings.TrimSpace(out)
-}
-
-func (w *world) spawnOverlay(t *testing.T, name string) agentJSON {
-	t.Helper()
-	a := w.spawn(t, name, "--backend", "overlay")
-	var rec struct {
-		Backend string `json:"backend"`
-	}
-	data, err := os.ReadFile(filepath.Join(w.storeDir(t), "agents", name, "agent.json"))
-	if err != nil || json.Unmarshal(data, &rec) != nil || rec.Backend != "overlay" {
-		t.Fatalf("agent %s: backend %q (%v), want overlay", name, rec.Backend, err)
-	}
-	return a
-}
 
 // Two shells of one overlay agent see one overlay: a file written in one is
 // seen by the other, and both run in the same mount namespace. Once the
 // last process exits, the next call mounts afresh, with the upper intact.
 func TestOverlaySessionsShareOneMount(t *testing.T) {
-	w := shared(t)
-	w.spawnOverlay(t, "ov-share")
-	target := filepath.Join(w.storeDir(t), "mnt", "target")
+	w := agenttest.Shared(t)
+	w.SpawnOverlay(t, "ov-share")
+	target := filepath.Join(w.StoreDir(t), "mnt", "target")
 
-	first := w.startSession(t, "ov-share",
+	first := w.StartSession(t, "ov-share",
 		"echo from-first > "+target+"/first.txt; echo ready; exec sleep 60")
-	nsFirst := w.in(t, "ov-share", "readlink /proc/self/ns/mnt")
+	nsFirst := w.In(t, "ov-share", "readlink /proc/self/ns/mnt")
 	// The second call joined: same namespace, and it sees the first's file.
-	if got := w.in(t, "ov-share", "cat "+target+"/first.txt"); got != "from-first" {
+	if got := w.In(t, "ov-share", "cat "+target+"/first.txt"); got != "from-first" {
 		t.Fatalf("second shell reads %q from the first shell's file", got)
 	}
-	w.in(t, "ov-share", "echo from-second > "+target+"/second.txt")
-	ids := w.in(t, "ov-share", "readlink /proc/self/ns/mnt; readlink /proc/"+strconv.Itoa(first.cmd.Process.Pid)+"/ns/mnt 2>/dev/null || true")
+	w.In(t, "ov-share", "echo from-second > "+target+"/second.txt")
+	ids := w.In(t, "ov-share", "readlink /proc/self/ns/mnt; readlink /proc/"+strconv.Itoa(first.Pid())+"/ns/mnt 2>/dev/null || true")
 	if !strings.HasPrefix(ids, nsFirst) {
 		t.Fatalf("calls while a session lives ran in different namespaces: %q then %q", nsFirst, ids)
 	}
 	// Every write went to this agent's upper dir on the host, none to the base.
-	upper := filepath.Join(w.storeDir(t), "agents", "ov-share", "upper")
+	upper := filepath.Join(w.StoreDir(t), "agents", "ov-share", "upper")
 	for _, f := range []string{"first.txt", "second.txt"} {
 		if _, err := os.Stat(filepath.Join(upper, f)); err != nil {
 			t.Errorf("%s not in the upper dir: %v", f, err)
 		}
 	}
-	nsJSON := filepath.Join(w.storeDir(t), "agents", "ov-share", "ns.json")
+	nsJSON := filepath.Join(w.StoreDir(t), "agents", "ov-share", "ns.json")
 	created := func() string {
 		var rec struct {
 			Pid     int    `json:"pid"`
 			Created string `json:"created"`
 		}
-		json.Unmarshal(must(os.ReadFile(nsJSON)), &rec)
+		json.Unmarshal(agenttest.Must(os.ReadFile(nsJSON)), &rec)
 		return fmt.Sprint(rec.Pid, " ", rec.Created)
 	}
 	before := created()
-	first.stop()
+	first.Stop()
 
 	// The namespace died with its last process; the next call creates a
 	// new one (ns.json records it: the kernel may give the new namespace
@@ -138,7 +59,7 @@ func TestOverlaySessionsShareOneMount(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	var after string
 	for {
-		after = w.in(t, "ov-share", "cat "+target+"/first.txt "+target+"/second.txt")
+		after = w.In(t, "ov-share", "cat "+target+"/first.txt "+target+"/second.txt")
 		if created() != before || time.Now().After(deadline) {
 			break
 		}
@@ -151,23 +72,23 @@ func TestOverlaySessionsShareOneMount(t *testing.T) {
 
 // Two overlay agents never share an upper dir, even while both are mounted.
 func TestOverlayAgentsNeverShareAnUpper(t *testing.T) {
-	w := shared(t)
-	w.spawnOverlay(t, "ov-one")
-	w.spawnOverlay(t, "ov-two")
-	target := filepath.Join(w.storeDir(t), "mnt", "target")
+	w := agenttest.Shared(t)
+	w.SpawnOverlay(t, "ov-one")
+	w.SpawnOverlay(t, "ov-two")
+	target := filepath.Join(w.StoreDir(t), "mnt", "target")
 	// The last mount listed at the target is the one paths reach (the
 	// sealed store's recursive bind repeats the overlay below it).
 	upperOf := "awk '$5 == \"" + target + "\" {print $NF}' /proc/self/mountinfo | tail -n1 | tr , '\\n' | grep '^upperdir='"
 
-	w.startSession(t, "ov-one", "echo one > "+target+"/mine.txt; echo ready; exec sleep 60")
-	w.startSession(t, "ov-two", "echo two > "+target+"/mine.txt; echo ready; exec sleep 60")
-	if a, b := w.in(t, "ov-one", "cat "+target+"/mine.txt"), w.in(t, "ov-two", "cat "+target+"/mine.txt"); a != "one" || b != "two" {
+	w.StartSession(t, "ov-one", "echo one > "+target+"/mine.txt; echo ready; exec sleep 60")
+	w.StartSession(t, "ov-two", "echo two > "+target+"/mine.txt; echo ready; exec sleep 60")
+	if a, b := w.In(t, "ov-one", "cat "+target+"/mine.txt"), w.In(t, "ov-two", "cat "+target+"/mine.txt"); a != "one" || b != "two" {
 		t.Fatalf("each agent should read its own file: ov-one %q, ov-two %q", a, b)
 	}
-	u1, u2 := w.in(t, "ov-one", upperOf), w.in(t, "ov-two", upperOf)
-	want1 := "upperdir=" + filepath.Join(w.storeDir(t), "agents", "ov-one", "upper")
-	want2 := "upperdir=" + filepath.Join(w.storeDir(t), "agents", "ov-two", "upper")
-	if r, err := filepath.EvalSymlinks(w.storeDir(t)); err == nil {
+	u1, u2 := w.In(t, "ov-one", upperOf), w.In(t, "ov-two", upperOf)
+	want1 := "upperdir=" + filepath.Join(w.StoreDir(t), "agents", "ov-one", "upper")
+	want2 := "upperdir=" + filepath.Join(w.StoreDir(t), "agents", "ov-two", "upper")
+	if r, err := filepath.EvalSymlinks(w.StoreDir(t)); err == nil {
 		want1 = "upperdir=" + filepath.Join(r, "agents", "ov-one", "upper")
 		want2 = "upperdir=" + filepath.Join(r, "agents", "ov-two", "upper")
 	}
@@ -185,10 +106,10 @@ func TestOverlayNestedHolderBlocksASecondMount(t *testing.T) {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("util-linux unshare is not installed")
 	}
-	w := shared(t)
-	w.spawnOverlay(t, "ov-nested")
-	target := filepath.Join(w.storeDir(t), "mnt", "target")
-	w.in(t, "ov-nested", "echo kept > "+target+"/kept.txt")
+	w := agenttest.Shared(t)
+	w.SpawnOverlay(t, "ov-nested")
+	target := filepath.Join(w.StoreDir(t), "mnt", "target")
+	w.In(t, "ov-nested", "echo kept > "+target+"/kept.txt")
 
 	ready := filepath.Join(t.TempDir(), "holder.pid")
 	// The holder closes every inherited descriptor above stderr (busy.lock
@@ -197,7 +118,7 @@ func TestOverlayNestedHolderBlocksASecondMount(t *testing.T) {
 	script := fmt.Sprintf(`exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
 unshare --user --map-current-user --mount sh -c 'echo $$ > %[1]s.tmp; mv %[1]s.tmp %[1]s; exec sleep 120' </dev/null >/dev/null 2>&1 &
 while [ ! -s %[1]s ]; do sleep 0.05; done`, ready)
-	w.in(t, "ov-nested", script)
+	w.In(t, "ov-nested", script)
 	data, err := os.ReadFile(ready)
 	if err != nil {
 		t.Fatal(err)
@@ -210,9 +131,9 @@ while [ ! -s %[1]s ]; do sleep 0.05; done`, ready)
 	t.Cleanup(func() { holder.Kill() })
 
 	start := time.Now()
-	out, stderr, err := w.ferry(w.repo.Dir, nil, "run", "ov-nested", "--", "true")
+	out, stderr, err := w.Ferry(w.Repo.Dir, nil, "run", "ov-nested", "--", "true")
 	waited := time.Since(start)
-	expectRefusal(t, stderr, err, "still mounted where Ferry cannot join it")
+	agenttest.ExpectRefusal(t, stderr, err, "still mounted where Ferry cannot join it")
 	if !strings.Contains(stderr, "pid "+strconv.Itoa(pid)) {
 		t.Errorf("the refusal does not name the holder %d:\n%s%s", pid, out, stderr)
 	}
@@ -220,7 +141,7 @@ while [ ! -s %[1]s ]; do sleep 0.05; done`, ready)
 		t.Errorf("refused after %s, without waiting for the holder to exit", waited)
 	}
 
-	listOut, _, _ := w.ferry(w.repo.Dir, nil, "list", "--json")
+	listOut, _, _ := w.Ferry(w.Repo.Dir, nil, "list", "--json")
 	var list []struct {
 		Name string `json:"name"`
 		Busy bool   `json:"busy"`
@@ -233,13 +154,13 @@ while [ ! -s %[1]s ]; do sleep 0.05; done`, ready)
 			t.Errorf("ferry list does not count the nested holder as a user")
 		}
 	}
-	_, stderr, err = w.ferry(w.repo.Dir, nil, "rm", "--force", "ov-nested")
-	expectRefusal(t, stderr, err, "processes still use agent")
+	_, stderr, err = w.Ferry(w.Repo.Dir, nil, "rm", "--force", "ov-nested")
+	agenttest.ExpectRefusal(t, stderr, err, "processes still use agent")
 
 	holder.Kill()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		out, stderr, err = w.ferry(w.repo.Dir, nil, "run", "ov-nested", "--", "cat", target+"/kept.txt")
+		out, stderr, err = w.Ferry(w.Repo.Dir, nil, "run", "ov-nested", "--", "cat", target+"/kept.txt")
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -257,17 +178,17 @@ while [ ! -s %[1]s ]; do sleep 0.05; done`, ready)
 // is the base's again: its first build compiles nothing but what the
 // worktree changed (here nothing).
 func TestOverlayUpperFromAnotherBootIsReset(t *testing.T) {
-	w := shared(t)
-	a := w.spawnOverlay(t, "ov-boot")
-	dir := filepath.Join(w.storeDir(t), "agents", "ov-boot")
-	target := filepath.Join(w.storeDir(t), "mnt", "target")
-	w.in(t, "ov-boot", "echo mine > "+target+"/mine.txt")
+	w := agenttest.Shared(t)
+	a := w.SpawnOverlay(t, "ov-boot")
+	dir := filepath.Join(w.StoreDir(t), "agents", "ov-boot")
+	target := filepath.Join(w.StoreDir(t), "mnt", "target")
+	w.In(t, "ov-boot", "echo mine > "+target+"/mine.txt")
 	marker := filepath.Join(dir, "work", "work", "incompat", "volatile")
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatalf("the overlay was not mounted volatile: %v", err)
 	}
 	// Same boot: remounted with the upper as it was.
-	if got := w.in(t, "ov-boot", "cat "+target+"/mine.txt"); got != "mine" {
+	if got := w.In(t, "ov-boot", "cat "+target+"/mine.txt"); got != "mine" {
 		t.Fatalf("after a remount in the same boot: %q", got)
 	}
 
@@ -283,13 +204,13 @@ func TestOverlayUpperFromAnotherBootIsReset(t *testing.T) {
 	if err := os.WriteFile(nsFile, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.in(t, "ov-boot", "test -e "+target+"/mine.txt && echo kept || echo reset"); got != "reset" {
+	if got := w.In(t, "ov-boot", "test -e "+target+"/mine.txt && echo kept || echo reset"); got != "reset" {
 		t.Fatalf("an upper from another boot was %s", got)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "upper", "mine.txt")); err == nil {
 		t.Fatal("the upper still holds the file on the host")
 	}
-	_, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace", "--all-targets")
+	_, stderr, code := w.Cargo(a.Worktree, nil, "build", "--workspace", "--all-targets")
 	if code != 0 || strings.Contains(stderr, "Compiling") {
 		t.Fatalf("first build after the reset (exit %d) should compile nothing:\n%s", code, stderr)
 	}

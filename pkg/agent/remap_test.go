@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/agent"
@@ -69,11 +70,11 @@ func compileOf(t *testing.T, log, crate string) string {
 // lines the base's had, builds what its sources say, and reuses the rest.
 func TestRemapModeBaseAndAgent(t *testing.T) {
 	fixture.RequireTools(t)
-	w := newRegistryWorld(t, false)
+	w := agenttest.NewRegistryWorld(t, false)
 	// The agent builds what the base warmed, so their compile lines can
 	// be compared (the fixture's dev-dependency gives a build of every
 	// target other features).
-	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte("[base]\nwarm = [\"cargo build --workspace\"]\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(w.Repo.Dir, "ferry.toml"), []byte("[base]\nwarm = [\"cargo build --workspace\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	scratch := t.TempDir()
@@ -83,14 +84,14 @@ func TestRemapModeBaseAndAgent(t *testing.T) {
 
 	// Without the knob: refused, with the versions it needs, unless this
 	// toolchain passes the probe.
-	tc, err := toolchain.Detect(w.repo.Dir, nil)
+	tc, err := toolchain.Detect(w.Repo.Dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if perr := tc.ProbeRemap(w.repo.Dir, nil); perr == nil {
+	if perr := tc.ProbeRemap(w.Repo.Dir, nil); perr == nil {
 		t.Logf("rustc %s keeps its incremental state across directories: the refusal is not tested here", tc.RustcVersion)
 	} else {
-		_, stderr, err := w.ferry(w.repo.Dir, env, "base")
+		_, stderr, err := w.Ferry(w.Repo.Dir, env, "base")
 		var ee *exec.ExitError
 		if err == nil || !errors.As(err, &ee) || ee.ExitCode() != failure.Prereq.ExitCode() {
 			t.Fatalf("ferry base in remap mode on rustc %s: %v, want exit %d\n%s", tc.RustcVersion, err, failure.Prereq.ExitCode(), stderr)
@@ -101,12 +102,12 @@ func TestRemapModeBaseAndAgent(t *testing.T) {
 				t.Errorf("the refusal does not say %q:\n%s", want, stderr)
 			}
 		}
-		if left, _ := filepath.Glob(filepath.Join(w.home, "*", "bases", "*")); len(left) > 0 {
+		if left, _ := filepath.Glob(filepath.Join(w.Home, "*", "bases", "*")); len(left) > 0 {
 			t.Errorf("the refused base left %q", left)
 		}
 	}
 
-	out, stderr, err := w.ferry(w.repo.Dir, noProbe, "base", "--json")
+	out, stderr, err := w.Ferry(w.Repo.Dir, noProbe, "base", "--json")
 	if err != nil {
 		t.Fatalf("ferry base in remap mode: %v\n%s", err, stderr)
 	}
@@ -121,8 +122,8 @@ func TestRemapModeBaseAndAgent(t *testing.T) {
 	if dest, err := os.Readlink(filepath.Join(br.Src, ".ferry-target")); err != nil || dest != br.Target {
 		t.Errorf("the base's .ferry-target leads to %q (%v), want its target %s", dest, err, br.Target)
 	}
-	if wrapper, err := filepath.EvalSymlinks(filepath.Join(w.home, "bin", "ferry-rustc")); err != nil || wrapper != filepath.Join(w.bin, "ferry-rustc") {
-		t.Errorf("bin/ferry-rustc is %q (%v), want a link to %s", wrapper, err, filepath.Join(w.bin, "ferry-rustc"))
+	if wrapper, err := filepath.EvalSymlinks(filepath.Join(w.Home, "bin", "ferry-rustc")); err != nil || wrapper != filepath.Join(w.Bin, "ferry-rustc") {
+		t.Errorf("bin/ferry-rustc is %q (%v), want a link to %s", wrapper, err, filepath.Join(w.Bin, "ferry-rustc"))
 	}
 	if st, err := exec.Command("git", "-C", br.Src, "status", "--porcelain").Output(); err != nil || len(st) != 0 {
 		t.Errorf("git status in the base's checkout: %q %v", st, err)
@@ -147,7 +148,7 @@ func TestRemapModeBaseAndAgent(t *testing.T) {
 
 	// The agent: its own link to its fork, ignored, not its work.
 	os.Remove(log)
-	out, stderr, err = w.ferry(w.repo.Dir, env, "spawn", "rm1", "--json")
+	out, stderr, err = w.Ferry(w.Repo.Dir, env, "spawn", "rm1", "--json")
 	if err != nil {
 		t.Fatalf("spawn: %v\n%s", err, stderr)
 	}
@@ -155,14 +156,14 @@ func TestRemapModeBaseAndAgent(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &a); err != nil {
 		t.Fatalf("spawn output %q: %v", out, err)
 	}
-	fork := filepath.Join(w.storeDir(t), "agents", "rm1", "target")
-	if a.Remap == nil || a.Remap.Link != fork || a.Remap.Wrapper != filepath.Join(w.home, "bin", "ferry-rustc") || a.Remap.Channel != toolchain.Channel(tc.RustcVersion) {
+	fork := filepath.Join(w.StoreDir(t), "agents", "rm1", "target")
+	if a.Remap == nil || a.Remap.Link != fork || a.Remap.Wrapper != filepath.Join(w.Home, "bin", "ferry-rustc") || a.Remap.Channel != toolchain.Channel(tc.RustcVersion) {
 		t.Fatalf("agent remap record %+v: want the link to %s", a.Remap, fork)
 	}
 	if dest, err := os.Readlink(filepath.Join(a.Worktree, ".ferry-target")); err != nil || dest != fork {
 		t.Errorf("the agent's .ferry-target leads to %q (%v), want its fork %s", dest, err, fork)
 	}
-	repo, err := git.Open(w.repo.Dir)
+	repo, err := git.Open(w.Repo.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +178,11 @@ func TestRemapModeBaseAndAgent(t *testing.T) {
 	// Its build: through the link and the wrapper, the same command line
 	// as the base's for a crate the relocation plan rebuilds, the app
 	// built from the agent's sources.
-	_, target := w.workspaceRoot(t, a.Worktree, nil)
+	_, target := workspaceRoot(w, t, a.Worktree, nil)
 	if target != filepath.Join(a.Worktree, ".ferry-target") {
 		t.Errorf("cargo's target dir in the agent is %s, want its link", target)
 	}
-	_, stderr, code := w.cargo(a.Worktree, env, "build", "--workspace")
+	_, stderr, code := w.Cargo(a.Worktree, env, "build", "--workspace")
 	if code != 0 {
 		t.Fatalf("agent build: %s", stderr)
 	}
@@ -212,7 +213,7 @@ func TestRemapModeBaseAndAgent(t *testing.T) {
 	}
 	os.Remove(log)
 	inherited := append(env[:len(env):len(env)], "RUSTC_WORKSPACE_WRAPPER=/nonexistent/wrapper")
-	if _, stderr, code := w.cargo(a.Worktree, inherited, "build", "--workspace"); code != 0 {
+	if _, stderr, code := w.Cargo(a.Worktree, inherited, "build", "--workspace"); code != 0 {
 		t.Fatalf("agent build after the edit: %s", stderr)
 	}
 	if compileOf(t, log, fixture.ChainC) == "" {
@@ -227,7 +228,7 @@ func TestRemapModeBaseAndAgent(t *testing.T) {
 	// pointed elsewhere refuses the build.
 	link := filepath.Join(a.Worktree, ".ferry-target")
 	os.Remove(link)
-	if _, stderr, code := w.cargo(a.Worktree, env, "build", "--workspace"); code != 0 {
+	if _, stderr, code := w.Cargo(a.Worktree, env, "build", "--workspace"); code != 0 {
 		t.Fatalf("build after removing the link: %s", stderr)
 	}
 	if dest, _ := os.Readlink(link); dest != fork {
@@ -235,10 +236,10 @@ func TestRemapModeBaseAndAgent(t *testing.T) {
 	}
 	os.Remove(link)
 	os.Symlink(scratch, link)
-	if _, stderr, code := w.cargo(a.Worktree, env, "build"); code != failure.Refused.ExitCode() || !strings.Contains(stderr, "is not the link to its fork") {
+	if _, stderr, code := w.Cargo(a.Worktree, env, "build"); code != failure.Refused.ExitCode() || !strings.Contains(stderr, "is not the link to its fork") {
 		t.Errorf("a retargeted link: exit %d, want %d\n%s", code, failure.Refused.ExitCode(), stderr)
 	}
 	os.Remove(link)
 	os.Symlink(fork, link)
-	w.mustFerry(t, "rm", "--force", "rm1")
+	w.MustFerry(t, "rm", "--force", "rm1")
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/agent"
@@ -39,9 +40,9 @@ func hostRun(t *testing.T, wt string) (string, error) {
 // buildAndRunFromHost spawns agent name, builds through the shim, runs
 // ./target/debug/app from a plain host process, edits a source, builds and
 // runs again: each run must print the agent's own marker.
-func (w *world) buildAndRunFromHost(t *testing.T, name string, extra []string, spawnArgs ...string) agentJSON {
+func buildAndRunFromHost(w *agenttest.World, t *testing.T, name string, extra []string, spawnArgs ...string) agenttest.AgentJSON {
 	t.Helper()
-	a := w.spawn(t, name, spawnArgs...)
+	a := w.Spawn(t, name, spawnArgs...)
 	link := filepath.Join(a.Worktree, "target")
 	if _, err := os.Lstat(link); err != nil {
 		t.Fatalf("no target in the worktree: %v", err)
@@ -52,18 +53,18 @@ func (w *world) buildAndRunFromHost(t *testing.T, name string, extra []string, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := filepath.Join(w.storeDir(t), "agents", a.Name, "freshness")
+	state := filepath.Join(w.StoreDir(t), "agents", a.Name, "freshness")
 	if mv, err := freshness.FreshenMoved(a.Worktree, gitDir, state, "", nil); err != nil || mv.Full || len(mv.Files)+len(mv.Links) != 0 {
 		t.Fatalf("right after spawn the check freshens %q and links %q (full %v, err %v): spawn's own changes taken for the agent's", mv.Files, mv.Links, mv.Full, err)
 	}
 	for i, edit := range []string{"", "\n// edited by the agent\n"} {
 		if edit != "" {
 			p := filepath.Join(a.Worktree, fixture.LibPath(fixture.ChainC))
-			if err := os.WriteFile(p, append(must(os.ReadFile(p)), edit...), 0o644); err != nil {
+			if err := os.WriteFile(p, append(agenttest.Must(os.ReadFile(p)), edit...), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, stderr, code := w.cargo(a.Worktree, extra, "build", "--workspace"); code != 0 {
+		if _, stderr, code := w.Cargo(a.Worktree, extra, "build", "--workspace"); code != 0 {
 			t.Fatalf("build %d: %s", i, stderr)
 		}
 		want, err := fixture.ExpectedMarker(a.Worktree)
@@ -84,11 +85,11 @@ func (w *world) buildAndRunFromHost(t *testing.T, name string, extra []string, s
 		HostTarget string `json:"host_target"`
 		TargetLink string `json:"target_link"`
 	}
-	if err := json.Unmarshal([]byte(w.mustFerry(t, "list", "--json")), &list); err != nil {
+	if err := json.Unmarshal([]byte(w.MustFerry(t, "list", "--json")), &list); err != nil {
 		t.Fatal(err)
 	}
 	var env map[string]string
-	if err := json.Unmarshal([]byte(w.mustFerry(t, "env", name, "--json")), &env); err != nil {
+	if err := json.Unmarshal([]byte(w.MustFerry(t, "env", name, "--json")), &env); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range list {
@@ -110,7 +111,7 @@ func (w *world) buildAndRunFromHost(t *testing.T, name string, extra []string, s
 			t.Fatalf("the worktree's link points to %q (%v), the record says %q", dest, err, e.TargetLink)
 		}
 		// The edit goes, so what rm judges is the link alone.
-		if out, err := w.repo.Git("-C", a.Worktree, "checkout", "--", "."); err != nil {
+		if out, err := w.Repo.Git("-C", a.Worktree, "checkout", "--", "."); err != nil {
 			t.Fatalf("git checkout: %v\n%s", err, out)
 		}
 		return a
@@ -123,9 +124,9 @@ func (w *world) buildAndRunFromHost(t *testing.T, name string, extra []string, s
 // the agent's own after an edit, and the link is not the agent's work: rm
 // without --force removes the agent.
 func TestHostTargetCopy(t *testing.T) {
-	w := shared(t)
-	a := w.buildAndRunFromHost(t, "hostcopy", nil, "--backend", "copy")
-	w.mustFerry(t, "rm", "hostcopy")
+	w := agenttest.Shared(t)
+	a := buildAndRunFromHost(w, t, "hostcopy", nil, "--backend", "copy")
+	w.MustFerry(t, "rm", "hostcopy")
 	if _, err := os.Lstat(a.Worktree); err == nil {
 		t.Fatal("rm left the worktree")
 	}
@@ -142,11 +143,11 @@ func TestHostTargetReflink(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	w := newWorld(t, false)
-	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
-	w.mustFerry(t, "base")
-	w.buildAndRunFromHost(t, "hostreflink", nil, "--backend", "reflink")
-	w.mustFerry(t, "rm", "hostreflink")
+	w := agenttest.NewWorld(t, false)
+	w.Home, w.Worktrees = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
+	w.MustFerry(t, "base")
+	buildAndRunFromHost(w, t, "hostreflink", nil, "--backend", "reflink")
+	w.MustFerry(t, "rm", "hostreflink")
 }
 
 // Where the ignore rules ignore target only as a directory (target/, a
@@ -155,13 +156,13 @@ func TestHostTargetReflink(t *testing.T) {
 // host, the worktree stays clean, and the directory is no work of the
 // agent's (rm without --force); an entry the user adds in it is theirs.
 func TestHostTargetDirectory(t *testing.T) {
-	w := newWorld(t, false)
-	w.repo.Write(".gitignore", "target/\n/tools/target\n")
-	if _, err := w.repo.Commit("ignore target/ as a directory"); err != nil {
+	w := agenttest.NewWorld(t, false)
+	w.Repo.Write(".gitignore", "target/\n/tools/target\n")
+	if _, err := w.Repo.Commit("ignore target/ as a directory"); err != nil {
 		t.Fatal(err)
 	}
-	w.mustFerry(t, "base")
-	a := w.buildAndRunFromHost(t, "slash", nil, "--backend", "copy")
+	w.MustFerry(t, "base")
+	a := buildAndRunFromHost(w, t, "slash", nil, "--backend", "copy")
 	rec := readRecord(t, w, "slash")
 	if fi, err := os.Lstat(filepath.Join(a.Worktree, "target")); err != nil || !fi.IsDir() {
 		t.Fatalf("target is not a directory: %v", err)
@@ -169,7 +170,7 @@ func TestHostTargetDirectory(t *testing.T) {
 	if !slices.Contains(rec.TargetLinks, "debug") || !slices.Contains(rec.TargetLinks, "release") || slices.Contains(rec.TargetLinks, "ferry-ws") {
 		t.Fatalf("target_links %q", rec.TargetLinks)
 	}
-	if out, _ := w.repo.Git("-C", a.Worktree, "status", "--porcelain"); strings.TrimSpace(out) != "" {
+	if out, _ := w.Repo.Git("-C", a.Worktree, "status", "--porcelain"); strings.TrimSpace(out) != "" {
 		t.Fatalf("the agent's worktree is not clean:\n%s", out)
 	}
 	if !agent.OwnEntry(rec, "target/") || !agent.OwnEntry(rec, "target/debug") {
@@ -184,7 +185,7 @@ func TestHostTargetDirectory(t *testing.T) {
 		t.Fatal("a target directory holding the user's file counts as Ferry's own entry")
 	}
 	os.Remove(mine)
-	w.mustFerry(t, "rm", "slash")
+	w.MustFerry(t, "rm", "slash")
 	if _, err := os.Lstat(a.Worktree); err == nil {
 		t.Fatal("rm left the worktree")
 	}
@@ -193,13 +194,13 @@ func TestHostTargetDirectory(t *testing.T) {
 // Where the ignore rules ignore neither a link nor a directory named
 // target, spawn makes none and says why; the worktree stays clean.
 func TestHostTargetSkipped(t *testing.T) {
-	w := newWorld(t, false)
-	w.repo.Write(".gitignore", "/tools/target\n")
-	if _, err := w.repo.Commit("ignore no target"); err != nil {
+	w := agenttest.NewWorld(t, false)
+	w.Repo.Write(".gitignore", "/tools/target\n")
+	if _, err := w.Repo.Commit("ignore no target"); err != nil {
 		t.Fatal(err)
 	}
-	w.mustFerry(t, "base")
-	a := w.spawn(t, "noignore", "--backend", "copy")
+	w.MustFerry(t, "base")
+	a := w.Spawn(t, "noignore", "--backend", "copy")
 	if _, err := os.Lstat(filepath.Join(a.Worktree, "target")); err == nil {
 		t.Fatal("spawn made a target the ignore rules do not ignore")
 	}
@@ -207,16 +208,16 @@ func TestHostTargetSkipped(t *testing.T) {
 	if rec.TargetLink != "" || !strings.Contains(rec.TargetLinkSkipped, "ignore neither") {
 		t.Fatalf("record: target_link %q, skipped %q", rec.TargetLink, rec.TargetLinkSkipped)
 	}
-	if out, _ := w.repo.Git("-C", a.Worktree, "status", "--porcelain"); strings.TrimSpace(out) != "" {
+	if out, _ := w.Repo.Git("-C", a.Worktree, "status", "--porcelain"); strings.TrimSpace(out) != "" {
 		t.Fatalf("the new agent's worktree is not clean:\n%s", out)
 	}
-	w.mustFerry(t, "rm", "noignore")
+	w.MustFerry(t, "rm", "noignore")
 }
 
-func readRecord(t *testing.T, w *world, name string) *agent.Record {
+func readRecord(t *testing.T, w *agenttest.World, name string) *agent.Record {
 	t.Helper()
 	var r agent.Record
-	if err := json.Unmarshal(must(os.ReadFile(filepath.Join(w.storeDir(t), "agents", name, "agent.json"))), &r); err != nil {
+	if err := json.Unmarshal(agenttest.Must(os.ReadFile(filepath.Join(w.StoreDir(t), "agents", name, "agent.json"))), &r); err != nil {
 		t.Fatal(err)
 	}
 	return &r
@@ -225,8 +226,8 @@ func readRecord(t *testing.T, w *world, name string) *agent.Record {
 // OwnEntry names the link while it is as spawn made it, and not once the
 // user retargets or replaces it.
 func TestOwnEntry(t *testing.T) {
-	w := shared(t)
-	a := w.spawn(t, "ownentry", "--backend", "copy")
+	w := agenttest.Shared(t)
+	a := w.Spawn(t, "ownentry", "--backend", "copy")
 	r := readRecord(t, w, "ownentry")
 	if !agent.OwnEntry(r, "target") {
 		t.Fatal("the link spawn made is not Ferry's own entry")
@@ -245,7 +246,7 @@ func TestOwnEntry(t *testing.T) {
 	if agent.OwnEntry(r, "target") {
 		t.Fatal("a directory the user made counts as Ferry's own entry")
 	}
-	w.mustFerry(t, "rm", "--force", "ownentry")
+	w.MustFerry(t, "rm", "--force", "ownentry")
 }
 
 // An overlay agent's build output exists only in its namespace: a holder
@@ -254,26 +255,26 @@ func TestOwnEntry(t *testing.T) {
 // the holder goes and ./target leads nowhere (never to the base's output);
 // the next build brings it back; rm without --force ends the holder.
 func TestHostTargetOverlay(t *testing.T) {
-	w := shared(t)
-	if _, stderr, err := w.ferry(w.repo.Dir, nil, "spawn", "probe-overlay", "--backend", "overlay"); err != nil {
+	w := agenttest.Shared(t)
+	if _, stderr, err := w.Ferry(w.Repo.Dir, nil, "spawn", "probe-overlay", "--backend", "overlay"); err != nil {
 		t.Skipf("no overlay backend here: %s", stderr)
 	}
-	w.mustFerry(t, "rm", "probe-overlay")
+	w.MustFerry(t, "rm", "probe-overlay")
 	hold := []string{knobs.OverlayHold + "=3s"}
-	a := w.buildAndRunFromHost(t, "hostoverlay", hold, "--backend", "overlay")
+	a := buildAndRunFromHost(w, t, "hostoverlay", hold, "--backend", "overlay")
 	var ns struct {
 		Holder int `json:"holder"`
 	}
-	nsPath := filepath.Join(w.storeDir(t), "agents", "hostoverlay", "ns.json")
-	if err := json.Unmarshal(must(os.ReadFile(nsPath)), &ns); err != nil || ns.Holder == 0 {
+	nsPath := filepath.Join(w.StoreDir(t), "agents", "hostoverlay", "ns.json")
+	if err := json.Unmarshal(agenttest.Must(os.ReadFile(nsPath)), &ns); err != nil || ns.Holder == 0 {
 		t.Fatalf("ns.json names no holder: %v", err)
 	}
-	if out := w.mustFerry(t, "list", "--json"); !strings.Contains(out, `"busy": false`) {
+	if out := w.MustFerry(t, "list", "--json"); !strings.Contains(out, `"busy": false`) {
 		t.Fatalf("the holder makes the agent busy:\n%s", out)
 	}
 	// Idle: the holder goes within its idle time and a tick.
 	deadline := time.Now().Add(20 * time.Second)
-	for alive(ns.Holder) {
+	for agenttest.Alive(ns.Holder) {
 		if time.Now().After(deadline) {
 			t.Fatal("the holder outlived its idle time")
 		}
@@ -283,23 +284,23 @@ func TestHostTargetOverlay(t *testing.T) {
 		t.Fatalf("./target/debug/app without a live namespace: %v %q, want no such file", err, out)
 	}
 	var env map[string]string
-	json.Unmarshal([]byte(w.mustFerry(t, "env", "hostoverlay", "--json")), &env)
+	json.Unmarshal([]byte(w.MustFerry(t, "env", "hostoverlay", "--json")), &env)
 	if env["FERRY_HOST_TARGET"] != "" {
 		t.Fatalf("ferry env names %q without a live namespace", env["FERRY_HOST_TARGET"])
 	}
-	if out := w.mustFerry(t, "env", "hostoverlay"); !strings.Contains(out, "\nunset FERRY_HOST_TARGET") || strings.Contains(out, "export FERRY_HOST_TARGET") {
+	if out := w.MustFerry(t, "env", "hostoverlay"); !strings.Contains(out, "\nunset FERRY_HOST_TARGET") || strings.Contains(out, "export FERRY_HOST_TARGET") {
 		t.Fatalf("ferry env without a live namespace exports an empty FERRY_HOST_TARGET, or does not unset it:\n%s", out)
 	}
 	// A build brings it back; rm ends the holder it made.
-	if _, stderr, code := w.cargo(a.Worktree, hold, "build", "--workspace"); code != 0 {
+	if _, stderr, code := w.Cargo(a.Worktree, hold, "build", "--workspace"); code != 0 {
 		t.Fatalf("build: %s", stderr)
 	}
 	if _, err := hostRun(t, a.Worktree); err != nil {
 		t.Fatalf("after a new build: %v", err)
 	}
-	json.Unmarshal(must(os.ReadFile(nsPath)), &ns)
-	w.mustFerry(t, "rm", "hostoverlay")
-	if alive(ns.Holder) {
+	json.Unmarshal(agenttest.Must(os.ReadFile(nsPath)), &ns)
+	w.MustFerry(t, "rm", "hostoverlay")
+	if agenttest.Alive(ns.Holder) {
 		t.Fatal("rm left the holder running")
 	}
 }
@@ -309,26 +310,26 @@ func TestHostTargetOverlay(t *testing.T) {
 // reused after this agent's holder died unannounced) or the host, the same
 // path shows nothing, never the other agent's build.
 func TestOverlayViewIsTheAgentsOwn(t *testing.T) {
-	w := shared(t)
-	if _, stderr, err := w.ferry(w.repo.Dir, nil, "spawn", "probe-view", "--backend", "overlay"); err != nil {
+	w := agenttest.Shared(t)
+	if _, stderr, err := w.Ferry(w.Repo.Dir, nil, "spawn", "probe-view", "--backend", "overlay"); err != nil {
 		t.Skipf("no overlay backend here: %s", stderr)
 	}
-	w.mustFerry(t, "rm", "probe-view")
+	w.MustFerry(t, "rm", "probe-view")
 	hold := []string{knobs.OverlayHold + "=2m"}
 	holderOf := func(name string) int {
 		var ns struct {
 			Holder int `json:"holder"`
 		}
-		p := filepath.Join(w.storeDir(t), "agents", name, "ns.json")
-		if err := json.Unmarshal(must(os.ReadFile(p)), &ns); err != nil || ns.Holder == 0 {
+		p := filepath.Join(w.StoreDir(t), "agents", name, "ns.json")
+		if err := json.Unmarshal(agenttest.Must(os.ReadFile(p)), &ns); err != nil || ns.Holder == 0 {
 			t.Fatalf("%s names no holder: %v", p, err)
 		}
 		return ns.Holder
 	}
-	w.buildAndRunFromHost(t, "viewone", hold, "--backend", "overlay")
-	w.buildAndRunFromHost(t, "viewtwo", hold, "--backend", "overlay")
+	buildAndRunFromHost(w, t, "viewone", hold, "--backend", "overlay")
+	buildAndRunFromHost(w, t, "viewtwo", hold, "--backend", "overlay")
 	one, two := holderOf("viewone"), holderOf("viewtwo")
-	dest, err := os.Readlink(filepath.Join(w.storeDir(t), "agents", "viewone", "host-target"))
+	dest, err := os.Readlink(filepath.Join(w.StoreDir(t), "agents", "viewone", "host-target"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,15 +350,9 @@ func TestOverlayViewIsTheAgentsOwn(t *testing.T) {
 			t.Errorf("viewone's view through %s (%s): %v, want it missing", what, p, err)
 		}
 	}
-	w.mustFerry(t, "rm", "--force", "viewone")
-	w.mustFerry(t, "rm", "--force", "viewtwo")
-	if alive(one) || alive(two) {
+	w.MustFerry(t, "rm", "--force", "viewone")
+	w.MustFerry(t, "rm", "--force", "viewtwo")
+	if agenttest.Alive(one) || agenttest.Alive(two) {
 		t.Fatal("rm left a holder running")
 	}
-}
-
-// alive reports whether pid runs (a zombie does not count).
-func alive(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	return err == nil && !strings.Contains(string(b), ") Z ")
 }

@@ -2,26 +2,14 @@ package agent_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/git"
 )
-
-// gitIn runs git in dir with a fixed identity and no user configuration.
-func gitIn(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	c := exec.Command("git", args...)
-	c.Dir = dir
-	c.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	if out, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-}
 
 // A symlink named target at the worktree's root is Ferry's entry (where
 // the host reaches the agent's build output; a plain symlink stands in for
@@ -37,15 +25,15 @@ func TestWorktreeWorkLeavesOutFerrysEntries(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(top, "src", "main.rs"), []byte("fn main() {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gitIn(t, top, "init", "-q", "-b", "main")
-	gitIn(t, top, "add", ".")
-	gitIn(t, top, "commit", "-q", "-m", "init")
+	agenttest.GitIn(t, top, "init", "-q", "-b", "main")
+	agenttest.GitIn(t, top, "add", ".")
+	agenttest.GitIn(t, top, "commit", "-q", "-m", "init")
 	repo, err := git.Open(top)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wt := filepath.Join(root, "wt")
-	gitIn(t, top, "worktree", "add", "-q", "-b", "ferry/a", wt)
+	agenttest.GitIn(t, top, "worktree", "add", "-q", "-b", "ferry/a", wt)
 	fork := filepath.Join(root, "store", "agents", "a", "target")
 	r := &agent.Record{Name: "a", Worktree: wt, Branch: "ferry/a", TargetLink: fork}
 	if err := os.MkdirAll(filepath.Join(fork, "debug"), 0o755); err != nil {
@@ -112,8 +100,8 @@ func TestWorktreeWorkLeavesOutFerrysEntries(t *testing.T) {
 	if err := os.Symlink("src", link); err != nil {
 		t.Fatal(err)
 	}
-	gitIn(t, wt, "add", "target")
-	gitIn(t, wt, "commit", "-q", "-m", "a tracked target")
+	agenttest.GitIn(t, wt, "add", "target")
+	agenttest.GitIn(t, wt, "commit", "-q", "-m", "a tracked target")
 	os.Remove(link)
 	if err := os.Symlink(fork, link); err != nil {
 		t.Fatal(err)

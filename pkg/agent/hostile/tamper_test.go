@@ -1,4 +1,4 @@
-package agent_test
+package hostile_test
 
 import (
 	"crypto/sha256"
@@ -12,17 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/pkg/base"
 )
 
 // editRecord rewrites base.json of base id with edit applied to its
 // target_seal, as a process of the same user could.
-func (w *world) editRecord(t *testing.T, id string, edit func(seal map[string]any)) {
+func editRecord(w *agenttest.World, t *testing.T, id string, edit func(seal map[string]any)) {
 	t.Helper()
-	p := filepath.Join(w.storeDir(t), "bases", id, "base.json")
+	p := filepath.Join(w.StoreDir(t), "bases", id, "base.json")
 	var rec map[string]any
-	if err := json.Unmarshal(must(os.ReadFile(p)), &rec); err != nil {
+	if err := json.Unmarshal(agenttest.Must(os.ReadFile(p)), &rec); err != nil {
 		t.Fatal(err)
 	}
 	seal := rec["target_seal"].(map[string]any)
@@ -41,15 +42,15 @@ func (w *world) editRecord(t *testing.T, id string, edit func(seal map[string]an
 // the file by its bytes. A record as an older Ferry wrote it verifies, and
 // ferry base verify says its seal does not cover restored timestamps.
 func TestRestoredTimestampsAreRefused(t *testing.T) {
-	w := newWorld(t, true)
-	b := w.currentBase(t)
-	w.spawn(t, "fork-copy", "--backend", "copy")
-	w.spawnOverlay(t, "fork-ov")
+	w := agenttest.NewWorld(t, true)
+	b := currentBase(w, t)
+	w.Spawn(t, "fork-copy", "--backend", "copy")
+	w.SpawnOverlay(t, "fork-ov")
 	// The overlay mounted over the base, its lower layer, and read.
-	if out, err := w.run("fork-ov", "cat "+filepath.Join(w.storeDir(t), "mnt", "target", "debug", fixture.BinName)+" > /dev/null"); err != nil {
+	if out, err := w.RunIn("fork-ov", "cat "+filepath.Join(w.StoreDir(t), "mnt", "target", "debug", fixture.BinName)+" > /dev/null"); err != nil {
 		t.Fatalf("reading the overlay agent's fork: %v\n%s", err, out)
 	}
-	if out, stderr, err := w.ferry(w.repo.Dir, nil, "base", "verify", "--full"); err != nil || !strings.Contains(out, "every file read") {
+	if out, stderr, err := w.Ferry(w.Repo.Dir, nil, "base", "verify", "--full"); err != nil || !strings.Contains(out, "every file read") {
 		t.Fatalf("base verify --full after forking: %v\n%s%s", err, out, stderr)
 	}
 
@@ -59,7 +60,7 @@ func TestRestoredTimestampsAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := must(os.ReadFile(app))
+	data := agenttest.Must(os.ReadFile(app))
 	data[len(data)/2] ^= 0xff
 	time.Sleep(20 * time.Millisecond) // past the seal, on the kernel's coarse clock
 	if err := os.WriteFile(app, data, 0); err != nil {
@@ -72,14 +73,14 @@ func TestRestoredTimestampsAreRefused(t *testing.T) {
 		t.Fatal("the write did not keep the size and mtime, so this test tries nothing")
 	}
 	for _, args := range [][]string{{"spawn", "after"}, {"base", "verify"}} {
-		out, stderr, err := w.ferry(w.repo.Dir, nil, args...)
+		out, stderr, err := w.Ferry(w.Repo.Dir, nil, args...)
 		stderr = out + stderr
-		expectRefusal(t, stderr, err, "changed after it was built")
+		agenttest.ExpectRefusal(t, stderr, err, "changed after it was built")
 		if !strings.Contains(stderr, rel) || !strings.Contains(stderr, "ferry base --rebuild") {
 			t.Errorf("ferry %s: the refusal names neither %s nor the fix:\n%s", strings.Join(args, " "), rel, stderr)
 		}
 	}
-	if w.branchExists("ferry/after") {
+	if w.BranchExists("ferry/after") {
 		t.Fatal("a spawn from the changed base created its branch")
 	}
 
@@ -88,18 +89,18 @@ func TestRestoredTimestampsAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.editRecord(t, b.ID, func(seal map[string]any) {
+	editRecord(w, t, b.ID, func(seal map[string]any) {
 		seal["digest"], seal["entries"], seal["bytes"], seal["sealed"] = forged.Digest, forged.Entries, forged.Bytes, forged.Sealed
 	})
-	if out, stderr, err := w.ferry(w.repo.Dir, nil, "base", "verify"); err != nil {
+	if out, stderr, err := w.Ferry(w.Repo.Dir, nil, "base", "verify"); err != nil {
 		t.Fatalf("the forged listing does not pass, so --full below tries nothing: %v\n%s%s", err, out, stderr)
 	}
-	out, stderr, err := w.ferry(w.repo.Dir, nil, "base", "verify", "--full")
-	expectRefusal(t, out+stderr, err, "bytes differ")
+	out, stderr, err := w.Ferry(w.Repo.Dir, nil, "base", "verify", "--full")
+	agenttest.ExpectRefusal(t, out+stderr, err, "bytes differ")
 	if !strings.Contains(out, rel) {
 		t.Errorf("verify --full does not name %s:\n%s", rel, out)
 	}
-	out, _, err = w.ferry(w.repo.Dir, nil, "base", "verify", "--full", "--json")
+	out, _, err = w.Ferry(w.Repo.Dir, nil, "base", "verify", "--full", "--json")
 	var results []struct {
 		OK   bool `json:"ok"`
 		Full bool `json:"full"`
@@ -113,17 +114,17 @@ func TestRestoredTimestampsAreRefused(t *testing.T) {
 	os.WriteFile(app, data, 0)
 	os.Chtimes(app, fi.ModTime(), fi.ModTime())
 	old := oldListing(t, b.Target)
-	w.editRecord(t, b.ID, func(seal map[string]any) {
+	editRecord(w, t, b.ID, func(seal map[string]any) {
 		delete(seal, "version")
 		delete(seal, "sealed")
 		delete(seal, "contents")
 		seal["digest"] = old
 	})
-	out, stderr, err = w.ferry(w.repo.Dir, nil, "base", "verify")
+	out, stderr, err = w.Ferry(w.Repo.Dir, nil, "base", "verify")
 	if err != nil || !strings.Contains(out, "ok") || !strings.Contains(out, "does not cover restored timestamps") || !strings.Contains(out, "ferry base --rebuild --rev") {
 		t.Errorf("base verify of an old record: %v\n%s%s", err, out, stderr)
 	}
-	w.spawn(t, "from-old") // an old record still seals what it did
+	w.Spawn(t, "from-old") // an old record still seals what it did
 }
 
 // oldListing is the digest a Ferry before seal version 2 recorded of

@@ -1,4 +1,4 @@
-package agent_test
+package warming_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 
 	toml "github.com/pelletier/go-toml/v2"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/hook"
@@ -55,7 +56,7 @@ func toolScripts(t *testing.T, tool, repo string) (setup []string, teardown stri
 // runScript runs one of a tool's scripts as the tool documents it: in the
 // worktree, with the tool's variables, by the tool's shell (Conductor's is
 // zsh, where this machine has one).
-func (w *world) runScript(t *testing.T, tool, script, worktree string) string {
+func runScript(w *agenttest.World, t *testing.T, tool, script, worktree string) string {
 	t.Helper()
 	shell := "sh"
 	if _, err := exec.LookPath("zsh"); err == nil && tool == "conductor" {
@@ -64,11 +65,11 @@ func (w *world) runScript(t *testing.T, tool, script, worktree string) string {
 	c := exec.Command(shell, "-c", script)
 	c.Dir = worktree
 	env := map[string][]string{
-		"cursor":    {"ROOT_WORKTREE_PATH=" + w.repo.Dir},
-		"conductor": {"CONDUCTOR_ROOT_PATH=" + w.repo.Dir, "CONDUCTOR_WORKSPACE_PATH=" + worktree, "CONDUCTOR_WORKSPACE_NAME=" + filepath.Base(worktree), "CONDUCTOR_DEFAULT_BRANCH=main", "CONDUCTOR_PORT=55100"},
-		"codex":     {"CODEX_WORKTREE_PATH=" + worktree, "CODEX_SOURCE_TREE_PATH=" + w.repo.Dir},
+		"cursor":    {"ROOT_WORKTREE_PATH=" + w.Repo.Dir},
+		"conductor": {"CONDUCTOR_ROOT_PATH=" + w.Repo.Dir, "CONDUCTOR_WORKSPACE_PATH=" + worktree, "CONDUCTOR_WORKSPACE_NAME=" + filepath.Base(worktree), "CONDUCTOR_DEFAULT_BRANCH=main", "CONDUCTOR_PORT=55100"},
+		"codex":     {"CODEX_WORKTREE_PATH=" + worktree, "CODEX_SOURCE_TREE_PATH=" + w.Repo.Dir},
 	}[tool]
-	c.Env = w.env(env)
+	c.Env = w.Env(env)
 	out, err := c.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s's script failed: %v\n%s\n%s", tool, err, script, out)
@@ -81,45 +82,45 @@ func (w *world) runScript(t *testing.T, tool, script, worktree string) string {
 // first build compiles nothing and runs its own code; the teardown, where
 // the tool has one, releases the agent and leaves the worktree to the tool.
 func TestToolSetupScripts(t *testing.T) {
-	w := shared(t)
+	w := agenttest.Shared(t)
 	for _, tool := range []string{"cursor", "conductor", "codex"} {
 		t.Run(tool, func(t *testing.T) {
-			w.mustFerry(t, "hook", tool, "install")
+			w.MustFerry(t, "hook", tool, "install")
 			defer func() {
-				w.mustFerry(t, "hook", tool, "uninstall")
+				w.MustFerry(t, "hook", tool, "uninstall")
 				for _, d := range []string{".cursor", ".conductor", ".codex"} {
-					os.RemoveAll(filepath.Join(w.repo.Dir, d))
+					os.RemoveAll(filepath.Join(w.Repo.Dir, d))
 				}
 			}()
-			setup, teardown := toolScripts(t, tool, w.repo.Dir)
-			path := w.addWorktree(t, tool+"-ws", "--detach")
+			setup, teardown := toolScripts(t, tool, w.Repo.Dir)
+			path := w.AddWorktree(t, tool+"-ws", "--detach")
 			var said strings.Builder
 			for _, s := range setup {
-				said.WriteString(w.runScript(t, tool, s, path))
+				said.WriteString(runScript(w, t, tool, s, path))
 			}
-			a, ok := w.agentsByWorktree(t)[path]
+			a, ok := w.AgentsByWorktree(t)[path]
 			if !ok || a.Tool != tool || !a.Adopted {
 				t.Fatalf("no agent after %s's setup (%+v); it said:\n%s", tool, a, said.String())
 			}
-			_, out, code := w.cargo(path, nil, "build", "--workspace", "--all-targets")
+			_, out, code := w.Cargo(path, nil, "build", "--workspace", "--all-targets")
 			if code != 0 || strings.Contains(out, "Compiling") {
 				t.Fatalf("first build after %s's setup (exit %d):\n%s", tool, code, out)
 			}
-			w.checkMarker(t, path)
+			w.CheckMarker(t, path)
 			if teardown == "" {
-				w.mustFerry(t, "rm", a.Name)
+				w.MustFerry(t, "rm", a.Name)
 				return
 			}
-			w.runScript(t, tool, teardown, path)
-			if _, ok := w.agentsByWorktree(t)[path]; ok {
+			runScript(w, t, tool, teardown, path)
+			if _, ok := w.AgentsByWorktree(t)[path]; ok {
 				t.Fatalf("%s's teardown left the agent", tool)
 			}
-			if !w.worktreeRegistered(path) {
+			if !w.WorktreeRegistered(path) {
 				t.Fatalf("%s's teardown removed the worktree, which is the tool's", tool)
 			}
 			// A teardown in a worktree that is no agent's does nothing, and
 			// says so.
-			if out := w.runScript(t, tool, teardown, path); !strings.Contains(out, "no agent's worktree") {
+			if out := runScript(w, t, tool, teardown, path); !strings.Contains(out, "no agent's worktree") {
 				t.Fatalf("teardown again said:\n%s", out)
 			}
 		})
@@ -135,20 +136,20 @@ func TestToolSetupScripts(t *testing.T) {
 // After a new commit, the maintenance script refreshes the base and forks
 // it afresh.
 func TestCloudSetupScripts(t *testing.T) {
-	w := shared(t)
+	w := agenttest.Shared(t)
 	file := filepath.Join(t.TempDir(), "base.ferrybase")
-	w.mustFerry(t, "base", "export", "-o", file)
-	key := strings.TrimSpace(w.mustFerry(t, "key"))
+	w.MustFerry(t, "base", "export", "-o", file)
+	key := strings.TrimSpace(w.MustFerry(t, "key"))
 
 	root := t.TempDir()
 	checkout, home := filepath.Join(root, "checkout"), filepath.Join(root, "home")
-	if out, err := exec.Command("git", "clone", "-q", w.repo.Dir, checkout).CombinedOutput(); err != nil {
+	if out, err := exec.Command("git", "clone", "-q", w.Repo.Dir, checkout).CombinedOutput(); err != nil {
 		t.Fatalf("git clone: %v\n%s", err, out)
 	}
 	// The repository commits its ferry.toml (the shared world's is only
 	// in its working tree): a commit after the exported base's, which the
 	// setup builds as a seeded refresh of the imported one.
-	if err := os.WriteFile(filepath.Join(checkout, "ferry.toml"), []byte(warmToml), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(checkout, "ferry.toml"), []byte(agenttest.WarmToml), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	realHome, _ := os.UserHomeDir()
@@ -164,7 +165,7 @@ func TestCloudSetupScripts(t *testing.T) {
 		}
 	}
 	env = append(env, "HOME="+home, "FERRY_BASE_FILE="+file, "FERRY_TRUSTED_KEYS="+key, knobs.OverlayHold+"=0",
-		"PATH="+w.bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		"PATH="+w.Bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	run := func(script string) string {
 		t.Helper()
 		c := exec.Command("sh", "-c", script)

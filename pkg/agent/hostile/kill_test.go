@@ -1,4 +1,4 @@
-package agent_test
+package hostile_test
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -23,7 +24,7 @@ import (
 // name spawns again. The failpoint tests kill at named steps; this one
 // kills between them too. The seed is logged: FERRY_KILL_SEED=N replays it.
 func TestKilledAtRandomInstants(t *testing.T) {
-	w := shared(t)
+	w := agenttest.Shared(t)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("FERRY_KILL_SEED"); s != "" {
 		fmt.Sscan(s, &seed)
@@ -35,7 +36,7 @@ func TestKilledAtRandomInstants(t *testing.T) {
 	took := func(args ...string) time.Duration {
 		t.Helper()
 		start := time.Now()
-		w.mustFerry(t, args...)
+		w.MustFerry(t, args...)
 		return time.Since(start)
 	}
 	spawnTime := took("spawn", "kill-probe")
@@ -46,74 +47,74 @@ func TestKilledAtRandomInstants(t *testing.T) {
 		for i := range rounds {
 			name := fmt.Sprintf("kill-spawn-%d", i)
 			at := randomInstant(rng, spawnTime)
-			w.killAfter(t, at, "spawn", name)
-			if !w.readyAgent(t, name) {
+			killAfter(w, t, at, "spawn", name)
+			if !readyAgent(w, t, name) {
 				// The next spawn of the name completes, whatever was left.
-				if a := w.spawn(t, name); a.State != "ready" {
+				if a := w.Spawn(t, name); a.State != "ready" {
 					t.Fatalf("round %d (killed %v in): respawn state %q", i, at, a.State)
 				}
 			}
-			w.mustFerry(t, "rm", name)
-			w.checkNoLeftovers(t, name)
+			w.MustFerry(t, "rm", name)
+			checkNoLeftovers(w, t, name)
 		}
 		// And gc rolls back what a killed spawn left, with no respawn.
 		for i := range rounds / 2 {
 			name := fmt.Sprintf("kill-spawn-gc-%d", i)
-			w.killAfter(t, randomInstant(rng, spawnTime), "spawn", name)
-			if w.readyAgent(t, name) {
-				w.mustFerry(t, "rm", name) // it finished before the kill
+			killAfter(w, t, randomInstant(rng, spawnTime), "spawn", name)
+			if readyAgent(w, t, name) {
+				w.MustFerry(t, "rm", name) // it finished before the kill
 			}
-			w.mustFerry(t, "ferry-gc")
-			w.checkNoLeftovers(t, name)
+			w.MustFerry(t, "ferry-gc")
+			checkNoLeftovers(w, t, name)
 		}
 	})
 
 	t.Run("rm", func(t *testing.T) {
 		for i := range rounds {
 			name := fmt.Sprintf("kill-rm-%d", i)
-			w.spawn(t, name)
-			w.killAfter(t, randomInstant(rng, rmTime), "rm", name)
+			w.Spawn(t, name)
+			killAfter(w, t, randomInstant(rng, rmTime), "rm", name)
 			// The next rm (or, for a record gone already, nothing) finishes.
-			if _, err := os.Stat(filepath.Join(w.storeDir(t), "agents", name, "agent.json")); err == nil {
-				w.mustFerry(t, "rm", name)
+			if _, err := os.Stat(filepath.Join(w.StoreDir(t), "agents", name, "agent.json")); err == nil {
+				w.MustFerry(t, "rm", name)
 			}
-			w.mustFerry(t, "ferry-gc")
-			w.checkNoLeftovers(t, name)
+			w.MustFerry(t, "ferry-gc")
+			checkNoLeftovers(w, t, name)
 		}
 	})
 
 	t.Run("adopt", func(t *testing.T) {
 		for i := range rounds {
-			path := w.addWorktree(t, fmt.Sprintf("kill-adopt-%d", i), "--detach")
-			w.killAfter(t, randomInstant(rng, spawnTime), "adopt", path)
-			a := w.adopt(t, path)
+			path := w.AddWorktree(t, fmt.Sprintf("kill-adopt-%d", i), "--detach")
+			killAfter(w, t, randomInstant(rng, spawnTime), "adopt", path)
+			a := w.Adopt(t, path)
 			if a.State != "ready" {
 				t.Fatalf("round %d: adoption after the kill: %+v", i, a)
 			}
-			if _, stderr, code := w.cargo(path, nil, "build", "-p", "chain-c"); code != 0 || strings.Contains(stderr, "Compiling") {
+			if _, stderr, code := w.Cargo(path, nil, "build", "-p", "chain-c"); code != 0 || strings.Contains(stderr, "Compiling") {
 				t.Fatalf("round %d: first build after the re-adoption (exit %d):\n%s", i, code, stderr)
 			}
-			w.mustFerry(t, "rm", a.Name, "--worktree")
-			w.checkNoLeftovers(t, a.Name)
+			w.MustFerry(t, "rm", a.Name, "--worktree")
+			checkNoLeftovers(w, t, a.Name)
 		}
 	})
 
 	t.Run("base", func(t *testing.T) {
 		for i := range rounds / 2 {
 			// A new commit's base, on a branch of its own so current stays.
-			commit := w.commitOnBranch(t, fmt.Sprintf("kill-base-%d", i))
-			cur, _ := os.ReadFile(filepath.Join(w.storeDir(t), "current"))
+			commit := commitOnBranch(w, t, fmt.Sprintf("kill-base-%d", i))
+			cur, _ := os.ReadFile(filepath.Join(w.StoreDir(t), "current"))
 			start := time.Now()
-			w.mustFerry(t, "base", "--rev", commit)
+			w.MustFerry(t, "base", "--rev", commit)
 			baseTime := time.Since(start)
-			w.mustFerry(t, "base", "--rebuild", "--rev", commit)
-			w.killAfter(t, randomInstant(rng, baseTime), "base", "--rebuild", "--rev", commit)
+			w.MustFerry(t, "base", "--rebuild", "--rev", commit)
+			killAfter(w, t, randomInstant(rng, baseTime), "base", "--rebuild", "--rev", commit)
 			// The next build of the commit finishes, over whatever was left.
-			w.mustFerry(t, "base", "--rev", commit)
-			w.mustFerry(t, "base", "verify", "--rev", commit)
-			os.WriteFile(filepath.Join(w.storeDir(t), "current"), cur, 0o644)
-			w.mustFerry(t, "ferry-gc")
-			w.checkNoLeftovers(t, "")
+			w.MustFerry(t, "base", "--rev", commit)
+			w.MustFerry(t, "base", "verify", "--rev", commit)
+			os.WriteFile(filepath.Join(w.StoreDir(t), "current"), cur, 0o644)
+			w.MustFerry(t, "ferry-gc")
+			checkNoLeftovers(w, t, "")
 		}
 	})
 
@@ -121,25 +122,25 @@ func TestKilledAtRandomInstants(t *testing.T) {
 		for i := range rounds / 2 {
 			// A base nothing references for gc to delete: a new commit's,
 			// on a branch of its own so current stays.
-			commit := w.commitOnBranch(t, fmt.Sprintf("kill-gc-%d", i))
-			cur, _ := os.ReadFile(filepath.Join(w.storeDir(t), "current"))
-			w.mustFerry(t, "base", "--rev", commit)
+			commit := commitOnBranch(w, t, fmt.Sprintf("kill-gc-%d", i))
+			cur, _ := os.ReadFile(filepath.Join(w.StoreDir(t), "current"))
+			w.MustFerry(t, "base", "--rev", commit)
 			// Back to the base the other tests use.
-			os.WriteFile(filepath.Join(w.storeDir(t), "current"), cur, 0o644)
+			os.WriteFile(filepath.Join(w.StoreDir(t), "current"), cur, 0o644)
 			gcTime := took("ferry-gc", "--dry-run")
-			w.killAfter(t, randomInstant(rng, 4*gcTime), "ferry-gc")
-			w.mustFerry(t, "ferry-gc")
-			if ents, _ := filepath.Glob(filepath.Join(w.storeDir(t), "bases", commit+"-*")); len(ents) > 0 {
+			killAfter(w, t, randomInstant(rng, 4*gcTime), "ferry-gc")
+			w.MustFerry(t, "ferry-gc")
+			if ents, _ := filepath.Glob(filepath.Join(w.StoreDir(t), "bases", commit+"-*")); len(ents) > 0 {
 				t.Fatalf("round %d: gc after a killed gc left %v", i, ents)
 			}
-			w.checkNoLeftovers(t, "")
+			checkNoLeftovers(w, t, "")
 		}
 	})
 }
 
 // commitOnBranch commits a file named for branch on a new branch off
 // HEAD, checked out nowhere, and returns the commit.
-func (w *world) commitOnBranch(t *testing.T, branch string) string {
+func commitOnBranch(w *agenttest.World, t *testing.T, branch string) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "kill.txt")
 	if err := os.WriteFile(file, []byte(branch+"\n"), 0o644); err != nil {
@@ -149,7 +150,7 @@ func (w *world) commitOnBranch(t *testing.T, branch string) string {
 	git := func(args ...string) string {
 		t.Helper()
 		c := exec.Command("git", args...)
-		c.Dir = w.repo.Dir
+		c.Dir = w.Repo.Dir
 		c.Env = append(os.Environ(), "GIT_INDEX_FILE="+index, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
 			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
 		out, err := c.Output()
@@ -167,10 +168,10 @@ func (w *world) commitOnBranch(t *testing.T, branch string) string {
 }
 
 // readyAgent reports whether agent name's record says it is ready.
-func (w *world) readyAgent(t *testing.T, name string) bool {
+func readyAgent(w *agenttest.World, t *testing.T, name string) bool {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(w.storeDir(t), "agents", name, "agent.json"))
-	var r agentJSON
+	data, err := os.ReadFile(filepath.Join(w.StoreDir(t), "agents", name, "agent.json"))
+	var r agenttest.AgentJSON
 	return err == nil && json.Unmarshal(data, &r) == nil && r.State == "ready"
 }
 
@@ -182,15 +183,15 @@ func randomInstant(rng *rand.Rand, d time.Duration) time.Duration {
 
 // killAfter runs ferry args in the repository and sends it SIGKILL after
 // d, unless it ended before; it reports whether the kill landed.
-func (w *world) killAfter(t *testing.T, d time.Duration, args ...string) bool {
+func killAfter(w *agenttest.World, t *testing.T, d time.Duration, args ...string) bool {
 	t.Helper()
 	bin := "ferry"
 	if strings.HasPrefix(args[0], "ferry-") {
 		bin, args = args[0], args[1:]
 	}
-	c := exec.Command(filepath.Join(w.bin, bin), args...)
-	c.Dir = w.repo.Dir
-	c.Env = w.env(nil)
+	c := exec.Command(filepath.Join(w.Bin, bin), args...)
+	c.Dir = w.Repo.Dir
+	c.Env = w.Env(nil)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -210,10 +211,10 @@ func (w *world) killAfter(t *testing.T, d time.Duration, args ...string) bool {
 // main checkout, a base's checkout, the spare or a ready agent's (its
 // record says so), and no branch and no agent directory of name (none
 // checked when name is "").
-func (w *world) checkNoLeftovers(t *testing.T, name string) {
+func checkNoLeftovers(w *agenttest.World, t *testing.T, name string) {
 	t.Helper()
-	dir := w.storeDir(t)
-	out, err := w.repo.Git("worktree", "list", "--porcelain")
+	dir := w.StoreDir(t)
+	out, err := w.Repo.Git("worktree", "list", "--porcelain")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func (w *world) checkNoLeftovers(t *testing.T, name string) {
 	recs, _ := filepath.Glob(filepath.Join(dir, "agents", "*", "agent.json"))
 	for _, rec := range recs {
 		data, _ := os.ReadFile(rec)
-		var r agentJSON
+		var r agenttest.AgentJSON
 		if jsonErr := json.Unmarshal(data, &r); jsonErr == nil && r.State == "ready" {
 			agents[r.Worktree] = true
 		}
@@ -229,7 +230,7 @@ func (w *world) checkNoLeftovers(t *testing.T, name string) {
 	for _, block := range strings.Split(strings.TrimSpace(out), "\n\n") {
 		path, _, _ := strings.Cut(strings.TrimPrefix(block, "worktree "), "\n")
 		switch {
-		case path == w.repo.Dir:
+		case path == w.Repo.Dir:
 		case strings.HasPrefix(path, filepath.Join(dir, "bases")+"/"):
 			id := filepath.Base(filepath.Dir(path))
 			if _, err := os.Stat(filepath.Join(dir, "bases", id, "base.json")); err != nil {
@@ -237,7 +238,7 @@ func (w *world) checkNoLeftovers(t *testing.T, name string) {
 			}
 		case path == filepath.Join(dir, "spare", "src"):
 		case agents[path]:
-		case strings.Contains(block, "\nprunable") && (store.Within(path, w.wts) || store.Within(path, w.home)):
+		case strings.Contains(block, "\nprunable") && (store.Within(path, w.Worktrees) || store.Within(path, w.Home)):
 			// Ferry's (other tests' worktrees, made by hand in their
 			// temporary directories, are left registered when those go).
 			t.Errorf("a worktree whose directory is gone is left registered:\n%s", block)
@@ -250,7 +251,7 @@ func (w *world) checkNoLeftovers(t *testing.T, name string) {
 	if name == "" {
 		return
 	}
-	if w.branchExists("ferry/" + name) {
+	if w.BranchExists("ferry/" + name) {
 		t.Errorf("branch ferry/%s is left", name)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "agents", name)); err == nil {
@@ -265,17 +266,17 @@ func (w *world) checkNoLeftovers(t *testing.T, name string) {
 // the worktree gone and nothing on the branch, the respawn prunes and
 // reuses the branch; with commits of its own on it, it is refused.
 func TestRespawnAfterTheStoreLostAnAgent(t *testing.T) {
-	w := shared(t)
-	lose := func(name string) agentJSON {
+	w := agenttest.Shared(t)
+	lose := func(name string) agenttest.AgentJSON {
 		t.Helper()
-		a := w.spawn(t, name)
-		if err := os.RemoveAll(filepath.Join(w.storeDir(t), "agents", name)); err != nil {
+		a := w.Spawn(t, name)
+		if err := os.RemoveAll(filepath.Join(w.StoreDir(t), "agents", name)); err != nil {
 			t.Fatal(err)
 		}
 		return a
 	}
 	respawn := func(name string) (string, error) {
-		_, stderr, err := w.ferry(w.repo.Dir, nil, "spawn", name)
+		_, stderr, err := w.Ferry(w.Repo.Dir, nil, "spawn", name)
 		return stderr, err
 	}
 
@@ -285,17 +286,17 @@ func TestRespawnAfterTheStoreLostAnAgent(t *testing.T) {
 	if stderr, err := respawn("lost-kept"); err == nil || !strings.Contains(stderr, "ferry adopt") {
 		t.Fatalf("respawn over a kept worktree: %v\n%s", err, stderr)
 	}
-	if !w.branchExists(a.Branch) {
+	if !w.BranchExists(a.Branch) {
 		t.Fatal("the refused respawn deleted the branch")
 	}
-	back := w.adopt(t, a.Worktree)
+	back := w.Adopt(t, a.Worktree)
 	if back.State != "ready" || back.Branch != a.Branch {
 		t.Fatalf("adopted again: %+v", back)
 	}
 	if b, err := os.ReadFile(filepath.Join(a.Worktree, "work.txt")); err != nil || string(b) != "the agent's work\n" {
 		t.Fatalf("the work after adopting again: %q %v", b, err)
 	}
-	w.mustFerry(t, "rm", back.Name, "--worktree", "--force")
+	w.MustFerry(t, "rm", back.Name, "--worktree", "--force")
 
 	// The worktree is gone too, the branch holds nothing: respawned.
 	a = lose("lost-gone")
@@ -305,23 +306,23 @@ func TestRespawnAfterTheStoreLostAnAgent(t *testing.T) {
 	if stderr, err := respawn("lost-gone"); err != nil {
 		t.Fatalf("respawn with the worktree gone and an empty branch: %v\n%s", err, stderr)
 	}
-	if !w.readyAgent(t, "lost-gone") {
+	if !readyAgent(w, t, "lost-gone") {
 		t.Fatal("the respawn left no ready agent")
 	}
-	w.mustFerry(t, "rm", "lost-gone")
-	w.checkNoLeftovers(t, "lost-gone")
+	w.MustFerry(t, "rm", "lost-gone")
+	checkNoLeftovers(w, t, "lost-gone")
 
 	// The branch holds a commit of its own: refused, the branch kept.
 	a = lose("lost-work")
-	gitIn(t, a.Worktree, "commit", "-q", "--allow-empty", "-m", "the agent's commit")
-	tip, _ := w.repo.Git("rev-parse", a.Branch)
+	agenttest.GitIn(t, a.Worktree, "commit", "-q", "--allow-empty", "-m", "the agent's commit")
+	tip, _ := w.Repo.Git("rev-parse", a.Branch)
 	if err := os.RemoveAll(a.Worktree); err != nil {
 		t.Fatal(err)
 	}
 	if stderr, err := respawn("lost-work"); err == nil || !strings.Contains(stderr, "holds commits") {
 		t.Fatalf("respawn over a branch with work: %v\n%s", err, stderr)
 	}
-	if now, _ := w.repo.Git("rev-parse", a.Branch); now != tip {
+	if now, _ := w.Repo.Git("rev-parse", a.Branch); now != tip {
 		t.Fatalf("branch %s moved from %s to %s", a.Branch, tip, now)
 	}
 }

@@ -1,4 +1,4 @@
-package agent_test
+package hostile_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferrydev/ferry/internal/agenttest"
 )
 
 // A damaged record is named, not fatal (issue: every failure ends well).
@@ -18,13 +20,13 @@ import (
 // --rebuild over a damaged base.json, ferry base over a damaged current,
 // ferry rm --force of an agent whose agent.json is damaged.
 func TestDamagedRecords(t *testing.T) {
-	w := newWorld(t, false)
-	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte("[base]\nwarm = [\"cargo build -p chain-a\"]\n"), 0o644); err != nil {
+	w := agenttest.NewWorld(t, false)
+	if err := os.WriteFile(filepath.Join(w.Repo.Dir, "ferry.toml"), []byte("[base]\nwarm = [\"cargo build -p chain-a\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w.mustFerry(t, "base")
-	w.spawn(t, "keep")
-	s := w.storeDir(t)
+	w.MustFerry(t, "base")
+	w.Spawn(t, "keep")
+	s := w.StoreDir(t)
 	cur, err := os.ReadFile(filepath.Join(s, "current"))
 	if err != nil {
 		t.Fatal(err)
@@ -34,12 +36,12 @@ func TestDamagedRecords(t *testing.T) {
 	built := func() {
 		t.Helper()
 		// A build that compiles: the agent's last-build.json.
-		if _, stderr, err := w.ferry(w.repo.Dir, nil, "run", "keep", "--", "sh", "-c", "touch crates/chain-a/src/lib.rs && cargo build -p chain-a"); err != nil {
+		if _, stderr, err := w.Ferry(w.Repo.Dir, nil, "run", "keep", "--", "sh", "-c", "touch crates/chain-a/src/lib.rs && cargo build -p chain-a"); err != nil {
 			t.Fatalf("build in keep: %v\n%s", err, stderr)
 		}
 	}
 	parent := filepath.Dir(s)
-	w.mustFerry(t, "key")
+	w.MustFerry(t, "key")
 	cases := []struct {
 		name    string
 		file    string
@@ -97,7 +99,7 @@ func TestDamagedRecords(t *testing.T) {
 				if err := os.WriteFile(c.file, c.data(old), mode); err != nil {
 					t.Fatal(err)
 				}
-				stdout, stderr, err := w.ferry(w.repo.Dir, nil, args...)
+				stdout, stderr, err := w.Ferry(w.Repo.Dir, nil, args...)
 				code := 0
 				if ee, ok := err.(*exec.ExitError); ok {
 					code = ee.ExitCode()
@@ -124,10 +126,10 @@ func TestDamagedRecords(t *testing.T) {
 				// What the command made or removed goes back as it was.
 				restore()
 				if args[0] == "spawn" && code == 0 {
-					w.mustFerry(t, "rm", "probe")
+					w.MustFerry(t, "rm", "probe")
 				}
 				if args[0] == "rm" && code == 0 {
-					w.spawn(t, "keep")
+					w.Spawn(t, "keep")
 					if c.prepare != nil {
 						c.prepare()
 					}
@@ -144,18 +146,18 @@ func TestDamagedRecords(t *testing.T) {
 		rec := filepath.Join(s, "bases", baseID, "base.json")
 		old, _ := os.ReadFile(rec)
 		os.WriteFile(rec, old[:len(old)/2], 0o644)
-		_, stderr, err := w.ferry(w.repo.Dir, nil, "spawn", "after")
-		expectRefusal(t, stderr, err, "base --rebuild")
-		w.mustFerry(t, "base", "--rebuild")
-		a := w.spawn(t, "after")
+		_, stderr, err := w.Ferry(w.Repo.Dir, nil, "spawn", "after")
+		agenttest.ExpectRefusal(t, stderr, err, "base --rebuild")
+		w.MustFerry(t, "base", "--rebuild")
+		a := w.Spawn(t, "after")
 		if a.State != "ready" {
 			t.Fatalf("spawn after the rebuild: %+v", a)
 		}
-		w.mustFerry(t, "rm", "after")
+		w.MustFerry(t, "rm", "after")
 	})
 	t.Run("base over a damaged current", func(t *testing.T) {
 		os.WriteFile(filepath.Join(s, "current"), []byte("garbage\n"), 0o644)
-		w.mustFerry(t, "base")
+		w.MustFerry(t, "base")
 		if got, _ := os.ReadFile(filepath.Join(s, "current")); strings.TrimSpace(string(got)) != baseID {
 			t.Fatalf("current after ferry base: %q, want %s", got, baseID)
 		}
@@ -163,7 +165,7 @@ func TestDamagedRecords(t *testing.T) {
 	t.Run("rm --force of a damaged agent", func(t *testing.T) {
 		rec := filepath.Join(s, "agents", "keep", "agent.json")
 		os.WriteFile(rec, []byte("{"), 0o644)
-		out := w.mustFerry(t, "rm", "--force", "keep", "--json")
+		out := w.MustFerry(t, "rm", "--force", "keep", "--json")
 		var rm struct {
 			Damaged  bool   `json:"damaged"`
 			Worktree string `json:"worktree"`
@@ -180,17 +182,17 @@ func TestDamagedRecords(t *testing.T) {
 		// The worktree builds cold with plain cargo.
 		c := exec.Command("cargo", "check", "-p", "chain-a")
 		c.Dir = rm.Worktree
-		c.Env = w.env(nil)
+		c.Env = w.Env(nil)
 		if out, err := c.CombinedOutput(); err != nil {
 			t.Fatalf("plain cargo in the worktree: %v\n%s", err, out)
 		}
 		// And the name spawns again once the branch is gone.
-		if _, err := w.repo.Git("worktree", "remove", "--force", rm.Worktree); err != nil {
+		if _, err := w.Repo.Git("worktree", "remove", "--force", rm.Worktree); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.repo.Git("branch", "-D", "ferry/keep"); err != nil {
+		if _, err := w.Repo.Git("branch", "-D", "ferry/keep"); err != nil {
 			t.Fatal(err)
 		}
-		w.spawn(t, "keep")
+		w.Spawn(t, "keep")
 	})
 }

@@ -1,4 +1,4 @@
-package agent_test
+package warming_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/demand"
@@ -42,10 +43,10 @@ func (s statsOut) command(key string) *commandStats {
 	return nil
 }
 
-func (w *world) stats(t *testing.T) statsOut {
+func stats(w *agenttest.World, t *testing.T) statsOut {
 	t.Helper()
 	var s statsOut
-	if err := json.Unmarshal([]byte(w.mustFerry(t, "stats", "--json")), &s); err != nil {
+	if err := json.Unmarshal([]byte(w.MustFerry(t, "stats", "--json")), &s); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -57,39 +58,39 @@ func (w *world) stats(t *testing.T) statsOut {
 // compiles nothing for it; ferry stats shows the rate rising from the
 // miss to 100%, base by base.
 func TestDemandWarmsWhatAgentsRun(t *testing.T) {
-	w := &world{repo: testenv.Repo(t, fixture.Options{NoRegistry: true}), bin: testenv.Binaries(t)}
+	w := &agenttest.World{Repo: testenv.Repo(t, fixture.Options{NoRegistry: true}), Bin: testenv.Binaries(t)}
 	root := t.TempDir()
-	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
-	first := w.mustFerry(t, "base") // no ferry.toml: warm = "auto"
+	w.Home, w.Worktrees = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
+	first := w.MustFerry(t, "base") // no ferry.toml: warm = "auto"
 	if !strings.Contains(first, "demand  0 agent call(s)") {
 		t.Errorf("ferry base does not say what it learned:\n%s", first)
 	}
 	release := []string{"build", "--release", "-p", fixture.ChainC}
 	const key = "cargo build --release --package=" + fixture.ChainC
 	for _, n := range []string{"rel1", "rel2", "rel3"} {
-		a := w.spawn(t, n)
-		_, stderr, code := w.cargo(a.Worktree, nil, release...)
+		a := w.Spawn(t, n)
+		_, stderr, code := w.Cargo(a.Worktree, nil, release...)
 		if code != 0 || len(builtIn(stderr)) == 0 {
 			t.Fatalf("%s: cargo %s: exit %d, compiled %q; want a miss\n%s", n, strings.Join(release, " "), code, builtIn(stderr), stderr)
 		}
 	}
-	s := w.stats(t)
+	s := stats(w, t)
 	if c := s.command(key); c == nil || c.FirstBuilds != 3 || c.HitRate == nil || *c.HitRate != 0 {
 		t.Fatalf("ferry stats: %+v, want %q with 3 first builds at 0%%", s, key)
 	}
 
 	// The next base (a new commit) warms it, and says why; a line of the
 	// log damaged meanwhile is reported and dropped, nothing more.
-	f, err := os.OpenFile(filepath.Join(w.storeDir(t), "demand.log"), os.O_APPEND|os.O_WRONLY, 0)
+	f, err := os.OpenFile(filepath.Join(w.StoreDir(t), "demand.log"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.WriteString("not json\n")
 	f.Close()
-	if err := w.repo.Append("README.md", "more\n"); err != nil {
+	if err := w.Repo.Append("README.md", "more\n"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.repo.Commit("readme"); err != nil {
+	if _, err := w.Repo.Commit("readme"); err != nil {
 		t.Fatal(err)
 	}
 	var r struct {
@@ -107,7 +108,7 @@ func TestDemandWarmsWhatAgentsRun(t *testing.T) {
 		} `json:"demand"`
 		Warnings []string `json:"warnings"`
 	}
-	if err := json.Unmarshal([]byte(w.mustFerry(t, "base", "--json")), &r); err != nil {
+	if err := json.Unmarshal([]byte(w.MustFerry(t, "base", "--json")), &r); err != nil {
 		t.Fatal(err)
 	}
 	last := r.Warm[len(r.Warm)-1]
@@ -127,19 +128,19 @@ func TestDemandWarmsWhatAgentsRun(t *testing.T) {
 	}
 
 	// A fresh agent of it: nothing to compile for that command.
-	a := w.spawn(t, "rel4")
-	_, stderr, code := w.cargo(a.Worktree, nil, release...)
+	a := w.Spawn(t, "rel4")
+	_, stderr, code := w.Cargo(a.Worktree, nil, release...)
 	if code != 0 || len(builtIn(stderr)) > 0 {
 		t.Fatalf("a fresh agent of the base that warmed %q: exit %d, compiled %q\n%s", key, code, builtIn(stderr), stderr)
 	}
-	c := w.stats(t).command(key)
+	c := stats(w, t).command(key)
 	if c == nil || len(c.ByBase) != 2 {
 		t.Fatalf("ferry stats: %+v, want %q on two bases", c, key)
 	}
 	if b := c.ByBase; *b[0].HitRate != 0 || *b[1].HitRate != 1 {
 		t.Errorf("by base: %v then %v, want 0 then 1", *b[0].HitRate, *b[1].HitRate)
 	}
-	human := w.mustFerry(t, "stats")
+	human := w.MustFerry(t, "stats")
 	if !strings.Contains(human, key) || !strings.Contains(human, ": 0% → ") || !strings.HasSuffix(strings.SplitN(human[strings.Index(human, key):], "\n", 2)[0], ": 100%") {
 		t.Errorf("ferry stats does not show the rate rising:\n%s", human)
 	}
@@ -151,13 +152,13 @@ func TestDemandWarmsWhatAgentsRun(t *testing.T) {
 // the manifest crate with other features (a demand miss), and after an
 // edit of chain-c, chain-c again (the agent's own).
 func TestWhy(t *testing.T) {
-	w := shared(t)
-	a := w.spawn(t, "why")
-	out := w.mustFerry(t, "why", "why")
+	w := agenttest.Shared(t)
+	a := w.Spawn(t, "why")
+	out := w.MustFerry(t, "why", "why")
 	if !strings.Contains(out, "has compiled nothing since it was spawned") {
 		t.Errorf("ferry why before any build:\n%s", out)
 	}
-	if _, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
+	if _, stderr, code := w.Cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
 		t.Fatal(stderr)
 	}
 	type reasons struct {
@@ -165,7 +166,7 @@ func TestWhy(t *testing.T) {
 	}
 	why := func() map[string]warmset.Reason {
 		var r reasons
-		out, stderr, err := w.ferry(a.Worktree, nil, "why", "--json") // the agent of the working directory
+		out, stderr, err := w.Ferry(a.Worktree, nil, "why", "--json") // the agent of the working directory
 		if err != nil {
 			t.Fatalf("ferry why: %v\n%s", err, stderr)
 		}
@@ -186,7 +187,7 @@ func TestWhy(t *testing.T) {
 	if app := m[fixture.AppCrate+" bin"]; !app.Unit.New || app.Kind != warmset.ReasonDependency || !strings.Contains(app.Detail, "manifest") {
 		t.Errorf("why app: %+v", app)
 	}
-	human := w.mustFerry(t, "why", "why")
+	human := w.MustFerry(t, "why", "why")
 	if !strings.Contains(human, "not in the base: features differ") || !strings.Contains(human, "demand misses") {
 		t.Errorf("ferry why:\n%s", human)
 	}
@@ -194,7 +195,7 @@ func TestWhy(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(a.Worktree, fixture.LibPath(fixture.ChainC)), append(mustRead(t, filepath.Join(a.Worktree, fixture.LibPath(fixture.ChainC))), "// edited\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
+	if _, stderr, code := w.Cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
 		t.Fatal(stderr)
 	}
 	m = why()
@@ -205,7 +206,7 @@ func TestWhy(t *testing.T) {
 	if b := m[fixture.ChainB+" lib"]; b.Kind != warmset.ReasonDependency || !strings.Contains(b.Detail, fixture.ChainC) {
 		t.Errorf("why chain-b after an edit of chain-c: %+v", b)
 	}
-	human = w.mustFerry(t, "why", "why")
+	human = w.MustFerry(t, "why", "why")
 	if !strings.Contains(human, "an edit in this worktree") || !strings.Contains(human, "own edits") {
 		t.Errorf("ferry why after an edit:\n%s", human)
 	}
@@ -224,9 +225,9 @@ func mustRead(t *testing.T, p string) []byte {
 // their output as cargo gives it, and survives a damaged log: the build
 // goes on, and the next reader reports the damage and rebuilds the log.
 func TestShimRecordsDemand(t *testing.T) {
-	w := shared(t)
-	a := w.spawn(t, "demand")
-	logPath := filepath.Join(w.storeDir(t), "demand.log")
+	w := agenttest.Shared(t)
+	a := w.Spawn(t, "demand")
+	logPath := filepath.Join(w.StoreDir(t), "demand.log")
 	entries := func() []demand.Entry {
 		t.Helper()
 		l, err := demand.Read(logPath)
@@ -242,7 +243,7 @@ func TestShimRecordsDemand(t *testing.T) {
 		return mine
 	}
 	// A warm build, observed: every unit fresh, as Cargo's messages say.
-	stdout, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace", "--all-targets")
+	stdout, stderr, code := w.Cargo(a.Worktree, nil, "build", "--workspace", "--all-targets")
 	if code != 0 || stdout != "" {
 		t.Fatalf("cargo build: exit %d, stdout %q (the shim's JSON must not reach it)\n%s", code, stdout, stderr)
 	}
@@ -255,15 +256,15 @@ func TestShimRecordsDemand(t *testing.T) {
 		t.Errorf("entry %+v: want the first, observed, all-fresh call of what the base warmed", e)
 	}
 	// Asked for JSON: it gets Cargo's messages, and the call is counted.
-	stdout, _, code = w.cargo(a.Worktree, nil, "build", "--workspace", "--all-targets", "--message-format=json")
+	stdout, _, code = w.Cargo(a.Worktree, nil, "build", "--workspace", "--all-targets", "--message-format=json")
 	if code != 0 || strings.Count(stdout, `"reason":"compiler-artifact"`) != e.Fresh {
 		t.Errorf("cargo build --message-format=json printed %d artifacts, want %d", strings.Count(stdout, `"reason":"compiler-artifact"`), e.Fresh)
 	}
 	// Short messages: left alone, recorded without counts. Calls that
 	// build nothing: not recorded.
-	w.cargo(a.Worktree, nil, "check", "--message-format=short")
-	w.cargo(a.Worktree, nil, "-V")
-	w.cargo(a.Worktree, nil, "metadata", "--format-version", "1", "--no-deps")
+	w.Cargo(a.Worktree, nil, "check", "--message-format=short")
+	w.Cargo(a.Worktree, nil, "-V")
+	w.Cargo(a.Worktree, nil, "metadata", "--format-version", "1", "--no-deps")
 	es = entries()
 	if len(es) != 3 {
 		t.Fatalf("%d entries, want 3 (two builds, one check): %+v", len(es), es)
@@ -282,10 +283,10 @@ func TestShimRecordsDemand(t *testing.T) {
 	}
 	f.WriteString("{\"time\": garbage\n\x00\x00\x00")
 	f.Close()
-	if _, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
+	if _, stderr, code := w.Cargo(a.Worktree, nil, "build", "--workspace"); code != 0 {
 		t.Fatalf("a build with a damaged demand log: exit %d\n%s", code, stderr)
 	}
-	out, stderr, err := w.ferry(w.repo.Dir, nil, "stats", "--json")
+	out, stderr, err := w.Ferry(w.Repo.Dir, nil, "stats", "--json")
 	if err != nil || !strings.Contains(stderr, "2 line(s) that could not be read: rebuilt without them") {
 		t.Fatalf("ferry stats on a damaged log: %v\n%s", err, stderr)
 	}
@@ -296,7 +297,7 @@ func TestShimRecordsDemand(t *testing.T) {
 	if es := entries(); len(es) != 4 {
 		t.Errorf("%d entries after the repair, want 4", len(es))
 	}
-	if _, stderr, _ := w.ferry(w.repo.Dir, nil, "stats"); strings.Contains(stderr, "could not be read") {
+	if _, stderr, _ := w.Ferry(w.Repo.Dir, nil, "stats"); strings.Contains(stderr, "could not be read") {
 		t.Errorf("the damage is reported again after the repair:\n%s", stderr)
 	}
 }

@@ -1,4 +1,4 @@
-package agent_test
+package warming_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
 )
@@ -20,11 +21,11 @@ func TestDefaultWarmKeepsGoingPastBenchesAndTests(t *testing.T) {
 	if out, err := exec.Command("rustc", "-V").Output(); err != nil || strings.Contains(string(out), "nightly") {
 		t.Skipf("needs a stable rustc, where the fixture's nightly bench does not compile (rustc -V: %q, %v)", out, err)
 	}
-	w := &world{repo: testenv.Repo(t, fixture.Options{NightlyBench: true, DeniedLintTest: true, NoRegistry: true}), bin: testenv.Binaries(t)}
+	w := &agenttest.World{Repo: testenv.Repo(t, fixture.Options{NightlyBench: true, DeniedLintTest: true, NoRegistry: true}), Bin: testenv.Binaries(t)}
 	root := t.TempDir()
-	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
+	w.Home, w.Worktrees = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
 	// No ferry.toml: the generated warm commands.
-	out := w.mustFerry(t, "base", "--json")
+	out := w.MustFerry(t, "base", "--json")
 	var r struct {
 		Warm []struct {
 			Command  string   `json:"command"`
@@ -49,12 +50,12 @@ func TestDefaultWarmKeepsGoingPastBenchesAndTests(t *testing.T) {
 		}
 	}
 	// ferry base list marks it.
-	if list := w.mustFerry(t, "base", "list"); !strings.Contains(list, "INCOMPLETE") {
+	if list := w.MustFerry(t, "base", "list"); !strings.Contains(list, "INCOMPLETE") {
 		t.Errorf("ferry base list:\n%s", list)
 	}
 
-	a := w.spawn(t, "warm")
-	_, stderr, code := w.cargo(a.Worktree, nil, "build", "--workspace")
+	a := w.Spawn(t, "warm")
+	_, stderr, code := w.Cargo(a.Worktree, nil, "build", "--workspace")
 	if code != 0 {
 		t.Fatalf("first build failed:\n%s", stderr)
 	}
@@ -70,10 +71,10 @@ func TestDefaultWarmKeepsGoingPastBenchesAndTests(t *testing.T) {
 // nothing (before the plain build and check joined the defaults, cargo
 // build compiled 2 crates here and cargo check 12).
 func TestDefaultWarmCoversWhatAgentsRun(t *testing.T) {
-	w := &world{repo: testenv.Repo(t, fixture.Options{NoRegistry: true}), bin: testenv.Binaries(t)}
+	w := &agenttest.World{Repo: testenv.Repo(t, fixture.Options{NoRegistry: true}), Bin: testenv.Binaries(t)}
 	root := t.TempDir()
-	w.home, w.wts = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
-	w.mustFerry(t, "base")
+	w.Home, w.Worktrees = filepath.Join(root, "home"), filepath.Join(root, "worktrees")
+	w.MustFerry(t, "base")
 	clippy := exec.Command("cargo", "clippy", "--version").Run() == nil
 	for _, args := range [][]string{
 		{"build"}, {"test", "--no-run"}, {"check"}, {"clippy"}, {"build", "--workspace", "--all-targets"},
@@ -85,8 +86,8 @@ func TestDefaultWarmCoversWhatAgentsRun(t *testing.T) {
 		// An agent of its own for each: its first build of that command.
 		name := "first-" + strings.Join(args, "")
 		name = strings.NewReplacer("-", "", " ", "").Replace(name)
-		a := w.spawn(t, name)
-		_, stderr, code := w.cargo(a.Worktree, nil, args...)
+		a := w.Spawn(t, name)
+		_, stderr, code := w.Cargo(a.Worktree, nil, args...)
 		if code != 0 {
 			t.Fatalf("cargo %s failed:\n%s", strings.Join(args, " "), stderr)
 		}

@@ -1,8 +1,7 @@
-package agent_test
+package hostile_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,41 +9,29 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// agentsByWorktree lists the store's agents by worktree.
-func (w *world) agentsByWorktree(t *testing.T) map[string]adoptionJSON {
-	t.Helper()
-	var list []adoptionJSON
-	if err := json.Unmarshal([]byte(w.mustFerry(t, "list", "--json")), &list); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]adoptionJSON{}
-	for _, a := range list {
-		out[a.Worktree] = a
-	}
-	return out
-}
+	"github.com/ferrydev/ferry/internal/agenttest"
+)
 
 // With the git hook installed, a plain `git worktree add` makes a warm
 // agent whose first build compiles nothing and runs its own code; a branch
 // switch makes none; uninstalling leaves new worktrees alone.
 func TestGitHookMakesWorktreesAgents(t *testing.T) {
-	w := shared(t)
-	w.mustFerry(t, "hook", "git", "install")
-	defer w.ferry(w.repo.Dir, nil, "hook", "git", "uninstall")
-	before := len(w.agentsByWorktree(t))
+	w := agenttest.Shared(t)
+	w.MustFerry(t, "hook", "git", "install")
+	defer w.Ferry(w.Repo.Dir, nil, "hook", "git", "uninstall")
+	before := len(w.AgentsByWorktree(t))
 
 	path := filepath.Join(t.TempDir(), "hooked")
-	c := exec.Command("git", "-C", w.repo.Dir, "worktree", "add", "-q", "-b", "tool/hooked", path)
-	c.Env = w.env([]string{w.shimPath()})
+	c := exec.Command("git", "-C", w.Repo.Dir, "worktree", "add", "-q", "-b", "tool/hooked", path)
+	c.Env = w.Env([]string{w.ShimPath()})
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	if err := c.Run(); err != nil {
 		t.Fatalf("git worktree add: %v\n%s", err, stderr.String())
 	}
 	path, _ = filepath.EvalSymlinks(path)
-	a, ok := w.agentsByWorktree(t)[path]
+	a, ok := w.AgentsByWorktree(t)[path]
 	if !ok || a.Tool != "git" || !a.Adopted || a.State != "ready" {
 		t.Fatalf("no agent for the new worktree (%+v); the hook said:\n%s", a, stderr.String())
 	}
@@ -54,27 +41,27 @@ func TestGitHookMakesWorktreesAgents(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(path, "target")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("no ./target link to the agent's build output: %v", err)
 	}
-	_, out, code := w.cargo(path, nil, "build", "--workspace", "--all-targets")
+	_, out, code := w.Cargo(path, nil, "build", "--workspace", "--all-targets")
 	if code != 0 || strings.Contains(out, "Compiling") {
 		t.Fatalf("first build in a worktree the git hook adopted (exit %d):\n%s", code, out)
 	}
-	w.checkMarker(t, path)
+	w.CheckMarker(t, path)
 
 	// A branch switch in the main checkout makes no agent.
-	if out, err := w.repo.Git("checkout", "-q", "-b", "hook-switch"); err != nil {
+	if out, err := w.Repo.Git("checkout", "-q", "-b", "hook-switch"); err != nil {
 		t.Fatalf("checkout: %v\n%s", err, out)
 	}
-	if out, err := w.repo.Git("checkout", "-q", "-"); err != nil {
+	if out, err := w.Repo.Git("checkout", "-q", "-"); err != nil {
 		t.Fatalf("checkout -: %v\n%s", err, out)
 	}
-	if n := len(w.agentsByWorktree(t)); n != before+1 {
+	if n := len(w.AgentsByWorktree(t)); n != before+1 {
 		t.Fatalf("%d agents after a branch switch, want %d", n, before+1)
 	}
-	w.mustFerry(t, "rm", a.Name, "--worktree")
+	w.MustFerry(t, "rm", a.Name, "--worktree")
 
-	w.mustFerry(t, "hook", "git", "uninstall")
-	plain := w.addWorktree(t, "unhooked", "--detach")
-	if _, ok := w.agentsByWorktree(t)[plain]; ok {
+	w.MustFerry(t, "hook", "git", "uninstall")
+	plain := w.AddWorktree(t, "unhooked", "--detach")
+	if _, ok := w.AgentsByWorktree(t)[plain]; ok {
 		t.Fatal("a worktree added after uninstall became an agent")
 	}
 }
@@ -85,19 +72,19 @@ func TestGitHookMakesWorktreesAgents(t *testing.T) {
 // once it is ready both worktrees are agents whose first build compiles
 // nothing.
 func TestHooksWithoutBase(t *testing.T) {
-	w := newWorld(t, false)
-	w.mustFerry(t, "hook", "git", "install")
+	w := agenttest.NewWorld(t, false)
+	w.MustFerry(t, "hook", "git", "install")
 	// With no build running, spawn --wait has nothing to wait for.
 	start := time.Now()
-	_, stderr0, err := w.ferry(w.repo.Dir, nil, "spawn", "nowait", "--wait")
-	expectRefusal(t, stderr0, err, "no base to spawn from")
+	_, stderr0, err := w.Ferry(w.Repo.Dir, nil, "spawn", "nowait", "--wait")
+	agenttest.ExpectRefusal(t, stderr0, err, "no base to spawn from")
 	if time.Since(start) > 30*time.Second {
 		t.Fatalf("spawn --wait with no build running took %s", time.Since(start))
 	}
 
 	gitWT := filepath.Join(t.TempDir(), "early")
-	c := exec.Command("git", "-C", w.repo.Dir, "worktree", "add", "-q", "-b", "tool/early", gitWT)
-	c.Env = w.env(nil)
+	c := exec.Command("git", "-C", w.Repo.Dir, "worktree", "add", "-q", "-b", "tool/early", gitWT)
+	c.Env = w.Env(nil)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	if err := c.Run(); err != nil {
@@ -108,25 +95,25 @@ func TestHooksWithoutBase(t *testing.T) {
 	}
 	gitWT, _ = filepath.EvalSymlinks(gitWT)
 
-	payload := `{"hook_event_name":"WorktreeCreate","session_id":"s-early","cwd":"` + w.repo.Dir + `","name":"early-claude"}`
-	hc := exec.Command(filepath.Join(w.bin, "ferry"), "hook", "claude-code", "WorktreeCreate")
-	hc.Dir, hc.Env, hc.Stdin = w.repo.Dir, w.env(nil), strings.NewReader(payload)
+	payload := `{"hook_event_name":"WorktreeCreate","session_id":"s-early","cwd":"` + w.Repo.Dir + `","name":"early-claude"}`
+	hc := exec.Command(filepath.Join(w.Bin, "ferry"), "hook", "claude-code", "WorktreeCreate")
+	hc.Dir, hc.Env, hc.Stdin = w.Repo.Dir, w.Env(nil), strings.NewReader(payload)
 	var hout, herr bytes.Buffer
 	hc.Stdout, hc.Stderr = &hout, &herr
 	if err := hc.Run(); err != nil {
 		t.Fatalf("WorktreeCreate without a base: %v\n%s", err, herr.String())
 	}
 	claudeWT := strings.TrimSpace(hout.String())
-	if claudeWT != filepath.Join(w.repo.Dir, ".claude", "worktrees", "early-claude") || !strings.Contains(herr.String(), "builds cold") {
+	if claudeWT != filepath.Join(w.Repo.Dir, ".claude", "worktrees", "early-claude") || !strings.Contains(herr.String(), "builds cold") {
 		t.Fatalf("WorktreeCreate printed %q; said:\n%s", claudeWT, herr.String())
 	}
-	if st, _ := w.repo.Git("status", "--porcelain"); strings.Contains(st, ".claude") {
+	if st, _ := w.Repo.Git("status", "--porcelain"); strings.Contains(st, ".claude") {
 		t.Fatalf("the cold worktree shows in the main checkout's status:\n%s", st)
 	}
 
 	// spawn --wait waits for the base being built.
-	waitBuildRunning(t, w.storeDir(t))
-	waited := w.spawn(t, "waited", "--wait=5m")
+	waitBuildRunning(t, w.StoreDir(t))
+	waited := w.Spawn(t, "waited", "--wait=5m")
 	if waited.State != "ready" {
 		t.Fatalf("spawn --wait: %+v", waited)
 	}
@@ -134,14 +121,14 @@ func TestHooksWithoutBase(t *testing.T) {
 	// The background build adopts both once the base is ready.
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		agents := w.agentsByWorktree(t)
+		agents := w.AgentsByWorktree(t)
 		_, g := agents[gitWT]
 		_, cl := agents[claudeWT]
 		if g && cl {
 			break
 		}
 		if time.Now().After(deadline) {
-			logs, _ := filepath.Glob(filepath.Join(w.storeDir(t), "tmp", "base-*.log"))
+			logs, _ := filepath.Glob(filepath.Join(w.StoreDir(t), "tmp", "base-*.log"))
 			var all []byte
 			for _, l := range logs {
 				b, _ := os.ReadFile(l)
@@ -151,17 +138,17 @@ func TestHooksWithoutBase(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	waitBackgroundBuilds(t, w.storeDir(t))
+	waitBackgroundBuilds(t, w.StoreDir(t))
 	for _, wt := range []string{gitWT, claudeWT} {
-		_, out, code := w.cargo(wt, nil, "build", "--workspace", "--all-targets")
+		_, out, code := w.Cargo(wt, nil, "build", "--workspace", "--all-targets")
 		if code != 0 || strings.Contains(out, "Compiling") {
 			t.Fatalf("first build in %s, adopted once the base was ready (exit %d):\n%s", wt, code, out)
 		}
 	}
-	if a := w.agentsByWorktree(t)[claudeWT]; a.Tool != "claude-code" {
+	if a := w.AgentsByWorktree(t)[claudeWT]; a.Tool != "claude-code" {
 		t.Fatalf("the Claude Code worktree's agent: %+v", a)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(w.storeDir(t), "pending")); len(ents) != 0 {
+	if ents, _ := os.ReadDir(filepath.Join(w.StoreDir(t), "pending")); len(ents) != 0 {
 		t.Fatalf("%d pending records left", len(ents))
 	}
 }

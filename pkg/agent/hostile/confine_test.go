@@ -1,4 +1,4 @@
-package agent_test
+package hostile_test
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/agent"
@@ -22,7 +23,7 @@ import (
 // secrets), with a fake $HOME holding the store and the worktrees as the
 // defaults do, and a git dependency that reaches $CARGO_HOME.
 type confined struct {
-	w                 *world
+	w                 *agenttest.World
 	root, fakeHome    string
 	cargoHome, rustup string
 	probeOut          string
@@ -139,8 +140,8 @@ func newConfined(t *testing.T) *confined {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.w = &world{repo: r, bin: testenv.Binaries(t),
-		home: filepath.Join(c.fakeHome, ".cache", "ferry"), wts: filepath.Join(c.fakeHome, ".local", "share", "ferry", "worktrees")}
+	c.w = &agenttest.World{Repo: r, Bin: testenv.Binaries(t),
+		Home: filepath.Join(c.fakeHome, ".cache", "ferry"), Worktrees: filepath.Join(c.fakeHome, ".local", "share", "ferry", "worktrees")}
 	return c
 }
 
@@ -174,9 +175,9 @@ func gitInit(t *testing.T, dir string) {
 func (c *confined) env(ctx string, extra ...string) []string {
 	store := c.storeDir()
 	env := []string{"HOME=" + c.fakeHome, "CARGO_HOME=" + c.cargoHome, "PROBE_OUT=" + c.probeOut,
-		"PROBE_GITDIR=" + filepath.Join(c.w.repo.Dir, ".git"), "PROBE_FERRYBIN=" + c.w.bin,
-		"PROBE_STORE=" + store, "PROBE_KEYS=" + filepath.Join(c.w.home, "keys"), "PROBE_BUS=" + filepath.Join(c.w.home, "bus"),
-		"PROBE_OTHER=" + filepath.Join(c.w.wts, filepath.Base(store), "other")}
+		"PROBE_GITDIR=" + filepath.Join(c.w.Repo.Dir, ".git"), "PROBE_FERRYBIN=" + c.w.Bin,
+		"PROBE_STORE=" + store, "PROBE_KEYS=" + filepath.Join(c.w.Home, "keys"), "PROBE_BUS=" + filepath.Join(c.w.Home, "bus"),
+		"PROBE_OTHER=" + filepath.Join(c.w.Worktrees, filepath.Base(store), "other")}
 	if c.rustup != "" {
 		env = append(env, "RUSTUP_HOME="+c.rustup, "PROBE_RUSTUP="+c.rustup)
 	}
@@ -188,11 +189,11 @@ func (c *confined) env(ctx string, extra ...string) []string {
 
 // storeDir is the repository's store dir, made or not.
 func (c *confined) storeDir() string {
-	common, err := filepath.EvalSymlinks(filepath.Join(c.w.repo.Dir, ".git"))
+	common, err := filepath.EvalSymlinks(filepath.Join(c.w.Repo.Dir, ".git"))
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(c.w.home, store.Key(common))
+	return filepath.Join(c.w.Home, store.Key(common))
 }
 
 // probe reads what probe.sh recorded for ctx.
@@ -217,7 +218,7 @@ func (c *confined) probe(t *testing.T, ctx string) map[string]string {
 // outcome by row (its first cell) and column.
 func confinementTable(t *testing.T) (columns []string, rows map[string][]string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "store.md"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "store.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,13 +296,13 @@ func TestConfinementTable(t *testing.T) {
 	if len(rows) != len(uniq(tableRows)) {
 		t.Errorf("docs/store.md's table has %d rows, the test tries %d", len(rows), len(uniq(tableRows)))
 	}
-	os.MkdirAll(filepath.Join(w.home, "keys"), 0o700)
-	os.WriteFile(filepath.Join(w.home, "keys", "secret"), []byte("key\n"), 0o600)
-	os.MkdirAll(filepath.Join(w.home, "bus"), 0o700)
-	os.WriteFile(filepath.Join(w.home, "bus", "secret"), []byte("token\n"), 0o600)
+	os.MkdirAll(filepath.Join(w.Home, "keys"), 0o700)
+	os.WriteFile(filepath.Join(w.Home, "keys", "secret"), []byte("key\n"), 0o600)
+	os.MkdirAll(filepath.Join(w.Home, "bus"), 0o700)
+	os.WriteFile(filepath.Join(w.Home, "bus", "secret"), []byte("token\n"), 0o600)
 
 	// The warm command: a build script in the base's cargo build.
-	if _, stderr, err := w.ferry(w.repo.Dir, c.env("warm"), "base"); err != nil {
+	if _, stderr, err := w.Ferry(w.Repo.Dir, c.env("warm"), "base"); err != nil {
 		t.Fatalf("ferry base: %v\n%s", err, stderr)
 	}
 	// The base fetched the git dependency into the host's $CARGO_HOME,
@@ -309,9 +310,9 @@ func TestConfinementTable(t *testing.T) {
 	if m, _ := filepath.Glob(filepath.Join(c.cargoHome, "git", "checkouts", "dep-*")); len(m) == 0 {
 		t.Errorf("the base did not fetch its git dependency into the host's $CARGO_HOME")
 	}
-	store := w.storeDir(t)
+	store := w.StoreDir(t)
 	var b baseJSON
-	out, _, _ := w.ferry(w.repo.Dir, c.env(""), "base", "--json")
+	out, _, _ := w.Ferry(w.Repo.Dir, c.env(""), "base", "--json")
 	if err := json.Unmarshal([]byte(out), &b); err != nil || b.Target == "" {
 		t.Fatalf("ferry base --json: %v\n%s", err, out)
 	}
@@ -327,11 +328,11 @@ func TestConfinementTable(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			os.RemoveAll(c.probeOut)
 			os.MkdirAll(c.probeOut, 0o755)
-			other := w.spawnWith(t, c.env(""), "other", "--backend", backend)
-			a := w.spawnWith(t, c.env(""), "a", "--backend", backend)
+			other := w.SpawnWith(t, c.env(""), "other", "--backend", backend)
+			a := w.SpawnWith(t, c.env(""), "a", "--backend", backend)
 			defer func() {
-				w.ferry(w.repo.Dir, c.env(""), "rm", "--force", "a")
-				w.ferry(w.repo.Dir, c.env(""), "rm", "--force", "other")
+				w.Ferry(w.Repo.Dir, c.env(""), "rm", "--force", "a")
+				w.Ferry(w.Repo.Dir, c.env(""), "rm", "--force", "other")
 			}()
 			_ = other
 			agentDir := filepath.Join(store, "agents", "a")
@@ -339,7 +340,7 @@ func TestConfinementTable(t *testing.T) {
 				private: filepath.Join(agentDir, "private")}
 
 			// The agent's cargo, through the shim: the build script probes.
-			_, stderr, code := w.cargo(a.Worktree, c.env("shim"), "build")
+			_, stderr, code := w.Cargo(a.Worktree, c.env("shim"), "build")
 			if code != 0 {
 				t.Fatalf("cargo build: exit %d\n%s", code, stderr)
 			}
@@ -349,7 +350,7 @@ func TestConfinementTable(t *testing.T) {
 			c.check(t, "shim", rows, view)
 
 			// ferry run.
-			if _, stderr, err := w.ferry(a.Worktree, c.env("", "PROBE_WORKTREE="+a.Worktree, "PROBE_TARGET="+filepath.Join(store, "mnt", "target")),
+			if _, stderr, err := w.Ferry(a.Worktree, c.env("", "PROBE_WORKTREE="+a.Worktree, "PROBE_TARGET="+filepath.Join(store, "mnt", "target")),
 				"run", "a", "--", "sh", filepath.Join(a.Worktree, "probe.sh"), "run"); err != nil {
 				t.Fatalf("ferry run: %v\n%s", err, stderr)
 			}
@@ -455,16 +456,16 @@ func (c *confined) onHost(t *testing.T, ctx, class, file string, v hostView) boo
 		return exists(filepath.Join(tmp, file))
 	}
 	dirs := map[string]string{
-		"gitdir": filepath.Join(w.repo.Dir, ".git", "hooks"), "cargohome": filepath.Join(c.cargoHome, "registry"),
-		"home": c.fakeHome, "toolchain": filepath.Join(c.cargoHome, "bin"), "rustup": c.rustup, "ferrybin": w.bin,
-		"otheragent": filepath.Join(w.wts, filepath.Base(store), "other"), "store": store, "tmp": c.probeOut, "host": "/usr/local",
+		"gitdir": filepath.Join(w.Repo.Dir, ".git", "hooks"), "cargohome": filepath.Join(c.cargoHome, "registry"),
+		"home": c.fakeHome, "toolchain": filepath.Join(c.cargoHome, "bin"), "rustup": c.rustup, "ferrybin": w.Bin,
+		"otheragent": filepath.Join(w.Worktrees, filepath.Base(store), "other"), "store": store, "tmp": c.probeOut, "host": "/usr/local",
 	}
 	return dirs[class] != "" && exists(filepath.Join(dirs[class], file))
 }
 
 // cleanHost removes what a probe wrote into shared host directories.
 func (c *confined) cleanHost(ctx string) {
-	for _, d := range []string{c.rustup, c.w.bin, "/usr/local", os.Getenv("TMPDIR"), "/tmp"} {
+	for _, d := range []string{c.rustup, c.w.Bin, "/usr/local", os.Getenv("TMPDIR"), "/tmp"} {
 		if d == "" {
 			continue
 		}
@@ -552,49 +553,49 @@ func TestBuildScriptAttacks(t *testing.T) {
 	c := newConfined(t)
 	w := c.w
 	plant := filepath.Join(c.root, "plant")
-	os.MkdirAll(filepath.Join(w.home, "keys"), 0o700)
-	os.WriteFile(filepath.Join(w.home, "keys", "secret"), []byte("key\n"), 0o600)
+	os.MkdirAll(filepath.Join(w.Home, "keys"), 0o700)
+	os.WriteFile(filepath.Join(w.Home, "keys", "secret"), []byte("key\n"), 0o600)
 	os.WriteFile(filepath.Join(c.cargoHome, "bin", "cargo"), []byte("#!/bin/sh\necho the host's\n"), 0o755)
 	env := func(extra ...string) []string {
 		return c.env("", append([]string{"PLANT=" + plant, "GIT_CONFIG_GLOBAL=" + filepath.Join(c.fakeHome, ".gitconfig")}, extra...)...)
 	}
-	if _, stderr, err := w.ferry(w.repo.Dir, env(), "base"); err != nil {
+	if _, stderr, err := w.Ferry(w.Repo.Dir, env(), "base"); err != nil {
 		t.Fatalf("ferry base: %v\n%s", err, stderr)
 	}
-	store := w.storeDir(t)
+	store := w.StoreDir(t)
 	backends := []string{"copy"}
 	if blocker, err := fork.OverlayBlocker(platform.Real(), store); err == nil && blocker == nil {
 		backends = append(backends, "overlay")
 	}
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
-			shim, _ := os.ReadFile(filepath.Join(w.bin, "ferry-shim"))
-			shimLink, _ := os.Readlink(filepath.Join(w.home, "bin", "cargo"))
-			other := w.spawnWith(t, env(), "other", "--backend", backend)
-			a := w.spawnWith(t, env(), "a", "--backend", backend)
+			shim, _ := os.ReadFile(filepath.Join(w.Bin, "ferry-shim"))
+			shimLink, _ := os.Readlink(filepath.Join(w.Home, "bin", "cargo"))
+			other := w.SpawnWith(t, env(), "other", "--backend", backend)
+			a := w.SpawnWith(t, env(), "a", "--backend", backend)
 			defer func() {
-				w.ferry(w.repo.Dir, env(), "rm", "--force", "a")
-				w.ferry(w.repo.Dir, env(), "rm", "--force", "other")
+				w.Ferry(w.Repo.Dir, env(), "rm", "--force", "a")
+				w.Ferry(w.Repo.Dir, env(), "rm", "--force", "other")
 			}()
-			if _, stderr, code := w.cargo(a.Worktree, env("ATTACK=1"), "build"); code != 0 {
+			if _, stderr, code := w.Cargo(a.Worktree, env("ATTACK=1"), "build"); code != 0 {
 				t.Fatalf("the attacking build: exit %d\n%s", code, stderr)
 			}
 
 			// Nothing planted reached the host.
 			for _, h := range []string{"post-checkout", "post-commit", "pre-commit", "reference-transaction", "post-index-change", "pre-auto-gc"} {
-				if exists(filepath.Join(w.repo.Dir, ".git", "hooks", h)) {
+				if exists(filepath.Join(w.Repo.Dir, ".git", "hooks", h)) {
 					t.Errorf("hook %s was planted in the repository", h)
 				}
 			}
-			for _, f := range []string{filepath.Join(w.repo.Dir, ".git", "config"), filepath.Join(c.fakeHome, ".gitconfig")} {
+			for _, f := range []string{filepath.Join(w.Repo.Dir, ".git", "config"), filepath.Join(c.fakeHome, ".gitconfig")} {
 				if data, _ := os.ReadFile(f); strings.Contains(string(data), plant) {
 					t.Errorf("%s names the planted hooks:\n%s", f, data)
 				}
 			}
-			if now, _ := os.ReadFile(filepath.Join(w.bin, "ferry-shim")); string(now) != string(shim) {
+			if now, _ := os.ReadFile(filepath.Join(w.Bin, "ferry-shim")); string(now) != string(shim) {
 				t.Errorf("Ferry's shim was replaced")
 			}
-			if now, _ := os.Readlink(filepath.Join(w.home, "bin", "cargo")); now != shimLink {
+			if now, _ := os.Readlink(filepath.Join(w.Home, "bin", "cargo")); now != shimLink {
 				t.Errorf("the store's cargo link now names %q", now)
 			}
 			if data, _ := os.ReadFile(filepath.Join(c.cargoHome, "bin", "cargo")); string(data) != "#!/bin/sh\necho the host's\n" {
@@ -615,14 +616,14 @@ func TestBuildScriptAttacks(t *testing.T) {
 			}
 
 			// The steps that follow run none of it.
-			out, stderr, code := w.cargo(other.Worktree, env(), "run")
+			out, stderr, code := w.Cargo(other.Worktree, env(), "run")
 			if code != 0 || strings.TrimSpace(out) != "42" {
 				t.Errorf("another agent's build printed %q (exit %d), want the dependency's own 42:\n%s", out, code, stderr)
 			}
-			third := w.spawnWith(t, env(), "third", "--backend", backend)
-			w.ferry(w.repo.Dir, env(), "rm", "--force", "third")
+			third := w.SpawnWith(t, env(), "third", "--backend", backend)
+			w.Ferry(w.Repo.Dir, env(), "rm", "--force", "third")
 			_ = third
-			if _, stderr, err := w.ferry(w.repo.Dir, env(), "base", "--rebuild"); err != nil {
+			if _, stderr, err := w.Ferry(w.Repo.Dir, env(), "base", "--rebuild"); err != nil {
 				t.Errorf("ferry base --rebuild: %v\n%s", err, stderr)
 			}
 			git := exec.Command("git", "status", "--porcelain")
@@ -636,14 +637,14 @@ func TestBuildScriptAttacks(t *testing.T) {
 
 			// The agent's own test writes $HOME, and passes; a dependency
 			// it adds goes to its private $CARGO_HOME.
-			if _, stderr, code := w.cargo(a.Worktree, env(), "test"); code != 0 {
+			if _, stderr, code := w.Cargo(a.Worktree, env(), "test"); code != 0 {
 				t.Errorf("cargo test (a test that writes $HOME): exit %d\n%s", code, stderr)
 			}
 			if exists(filepath.Join(c.fakeHome, ".config", "probed")) {
 				t.Errorf("the test's write to $HOME reached the host")
 			}
 			// ferry list counts what the agent's builds wrote there.
-			out, _, _ = w.ferry(w.repo.Dir, env(), "list", "--json")
+			out, _, _ = w.Ferry(w.Repo.Dir, env(), "list", "--json")
 			var listed []struct {
 				Name         string `json:"name"`
 				SandboxBytes int64  `json:"sandbox_bytes"`
@@ -663,7 +664,7 @@ func TestBuildScriptAttacks(t *testing.T) {
 			manifest := filepath.Join(a.Worktree, "Cargo.toml")
 			data, _ := os.ReadFile(manifest)
 			os.WriteFile(manifest, append(data, []byte("dep2 = { git = \"file://"+dep2+"\" }\n")...), 0o644)
-			if _, stderr, code := w.cargo(a.Worktree, env(), "build"); code != 0 {
+			if _, stderr, code := w.Cargo(a.Worktree, env(), "build"); code != 0 {
 				t.Errorf("cargo build with a new dependency: exit %d\n%s", code, stderr)
 			}
 			if m, _ := filepath.Glob(filepath.Join(c.cargoHome, "git", "checkouts", "dep2-*")); len(m) > 0 {
@@ -690,27 +691,27 @@ func TestInPlaceAdoptionKeepsTheGitDir(t *testing.T) {
 	env := func(extra ...string) []string {
 		return c.env("", append([]string{"PLANT=" + plant, "GIT_CONFIG_GLOBAL=" + filepath.Join(c.fakeHome, ".gitconfig")}, extra...)...)
 	}
-	if _, stderr, err := w.ferry(w.repo.Dir, env(), "base"); err != nil {
+	if _, stderr, err := w.Ferry(w.Repo.Dir, env(), "base"); err != nil {
 		t.Fatalf("ferry base: %v\n%s", err, stderr)
 	}
-	if _, stderr, err := w.ferry(w.repo.Dir, env(), "adopt"); err == nil || !strings.Contains(stderr, "--in-place") {
+	if _, stderr, err := w.Ferry(w.Repo.Dir, env(), "adopt"); err == nil || !strings.Contains(stderr, "--in-place") {
 		t.Fatalf("ferry adopt of the main checkout without --in-place: %v\n%s", err, stderr)
 	}
-	out, stderr, err := w.ferry(w.repo.Dir, env(), "adopt", "--in-place", "--backend", "copy", "--name", "here", "--json")
+	out, stderr, err := w.Ferry(w.Repo.Dir, env(), "adopt", "--in-place", "--backend", "copy", "--name", "here", "--json")
 	if err != nil {
 		t.Fatalf("ferry adopt --in-place: %v\n%s", err, stderr)
 	}
 	var r agent.Record
-	if err := json.Unmarshal([]byte(out), &r); err != nil || !r.Adopted || r.Worktree != w.repo.Dir {
-		t.Fatalf("adopted %+v (%v), want the main checkout %s", r, err, w.repo.Dir)
+	if err := json.Unmarshal([]byte(out), &r); err != nil || !r.Adopted || r.Worktree != w.Repo.Dir {
+		t.Fatalf("adopted %+v (%v), want the main checkout %s", r, err, w.Repo.Dir)
 	}
-	config, _ := os.ReadFile(filepath.Join(w.repo.Dir, ".git", "config"))
+	config, _ := os.ReadFile(filepath.Join(w.Repo.Dir, ".git", "config"))
 
 	// The first build is warm: nothing of the repository's compiles.
-	if _, stderr, code := w.cargo(w.repo.Dir, env(), "build"); code != 0 || strings.Contains(stderr, "Compiling probed") {
+	if _, stderr, code := w.Cargo(w.Repo.Dir, env(), "build"); code != 0 || strings.Contains(stderr, "Compiling probed") {
 		t.Fatalf("the first build in the adopted checkout: exit %d\n%s", code, stderr)
 	}
-	if _, stderr, code := w.cargo(w.repo.Dir, env("ATTACK=1", "PROBE_CONTEXT=inplace"), "build"); code != 0 {
+	if _, stderr, code := w.Cargo(w.Repo.Dir, env("ATTACK=1", "PROBE_CONTEXT=inplace"), "build"); code != 0 {
 		t.Fatalf("the attacking build: exit %d\n%s", code, stderr)
 	}
 	probed := c.probe(t, "inplace")
@@ -720,21 +721,21 @@ func TestInPlaceAdoptionKeepsTheGitDir(t *testing.T) {
 		}
 	}
 	for _, h := range []string{"post-checkout", "post-commit", "pre-commit", "reference-transaction", "post-index-change", "pre-auto-gc"} {
-		if exists(filepath.Join(w.repo.Dir, ".git", "hooks", h)) {
+		if exists(filepath.Join(w.Repo.Dir, ".git", "hooks", h)) {
 			t.Errorf("hook %s was planted in the checkout's git dir", h)
 		}
 	}
-	if now, _ := os.ReadFile(filepath.Join(w.repo.Dir, ".git", "config")); string(now) != string(config) {
+	if now, _ := os.ReadFile(filepath.Join(w.Repo.Dir, ".git", "config")); string(now) != string(config) {
 		t.Errorf("the checkout's git config changed:\n%s", now)
 	}
 
-	if _, stderr, err := w.ferry(w.repo.Dir, env(), "rm", "--worktree", "here"); err == nil || !strings.Contains(stderr, "main checkout") {
+	if _, stderr, err := w.Ferry(w.Repo.Dir, env(), "rm", "--worktree", "here"); err == nil || !strings.Contains(stderr, "main checkout") {
 		t.Errorf("ferry rm --worktree of the checkout adopted in place: %v\n%s", err, stderr)
 	}
-	if _, stderr, err := w.ferry(w.repo.Dir, env(), "rm", "here"); err != nil {
+	if _, stderr, err := w.Ferry(w.Repo.Dir, env(), "rm", "here"); err != nil {
 		t.Fatalf("ferry rm: %v\n%s", err, stderr)
 	}
-	if !exists(filepath.Join(w.repo.Dir, "Cargo.toml")) || !exists(filepath.Join(w.repo.Dir, ".git", "HEAD")) {
+	if !exists(filepath.Join(w.Repo.Dir, "Cargo.toml")) || !exists(filepath.Join(w.Repo.Dir, ".git", "HEAD")) {
 		t.Errorf("ferry rm removed the checkout")
 	}
 }

@@ -1,4 +1,4 @@
-package agent_test
+package warming_test
 
 import (
 	"encoding/json"
@@ -10,93 +10,36 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 )
-
-type adoptionJSON struct {
-	agentJSON
-	Tool    string `json:"tool"`
-	Adopted bool   `json:"adopted"`
-	Already bool   `json:"already"`
-}
-
-// addWorktree makes a worktree the way agent tools do, with plain git.
-func (w *world) addWorktree(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if out, err := w.repo.Git(append([]string{"worktree", "add", "--quiet", path}, args...)...); err != nil {
-		t.Fatalf("git worktree add: %v\n%s", err, out)
-	}
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return real
-}
-
-// shimPath is PATH with the shim first, as a tool's shell has it once the
-// profile line is in place.
-func (w *world) shimPath() string {
-	return "PATH=" + filepath.Join(w.home, "bin") + ":" + os.Getenv("PATH")
-}
-
-func (w *world) adopt(t *testing.T, args ...string) adoptionJSON {
-	t.Helper()
-	out, stderr, err := w.ferry(w.repo.Dir, []string{w.shimPath()}, append([]string{"adopt", "--json"}, args...)...)
-	if err != nil {
-		t.Fatalf("ferry adopt %s: %v\n%s", strings.Join(args, " "), err, stderr)
-	}
-	var a adoptionJSON
-	if err := json.Unmarshal([]byte(out), &a); err != nil {
-		t.Fatalf("adopt output %q: %v", out, err)
-	}
-	return a
-}
-
-// checkMarker runs the agent's binary in its sandbox and compares what it
-// prints with what the worktree's sources say it prints.
-func (w *world) checkMarker(t *testing.T, worktree string) {
-	t.Helper()
-	bin := filepath.Join(w.storeDir(t), "mnt", "target", "debug", fixture.BinName)
-	out, stderr, err := w.ferry(worktree, nil, "run", "--", bin)
-	if err != nil {
-		t.Fatalf("ferry run %s: %v\n%s", bin, err, stderr)
-	}
-	want, err := fixture.ExpectedMarker(worktree)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.TrimSpace(out) != strings.TrimSpace(want) {
-		t.Fatalf("the adopted agent's binary prints\n%s\nwant\n%s", out, want)
-	}
-}
 
 // A worktree made with plain `git worktree add` and adopted builds nothing
 // on its first build, runs its own code, and adopting it again changes
 // nothing; ferry rm then removes only what adoption added, and --worktree
 // the worktree too.
 func TestAdoptCleanWorktree(t *testing.T) {
-	w := shared(t)
-	path := w.addWorktree(t, "tool-clean", "-b", "tool/clean")
-	a := w.adopt(t, path, "--tool", "codex")
+	w := agenttest.Shared(t)
+	path := w.AddWorktree(t, "tool-clean", "-b", "tool/clean")
+	a := w.Adopt(t, path, "--tool", "codex")
 	if a.State != "ready" || !a.Adopted || a.Already || a.Tool != "codex" || a.Branch != "tool/clean" || a.Worktree != path {
 		t.Fatalf("adoption: %+v", a)
 	}
-	_, stderr, code := w.cargo(path, nil, "build", "--workspace", "--all-targets")
+	_, stderr, code := w.Cargo(path, nil, "build", "--workspace", "--all-targets")
 	if code != 0 || strings.Contains(stderr, "Compiling") {
 		t.Fatalf("first build of an adopted worktree (exit %d) compiled something:\n%s", code, stderr)
 	}
-	w.checkMarker(t, path)
+	w.CheckMarker(t, path)
 
 	if fi, err := os.Lstat(filepath.Join(path, "target")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("no ./target link in the adopted worktree: %v", err)
 	}
-	again := w.adopt(t, path)
+	again := w.Adopt(t, path)
 	if !again.Already || again.Name != a.Name {
 		t.Fatalf("adopting again: %+v", again)
 	}
 	// From inside the worktree, without a path.
-	out, stderr, err := w.ferry(filepath.Join(path, "crates"), nil, "adopt", "--json")
+	out, stderr, err := w.Ferry(filepath.Join(path, "crates"), nil, "adopt", "--json")
 	if err != nil || !strings.Contains(out, `"already": true`) {
 		t.Fatalf("ferry adopt inside the worktree: %v\n%s%s", err, out, stderr)
 	}
@@ -105,7 +48,7 @@ func TestAdoptCleanWorktree(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(path, "notes.txt"), []byte("mine\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out = w.mustFerry(t, "rm", a.Name, "--json")
+	out = w.MustFerry(t, "rm", a.Name, "--json")
 	if !strings.Contains(out, `"worktree_kept": true`) {
 		t.Fatalf("rm of an adopted agent: %s", out)
 	}
@@ -115,23 +58,23 @@ func TestAdoptCleanWorktree(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(path, "target")); err == nil {
 		t.Fatal("rm left the target link in the adopted worktree")
 	}
-	if !w.branchExists("tool/clean") || !w.worktreeRegistered(path) {
+	if !w.BranchExists("tool/clean") || !w.WorktreeRegistered(path) {
 		t.Fatal("rm removed the tool's branch or worktree")
 	}
-	if _, err := os.Stat(filepath.Join(w.storeDir(t), "agents", a.Name)); err == nil {
+	if _, err := os.Stat(filepath.Join(w.StoreDir(t), "agents", a.Name)); err == nil {
 		t.Fatal("rm left the agent's directory")
 	}
 
 	// Adopted again, rm --worktree refuses the untracked file without
 	// --force, and with it removes the worktree and keeps the branch.
-	b := w.adopt(t, path)
-	_, stderr, err = w.ferry(w.repo.Dir, nil, "rm", b.Name, "--worktree")
-	expectRefusal(t, stderr, err, "uncommitted changes")
-	w.mustFerry(t, "rm", b.Name, "--worktree", "--force")
-	if _, err := os.Stat(path); err == nil || w.worktreeRegistered(path) {
+	b := w.Adopt(t, path)
+	_, stderr, err = w.Ferry(w.Repo.Dir, nil, "rm", b.Name, "--worktree")
+	agenttest.ExpectRefusal(t, stderr, err, "uncommitted changes")
+	w.MustFerry(t, "rm", b.Name, "--worktree", "--force")
+	if _, err := os.Stat(path); err == nil || w.WorktreeRegistered(path) {
 		t.Fatal("rm --worktree left the worktree")
 	}
-	if !w.branchExists("tool/clean") {
+	if !w.BranchExists("tool/clean") {
 		t.Fatal("rm --worktree deleted the tool's branch")
 	}
 }
@@ -141,29 +84,29 @@ func TestAdoptCleanWorktree(t *testing.T) {
 // staged one rebuild, on a detached HEAD, and the binary is the
 // worktree's code.
 func TestAdoptKeepsLocalEditsNewer(t *testing.T) {
-	w := shared(t)
-	path := w.addWorktree(t, "tool-edited", "--detach")
+	w := agenttest.Shared(t)
+	path := w.AddWorktree(t, "tool-edited", "--detach")
 	lib := filepath.Join(path, fixture.LibPath(fixture.ChainC))
-	if err := os.WriteFile(lib, append(must(os.ReadFile(lib)), []byte("\n// edited before adoption\n")...), 0o644); err != nil {
+	if err := os.WriteFile(lib, append(agenttest.Must(os.ReadFile(lib)), []byte("\n// edited before adoption\n")...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	old := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 	if err := os.Chtimes(lib, old, old); err != nil {
 		t.Fatal(err)
 	}
-	a := w.adopt(t, path)
+	a := w.Adopt(t, path)
 	if a.Branch != "" || !a.Adopted {
 		t.Fatalf("adoption of a detached worktree: %+v", a)
 	}
-	_, stderr, code := w.cargo(path, nil, "build", "--workspace", "--all-targets")
+	_, stderr, code := w.Cargo(path, nil, "build", "--workspace", "--all-targets")
 	if code != 0 || !strings.Contains(stderr, "Compiling chain-c") || strings.Contains(stderr, "Compiling diamond") {
 		t.Fatalf("first build after adopting an edit of chain-c: want chain-c and its dependents, nothing else:\n%s", stderr)
 	}
 	if out, err := exec.Command("git", "-C", path, "status", "--porcelain").Output(); err != nil || !strings.Contains(string(out), fixture.LibPath(fixture.ChainC)) {
 		t.Fatalf("the edit is gone from the worktree: %v %q", err, out)
 	}
-	w.checkMarker(t, path)
-	w.mustFerry(t, "rm", a.Name)
+	w.CheckMarker(t, path)
+	w.MustFerry(t, "rm", a.Name)
 	if _, err := os.Stat(lib); err != nil {
 		t.Fatal("rm removed the edited worktree")
 	}
@@ -173,22 +116,22 @@ func TestAdoptKeepsLocalEditsNewer(t *testing.T) {
 // worktree, a directory inside a worktree, another repository's worktree,
 // and a worktree whose target holds build output Ferry did not make.
 func TestAdoptRefusals(t *testing.T) {
-	w := shared(t)
+	w := agenttest.Shared(t)
 	agents := func() int {
-		ents, _ := os.ReadDir(filepath.Join(w.storeDir(t), "agents"))
+		ents, _ := os.ReadDir(filepath.Join(w.StoreDir(t), "agents"))
 		return len(ents)
 	}
 	before := agents()
 
-	_, stderr, err := w.ferry(w.repo.Dir, nil, "adopt", w.repo.Dir)
+	_, stderr, err := w.Ferry(w.Repo.Dir, nil, "adopt", w.Repo.Dir)
 	expectUsage(t, stderr, err, "main checkout")
 
 	plain := t.TempDir()
-	_, stderr, err = w.ferry(w.repo.Dir, nil, "adopt", plain)
+	_, stderr, err = w.Ferry(w.Repo.Dir, nil, "adopt", plain)
 	expectUsage(t, stderr, err, "is not a worktree of the repository")
 
-	path := w.addWorktree(t, "tool-refused", "--detach")
-	_, stderr, err = w.ferry(w.repo.Dir, nil, "adopt", filepath.Join(path, "crates"))
+	path := w.AddWorktree(t, "tool-refused", "--detach")
+	_, stderr, err = w.Ferry(w.Repo.Dir, nil, "adopt", filepath.Join(path, "crates"))
 	expectUsage(t, stderr, err, "not its top")
 
 	other := t.TempDir()
@@ -198,7 +141,7 @@ func TestAdoptRefusals(t *testing.T) {
 		}
 	}
 	defer os.RemoveAll(other + "-wt")
-	_, stderr, err = w.ferry(w.repo.Dir, nil, "adopt", other+"-wt")
+	_, stderr, err = w.Ferry(w.Repo.Dir, nil, "adopt", other+"-wt")
 	expectUsage(t, stderr, err, "is not a worktree of the repository")
 
 	stale := filepath.Join(path, "target", "debug", "stale")
@@ -208,8 +151,8 @@ func TestAdoptRefusals(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, err = w.ferry(w.repo.Dir, nil, "adopt", path)
-	expectRefusal(t, stderr, err, "that Ferry did not make")
+	_, stderr, err = w.Ferry(w.Repo.Dir, nil, "adopt", path)
+	agenttest.ExpectRefusal(t, stderr, err, "that Ferry did not make")
 	if !strings.Contains(stderr, "mv "+filepath.Join(path, "target")) {
 		t.Fatalf("the refusal names no way out:\n%s", stderr)
 	}
@@ -223,37 +166,37 @@ func TestAdoptRefusals(t *testing.T) {
 	if err := os.Rename(filepath.Join(path, "target"), filepath.Join(path, "target.keep")); err != nil {
 		t.Fatal(err)
 	}
-	a := w.adopt(t, path)
-	w.mustFerry(t, "rm", a.Name)
+	a := w.Adopt(t, path)
+	w.MustFerry(t, "rm", a.Name)
 }
 
 // An adoption killed at any step leaves no ready agent, and the next
 // adoption of the worktree (or gc) undoes what it left and succeeds.
 func TestKilledAdoptionRollsBack(t *testing.T) {
-	w := shared(t)
+	w := agenttest.Shared(t)
 	for i, fp := range []string{"adopt/reserved", "spawn/after-stamp", "furnish/after-link"} {
-		path := w.addWorktree(t, "tool-killed", "--detach")
-		_, _, err := w.ferry(w.repo.Dir, []string{"FERRY_FAILPOINT=" + fp}, "adopt", path)
+		path := w.AddWorktree(t, "tool-killed", "--detach")
+		_, _, err := w.Ferry(w.Repo.Dir, []string{"FERRY_FAILPOINT=" + fp}, "adopt", path)
 		ee, ok := err.(*exec.ExitError)
 		if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("%s: adopt was not killed: %v", fp, err)
 		}
 		if i%2 == 1 {
-			w.mustFerry(t, "ferry-gc")
+			w.MustFerry(t, "ferry-gc")
 			if _, err := os.Lstat(filepath.Join(path, "target")); err == nil && fp != "furnish/after-link" {
 				t.Fatalf("%s: gc left a target link", fp)
 			}
 		}
-		a := w.adopt(t, path)
+		a := w.Adopt(t, path)
 		if a.State != "ready" || a.Already {
 			t.Fatalf("%s: adoption after the kill: %+v", fp, a)
 		}
-		_, stderr, code := w.cargo(path, nil, "build", "--workspace", "--all-targets")
+		_, stderr, code := w.Cargo(path, nil, "build", "--workspace", "--all-targets")
 		if code != 0 || strings.Contains(stderr, "Compiling") {
 			t.Fatalf("%s: first build after the re-adoption (exit %d):\n%s", fp, code, stderr)
 		}
-		w.mustFerry(t, "rm", a.Name)
-		if !w.worktreeRegistered(path) {
+		w.MustFerry(t, "rm", a.Name)
+		if !w.WorktreeRegistered(path) {
 			t.Fatalf("%s: the worktree went", fp)
 		}
 	}
@@ -275,27 +218,27 @@ func expectUsage(t *testing.T, stderr string, err error, msg string) {
 // <repo>/.claude/worktrees/<name>, out of the main checkout's status, and
 // builds warm like any other.
 func TestWorktreesInRepo(t *testing.T) {
-	w := shared(t)
-	toml := filepath.Join(w.repo.Dir, "ferry.toml")
-	orig := must(os.ReadFile(toml))
+	w := agenttest.Shared(t)
+	toml := filepath.Join(w.Repo.Dir, "ferry.toml")
+	orig := agenttest.Must(os.ReadFile(toml))
 	if err := os.WriteFile(toml, append(append([]byte{}, orig...), "\n[paths]\nworktrees = \"repo\"\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	defer os.WriteFile(toml, orig, 0o644)
-	a := w.spawn(t, "inrepo")
-	want := filepath.Join(w.repo.Dir, ".claude", "worktrees", "inrepo")
-	if real, _ := filepath.EvalSymlinks(w.repo.Dir); a.Worktree != want && a.Worktree != filepath.Join(real, ".claude", "worktrees", "inrepo") {
+	a := w.Spawn(t, "inrepo")
+	want := filepath.Join(w.Repo.Dir, ".claude", "worktrees", "inrepo")
+	if real, _ := filepath.EvalSymlinks(w.Repo.Dir); a.Worktree != want && a.Worktree != filepath.Join(real, ".claude", "worktrees", "inrepo") {
 		t.Fatalf("worktree at %s, want %s", a.Worktree, want)
 	}
-	if st, err := w.repo.Git("status", "--porcelain", "--untracked-files=all"); err != nil || strings.Contains(st, ".claude") {
+	if st, err := w.Repo.Git("status", "--porcelain", "--untracked-files=all"); err != nil || strings.Contains(st, ".claude") {
 		t.Fatalf("the main checkout's status shows the agent: %v\n%s", err, st)
 	}
-	_, out, code := w.cargo(a.Worktree, nil, "build", "--workspace", "--all-targets")
+	_, out, code := w.Cargo(a.Worktree, nil, "build", "--workspace", "--all-targets")
 	if code != 0 || strings.Contains(out, "Compiling") {
 		t.Fatalf("first build in a worktree under the repository (exit %d):\n%s", code, out)
 	}
-	w.checkMarker(t, a.Worktree)
-	w.mustFerry(t, "rm", a.Name)
+	w.CheckMarker(t, a.Worktree)
+	w.MustFerry(t, "rm", a.Name)
 	if _, err := os.Stat(a.Worktree); err == nil {
 		t.Fatal("rm left the worktree")
 	}
@@ -306,9 +249,9 @@ func TestWorktreesInRepo(t *testing.T) {
 // tool's own cargo still builds there; a reflink or copy agent's link
 // leads to a directory plain cargo can use. Ferry never breaks the tool.
 func TestAdoptWithoutShimKeepsPlainCargoWorking(t *testing.T) {
-	w := shared(t)
-	path := w.addWorktree(t, "tool-noshim", "--detach")
-	out, stderr, err := w.ferry(w.repo.Dir, nil, "adopt", "--json", path)
+	w := agenttest.Shared(t)
+	path := w.AddWorktree(t, "tool-noshim", "--detach")
+	out, stderr, err := w.Ferry(w.Repo.Dir, nil, "adopt", "--json", path)
 	if err != nil {
 		t.Fatalf("ferry adopt: %v\n%s", err, stderr)
 	}
@@ -326,11 +269,11 @@ func TestAdoptWithoutShimKeepsPlainCargoWorking(t *testing.T) {
 	}
 	c := exec.Command("cargo", "check", "-p", "chain-c")
 	c.Dir = path
-	c.Env = w.env(nil)
+	c.Env = w.Env(nil)
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("plain cargo in the adopted worktree (backend %s): %v\n%s", a.Backend, err, out)
 	}
-	w.mustFerry(t, "rm", a.Name)
+	w.MustFerry(t, "rm", a.Name)
 }
 
 // With Ferry's shim off PATH (an agent tool whose shells never got it),
@@ -339,14 +282,14 @@ func TestAdoptWithoutShimKeepsPlainCargoWorking(t *testing.T) {
 // while no namespace lives (cold, at host paths, leaving the fork alone),
 // never to a link that leads nowhere; a copy agent's to its fork.
 func TestPlainCargoBuildsInEveryBackend(t *testing.T) {
-	w := shared(t)
+	w := agenttest.Shared(t)
 	for _, backend := range []string{"overlay", "copy"} {
 		t.Run(backend, func(t *testing.T) {
-			a := w.spawn(t, "plain-"+backend, "--backend", backend)
-			defer w.mustFerry(t, "rm", "--force", a.Name)
+			a := w.Spawn(t, "plain-"+backend, "--backend", backend)
+			defer w.MustFerry(t, "rm", "--force", a.Name)
 			c := exec.Command("cargo", "build", "-p", "chain-c")
 			c.Dir = a.Worktree
-			c.Env = w.env(nil) // PATH as the test's: no shim
+			c.Env = w.Env(nil) // PATH as the test's: no shim
 			out, err := c.CombinedOutput()
 			if err != nil {
 				t.Fatalf("plain cargo build in a %s agent: %v\n%s", backend, err, out)
@@ -357,20 +300,20 @@ func TestPlainCargoBuildsInEveryBackend(t *testing.T) {
 			if !strings.Contains(string(out), "Compiling chain-c") {
 				t.Errorf("plain cargo in an overlay agent did not build cold:\n%s", out)
 			}
-			plain := filepath.Join(w.storeDir(t), "agents", a.Name, "plain")
+			plain := filepath.Join(w.StoreDir(t), "agents", a.Name, "plain")
 			if _, err := os.Stat(filepath.Join(plain, "debug", ".fingerprint")); err != nil {
 				t.Errorf("plain cargo did not build in the agent's plain directory: %v", err)
 			}
 			// The fork is untouched, and the agent's own build through the
 			// shim is still warm.
-			if ents, _ := os.ReadDir(filepath.Join(w.storeDir(t), "agents", a.Name, "upper")); len(ents) > 0 {
+			if ents, _ := os.ReadDir(filepath.Join(w.StoreDir(t), "agents", a.Name, "upper")); len(ents) > 0 {
 				t.Errorf("plain cargo wrote into the fork's upper layer: %v", ents)
 			}
-			if _, stderr, code := w.cargo(a.Worktree, nil, "build", "-p", "chain-c"); code != 0 || strings.Contains(stderr, "Compiling") {
+			if _, stderr, code := w.Cargo(a.Worktree, nil, "build", "-p", "chain-c"); code != 0 || strings.Contains(stderr, "Compiling") {
 				t.Errorf("the agent's build through the shim after plain cargo (exit %d):\n%s", code, stderr)
 			}
 			// ferry list says what happened, and how to fix it.
-			_, stderr, err := w.ferry(w.repo.Dir, nil, "list")
+			_, stderr, err := w.Ferry(w.Repo.Dir, nil, "list")
 			if err != nil || !strings.Contains(stderr, "agent "+a.Name+": cargo ran in its worktree without Ferry's shim") {
 				t.Errorf("ferry list does not say plain cargo built cold in %s (%v):\n%s", a.Name, err, stderr)
 			}
