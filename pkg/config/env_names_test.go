@@ -32,6 +32,7 @@ var protocol = map[string][]string{
 	"FERRY_PROFILE":       {"pkg/doctor"},                                            // a here-document's delimiter
 	"FERRY_INVOKED_AS":    {"pkg/cli"},                                               // the command as typed, from the front to a stage
 	"FERRY_BASE_FILE":     {"pkg/hook"},                                              // read by the cloud setup line's shell, not by Ferry
+	"FERRY_SIGNING_KEY":   {"pkg/hook"},                                              // an Actions secret Copilot's workflow reads (ferry key --from -), not Ferry
 }
 
 // dropped are settings a package below this one may name, only to drop

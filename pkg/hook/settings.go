@@ -78,6 +78,7 @@ type Edit struct {
 	Existed bool     `json:"existed"` // the file was there before
 
 	before, after []byte
+	remove        bool // Write removes the file
 	mode          fs.FileMode
 	target        string // Path with symbolic links resolved: where the bytes go
 }
@@ -285,6 +286,9 @@ func (e *Edit) Write() error {
 	if exists != e.Existed || !bytes.Equal(now, e.before) {
 		return failure.New(failure.Refused, "run the command again",
 			"settings file %s changed while Ferry was editing it; nothing written", e.Path)
+	}
+	if e.remove {
+		return os.Remove(e.target)
 	}
 	if err := os.MkdirAll(filepath.Dir(e.target), 0o755); err != nil {
 		return err

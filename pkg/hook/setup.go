@@ -54,7 +54,7 @@ const (
 
 // SetupTools lists them, and the cloud tools (cloud.go), in the order
 // help names them.
-var SetupTools = []string{ToolCodex, ToolCursor, ToolConductor, ToolCodexCloud, ToolCursorCloud}
+var SetupTools = []string{ToolCodex, ToolCursor, ToolConductor, ToolCodexCloud, ToolCursorCloud, ToolCopilot}
 
 // SetupLine is the line a tool's setup runs: adopt the working
 // directory's worktree for tool, cold when it cannot be warm.
@@ -93,6 +93,11 @@ func SetupFile(tool, scope, project, home string) (string, error) {
 			return "", bad(ScopeProject + " (Cursor's cloud agents read .cursor/environment.json from the project only)")
 		}
 		return CursorCloudFile(project), nil
+	case ToolCopilot:
+		if scope != ScopeProject {
+			return "", bad(ScopeProject + " (Copilot reads .github/workflows/" + CopilotJob + ".yml from the repository only)")
+		}
+		return CopilotFile(project), nil
 	case ToolCodexCloud:
 		return "", failure.New(failure.Usage, "run `ferry hook codex-cloud print` and paste its scripts into the environment's settings",
 			"Codex cloud keeps its setup in the environment's settings, not in a file Ferry can edit")
@@ -140,6 +145,10 @@ func editSetup(tool, path, ferry string, install bool) (*Edit, error) {
 		return edit(path, func(d *docedit.Doc, e *Edit) error { return cursorEdit(d, e, ferry, install) })
 	case tool == ToolCursorCloud:
 		return edit(path, func(d *docedit.Doc, e *Edit) error { return cursorCloudEdit(d, e, ferry, install) })
+	case tool == ToolCopilot && !install:
+		return editText(path, func(doc []byte, e *Edit) ([]byte, error) { return copilotEdit(doc, e, "", false) })
+	case tool == ToolCopilot:
+		return nil, failure.New(failure.Usage, "install Copilot's workflow with hook.InstallCopilot, which takes the version to install", "no setup line for %s", tool)
 	case tool == ToolConductor && filepath.Base(path) == "conductor.json":
 		return edit(path, func(d *docedit.Doc, e *Edit) error { return conductorJSONEdit(d, e, ferry, install) })
 	case tool == ToolConductor:

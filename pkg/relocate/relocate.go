@@ -51,7 +51,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -270,4 +272,20 @@ func Load(path string) (*Plan, error) {
 		return nil, fmt.Errorf("%s: version %d, this Ferry writes %d: %w", path, p.Version, Version, ErrStale)
 	}
 	return &p, nil
+}
+
+// Crates names the packages of units (fingerprint dirs, as Rebuilds holds
+// them), sorted, each once: what a person reads as "the first build
+// rebuilds". A unit's dir is its package's name and a hash.
+func Crates(units []string) []string {
+	var out []string
+	for _, u := range units {
+		name := path.Base(filepath.ToSlash(u))
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			name = name[:i]
+		}
+		out = append(out, strings.ReplaceAll(name, "_", "-"))
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
 }

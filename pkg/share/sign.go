@@ -97,23 +97,34 @@ func LoadSigner(parent string) (*Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A key cannot be made again: what repairs a damaged one is a backup,
-	// or a new key the runners are told to trust.
-	fix := "restore it from a backup; or move it aside (`mv " + p + " " + p + ".damaged`), run `ferry key` for a new one, " +
-		"and list its public key in the runners' [share] trusted-keys"
+	s, err := ParseSigner(data)
+	if err != nil {
+		// A key cannot be made again: what repairs a damaged one is a
+		// backup, or a new key the runners are told to trust.
+		return nil, failure.Damaged(p, err, "restore it from a backup; or move it aside (`mv "+p+" "+p+".damaged`), run `ferry key` for a new one, "+
+			"and list its public key in the runners' [share] trusted-keys")
+	}
+	s.Path = p
+	return s, nil
+}
+
+// ParseSigner reads a signing key as Ferry writes it (an ed25519 key in a
+// PEM "PRIVATE KEY" block, PKCS #8): the file under keys/, or the same
+// bytes kept elsewhere, as a CI secret.
+func ParseSigner(data []byte) (*Signer, error) {
 	block, _ := pem.Decode(data)
 	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, failure.Damaged(p, errors.New("not a PEM private key"), fix)
+		return nil, errors.New("not a PEM private key")
 	}
 	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
-		return nil, failure.Damaged(p, err, fix)
+		return nil, err
 	}
 	priv, ok := k.(ed25519.PrivateKey)
 	if !ok {
-		return nil, failure.Damaged(p, errors.New("not an ed25519 key"), fix)
+		return nil, errors.New("not an ed25519 key")
 	}
-	return &Signer{key: priv, Path: p}, nil
+	return &Signer{key: priv}, nil
 }
 
 // EnsureSigner reads the signing key under store parent parent, making one

@@ -22,6 +22,8 @@ import (
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/metrics"
 	"github.com/ferrydev/ferry/pkg/pipeline"
+	"github.com/ferrydev/ferry/pkg/record"
+	"github.com/ferrydev/ferry/pkg/relocate"
 	"github.com/ferrydev/ferry/pkg/share"
 )
 
@@ -279,7 +281,7 @@ func (c *buildCmd) pull(stop *cli.Stop, conn *bus.Conn, e pipeline.Env, o base.O
 		fmt.Fprintf(io.Stdout, "  from    %s on %s (%.1f MB) in %s\n", res.Meta.Store, res.Meta.Host, float64(res.Meta.Compressed)/1e6, cli.Seconds(res.Seconds))
 	}
 	if a := res.Relocated; a != nil {
-		fmt.Fprintf(io.Stdout, "  relocated %d unit path(s) that recorded the publisher's paths (%d files): the first build rebuilds them\n", a.Paths, a.Files)
+		printRelocated(io, a, res.Rebuilds, "the publisher's")
 	}
 	return nil
 }
@@ -634,9 +636,21 @@ func (c *importCmd) run(io cli.IO) error {
 		fmt.Fprintf(io.Stdout, "  from    %s, exported from %s on %s, in %s\n", c.File, res.Meta.Store, res.Meta.Host, cli.Seconds(res.Seconds))
 	}
 	if a := res.Relocated; a != nil && a.Paths > 0 {
-		fmt.Fprintf(io.Stdout, "  relocated %d unit path(s) that recorded the exporting store's paths (%d files): the first build rebuilds them\n", a.Paths, a.Files)
+		printRelocated(io, a, res.Rebuilds, "the exporting store's")
 	}
 	return nil
+}
+
+// printRelocated says what relocating an installed base removed, the
+// units that recorded whose paths, and the crates the first build
+// rebuilds.
+func printRelocated(io cli.IO, a *record.Applied, rebuilds []string, whose string) {
+	fmt.Fprintf(io.Stdout, "  relocated %d unit path(s) that recorded %s paths (%d files): the first build rebuilds %d unit(s)",
+		a.Paths, whose, a.Files, len(rebuilds))
+	if c := relocate.Crates(rebuilds); len(c) > 0 {
+		fmt.Fprintf(io.Stdout, " of %s", strings.Join(c, ", "))
+	}
+	fmt.Fprintln(io.Stdout)
 }
 
 // keyPrefix begins every cache key of a base: a CI cache holding other

@@ -51,6 +51,10 @@ type hookCmd struct {
 		} `cmd:"" help:"Print the setup and maintenance scripts to paste into the Codex cloud environment's settings: import or build the base, adopt the checkout in place, put the shim on the shells' PATH."`
 	} `cmd:"" name:"codex-cloud" help:"Codex cloud environments: the setup and maintenance scripts, which live in the environment's settings."`
 	CursorCloud setupTool `cmd:"" name:"cursor-cloud" help:"Cursor's cloud agents (.cursor/environment.json): a line in the install command that imports or builds the base and adopts the checkout in place."`
+	Copilot     struct {
+		Install   toolSetupCmd `cmd:"" help:"Write .github/workflows/copilot-setup-steps.yml: install Ferry, restore the newest base from the Actions cache by its key, import or build this commit's base, adopt the checkout in place, put the shim on PATH, and save a new base on a miss. Refuses a workflow of the repository's own."`
+		Uninstall toolSetupCmd `cmd:"" help:"Remove Ferry's copilot-setup-steps workflow (never one of the repository's own)."`
+	} `cmd:"" help:"GitHub's Copilot coding agent (.github/workflows/copilot-setup-steps.yml): the setup job, with the base kept in the Actions cache."`
 }
 
 // toolSetupCmd installs or uninstalls Ferry's lines in a tool's setup file.
@@ -123,13 +127,17 @@ ferry hook cursor-cloud install puts a line in .cursor/environment.json's
 install command, and ferry hook codex-cloud print prints the setup and
 maintenance scripts for a Codex cloud environment's settings. Each imports
 the base ($FERRY_BASE_FILE, exported by a build host) or builds it, adopts
-the checkout in place and puts the shim first on the shells' PATH.`
+the checkout in place and puts the shim first on the shells' PATH. ferry
+hook copilot install writes .github/workflows/copilot-setup-steps.yml, which
+keeps the base in the Actions cache under its key (ferry base key), signed
+with the key in the secret FERRY_SIGNING_KEY.`
 
 var hookExamples = []string{
 	"ferry hook claude-code install",
 	"ferry hook git install",
 	"ferry hook cursor install --dry-run",
 	"ferry hook codex-cloud print",
+	"ferry hook copilot install --dry-run",
 	"ferry hook conductor install --scope local --json",
 	"ferry hook claude-code install --scope user --dry-run",
 	"ferry hook claude-code uninstall --scope local --json",
@@ -172,10 +180,11 @@ func hookAgent(args []string, io cli.IO) int {
 		return cli.Report(io, prog, g.run(io, false), g.JSON)
 	case "codex-cloud print":
 		return cli.Report(io, prog, codexCloudPrint(io, c.CodexCloud.Print.JSON), c.CodexCloud.Print.JSON)
-	case "codex install", "cursor install", "conductor install", "cursor-cloud install",
-		"codex uninstall", "cursor uninstall", "conductor uninstall", "cursor-cloud uninstall":
+	case "codex install", "cursor install", "conductor install", "cursor-cloud install", "copilot install",
+		"codex uninstall", "cursor uninstall", "conductor uninstall", "cursor-cloud uninstall", "copilot uninstall":
 		tool, verb, _ := strings.Cut(ctx.Command(), " ")
-		sc := map[string]*setupTool{hook.ToolCodex: &c.Codex, hook.ToolCursor: &c.Cursor, hook.ToolConductor: &c.Conductor, hook.ToolCursorCloud: &c.CursorCloud}[tool]
+		sc := map[string]*setupTool{hook.ToolCodex: &c.Codex, hook.ToolCursor: &c.Cursor, hook.ToolConductor: &c.Conductor, hook.ToolCursorCloud: &c.CursorCloud,
+			hook.ToolCopilot: (*setupTool)(&c.Copilot)}[tool] // Copilot's commands only say more in --help
 		cmd := &sc.Install
 		if verb == "uninstall" {
 			cmd = &sc.Uninstall
