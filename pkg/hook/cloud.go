@@ -75,6 +75,20 @@ func CodexCloudScripts(ferry string) CloudScripts {
 		Maintenance: CloudResumeLine(ferry, ToolCodexCloud) + "\n"}
 }
 
+var cursorCloud = SetupTool{
+	Name:          ToolCursorCloud,
+	Help:          "Cursor's cloud agents (.cursor/environment.json): a line in the install command that imports or builds the base and adopts the checkout in place.",
+	InstallHelp:   "Add Ferry's setup line to .cursor/environment.json's install command, keeping every other byte.",
+	UninstallHelp: "Take Ferry's line out of .cursor/environment.json's install command, keeping every other byte.",
+	File:          projectOnly(ToolCursorCloud, "Cursor's cloud agents read .cursor/environment.json from the project only", ".cursor", "environment.json"),
+	Edit: func(path string, o SetupOptions) (*Edit, error) {
+		return EditJSON(path, func(d *docedit.Doc, e *Edit) error { return cursorCloudEdit(d, e, o.Ferry, o.Install) })
+	},
+	Cloud: true,
+	Installed: "each cloud agent's container runs it after checkout: it imports the base $" + BaseFileVar + " names (exported by a build host, its key in FERRY_TRUSTED_KEYS) " +
+		"or builds it, adopts the checkout in place and puts the shim on the shells' PATH; the image needs ferry on its PATH",
+}
+
 // CursorCloudFile is the file Cursor's cloud agents read, in project.
 func CursorCloudFile(project string) string {
 	return filepath.Join(project, ".cursor", "environment.json")

@@ -46,6 +46,23 @@ const SigningKeySecret = "FERRY_SIGNING_KEY"
 // tell Ferry's file from one of the repository's own.
 const copilotMarker = "# Ferry's Copilot setup (ferry hook copilot install); ferry hook copilot uninstall removes this file."
 
+var copilot = SetupTool{
+	Name: ToolCopilot,
+	Help: "GitHub's Copilot coding agent (.github/workflows/copilot-setup-steps.yml): the setup job, with the base kept in the Actions cache.",
+	InstallHelp: "Write .github/workflows/copilot-setup-steps.yml: install Ferry, restore the newest base from the Actions cache by its key, import or build this commit's base, " +
+		"adopt the checkout in place, put the shim on PATH, and save a new base on a miss. Refuses a workflow of the repository's own.",
+	UninstallHelp: "Remove Ferry's copilot-setup-steps workflow (never one of the repository's own).",
+	File:          projectOnly(ToolCopilot, "Copilot reads .github/workflows/"+CopilotJob+".yml from the repository only", ".github", "workflows", CopilotJob+".yml"),
+	Edit: func(path string, o SetupOptions) (*Edit, error) {
+		return EditText(path, func(doc []byte, e *Edit) ([]byte, error) { return copilotEdit(doc, e, o.Version, o.Install) })
+	},
+	Cloud: true,
+	Installed: "commit it to the default branch; Copilot runs it before each task: it restores the newest base from the Actions cache, imports it, " +
+		"builds this commit's base, adopts the checkout in place and puts the shim on PATH, and saves a new base under its key. Add the secret " +
+		SigningKeySecret + " (the file `ferry key` makes, <store parent>/keys/signing.key, or one made for CI) to the repository or its copilot environment: " +
+		"without it the base is built on every run",
+}
+
 // CopilotFile is the workflow Copilot reads, in project.
 func CopilotFile(project string) string {
 	return filepath.Join(project, ".github", "workflows", CopilotJob+".yml")
@@ -169,11 +186,4 @@ func copilotEdit(doc []byte, e *Edit, version string, install bool) ([]byte, err
 		note(e, true, true, CopilotJob)
 	}
 	return out, nil
-}
-
-// InstallCopilot writes Ferry's workflow at path (CopilotFile), installing
-// Ferry at version on runners without it, or brings an older one of
-// Ferry's up to date.
-func InstallCopilot(path, version string) (*Edit, error) {
-	return editText(path, func(doc []byte, e *Edit) ([]byte, error) { return copilotEdit(doc, e, version, true) })
 }

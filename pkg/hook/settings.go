@@ -101,7 +101,7 @@ func Install(path, ferry string, inRepo bool) (*Edit, error) {
 // InstallEvents is Install for the events evs only (ClaudeEvents): a hook
 // of Ferry's for another of Events is removed, as Uninstall would.
 func InstallEvents(path, ferry string, inRepo bool, evs []string) (*Edit, error) {
-	return edit(path, func(d *docedit.Doc, e *Edit) error {
+	return EditJSON(path, func(d *docedit.Doc, e *Edit) error {
 		hooks, err := hooksObject(d, e, true)
 		if err != nil {
 			return err
@@ -169,7 +169,7 @@ func InstallEvents(path, ferry string, inRepo bool, evs []string) (*Edit, error)
 // path holds (none when the file is not there).
 func InstalledEvents(path string) ([]string, error) {
 	var evs []string
-	_, err := edit(path, func(d *docedit.Doc, e *Edit) error {
+	_, err := EditJSON(path, func(d *docedit.Doc, e *Edit) error {
 		hooks, err := hooksObject(d, e, false)
 		if err != nil || hooks == nil {
 			return err
@@ -188,7 +188,7 @@ func InstalledEvents(path string) ([]string, error) {
 // groups, event lists and hooks object that held nothing else, keeping
 // everything else as it is. A file without Ferry's hooks is not changed.
 func Uninstall(path string) (*Edit, error) {
-	return edit(path, func(d *docedit.Doc, e *Edit) error {
+	return EditJSON(path, func(d *docedit.Doc, e *Edit) error {
 		hooks, err := hooksObject(d, e, false)
 		if err != nil || hooks == nil {
 			return err
@@ -218,9 +218,10 @@ func Uninstall(path string) (*Edit, error) {
 	})
 }
 
-// edit reads the settings file at path, applies change and records what
-// the file would become.
-func edit(path string, change func(*docedit.Doc, *Edit) error) (*Edit, error) {
+// EditJSON reads the JSON file at path (a tool's settings), applies change
+// to it as a document that keeps every byte change does not touch, and
+// records what the file would become; Write writes it.
+func EditJSON(path string, change func(*docedit.Doc, *Edit) error) (*Edit, error) {
 	e, data, err := readForEdit(path)
 	if err != nil {
 		return nil, err

@@ -28,14 +28,14 @@ func writeTestFile(t *testing.T, path, data string) {
 // changes nothing.
 func installSetup(t *testing.T, tool, path string) *Edit {
 	t.Helper()
-	e, err := InstallSetup(tool, path, testFerry)
+	e, err := InstallSetup(tool, path, SetupOptions{Ferry: testFerry})
 	if err != nil {
 		t.Fatalf("install %s: %v", tool, err)
 	}
 	if err := e.Write(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := InstallSetup(tool, path, testFerry)
+	again, err := InstallSetup(tool, path, SetupOptions{Ferry: testFerry})
 	if err != nil || again.Changed {
 		t.Fatalf("install %s again: changed %v, %v\n%s", tool, again != nil && again.Changed, err, again.Content())
 	}
@@ -64,7 +64,7 @@ func TestSetupCursor(t *testing.T) {
 	path := filepath.Join(dir, ".cursor", "worktrees.json")
 	orig := "{\n  // not JSON: refused\n}\n"
 	writeTestFile(t, path, orig)
-	if _, err := InstallSetup(ToolCursor, path, testFerry); failure.KindOf(err) != failure.Usage {
+	if _, err := InstallSetup(ToolCursor, path, SetupOptions{Ferry: testFerry}); failure.KindOf(err) != failure.Usage {
 		t.Fatalf("comments: %v", err)
 	}
 
@@ -95,7 +95,7 @@ func TestSetupCursor(t *testing.T) {
 	}
 
 	writeTestFile(t, path, "{\"setup-worktree-unix\": \"setup-worktree-unix.sh\"}\n")
-	_, err := InstallSetup(ToolCursor, path, testFerry)
+	_, err := InstallSetup(ToolCursor, path, SetupOptions{Ferry: testFerry})
 	if failure.KindOf(err) != failure.Refused || !strings.Contains(failure.HintOf(err), line) {
 		t.Fatalf("script path: %v (hint %q)", err, failure.HintOf(err))
 	}
@@ -244,7 +244,7 @@ func TestSetupCursorCloud(t *testing.T) {
 		t.Errorf("after uninstall:\n%s\nwant:\n%s", data, bare)
 	}
 	writeTestFile(t, path, "{\"install\": [\"npm ci\"]}\n")
-	if _, err := InstallSetup(ToolCursorCloud, path, testFerry); err == nil {
+	if _, err := InstallSetup(ToolCursorCloud, path, SetupOptions{Ferry: testFerry}); err == nil {
 		t.Error("an install that is a list was edited")
 	}
 	if _, err := SetupFile(ToolCodexCloud, ScopeProject, dir, dir); err == nil || !strings.Contains(failure.HintOf(err), "codex-cloud print") {

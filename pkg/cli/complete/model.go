@@ -48,9 +48,14 @@ type Arg struct {
 	Enum []string `json:"enum,omitempty"`
 }
 
-// Of reads the model of grammar, a kong grammar, as a Command.
+// Of reads the model of grammar, a kong grammar, as a Command; a grammar
+// with a KongOptions method adds the commands it returns.
 func Of(grammar any) (Command, error) {
-	parser, err := kong.New(grammar)
+	var opts []kong.Option
+	if g, ok := grammar.(interface{ KongOptions() []kong.Option }); ok {
+		opts = g.KongOptions() // commands the grammar adds as it is built
+	}
+	parser, err := kong.New(grammar, opts...)
 	if err != nil {
 		return Command{}, err
 	}

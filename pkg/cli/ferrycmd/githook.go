@@ -155,24 +155,19 @@ func (c *toolSetupCmd) run(io cli.IO, tool string, install bool) error {
 	if err != nil {
 		return err
 	}
+	t, err := hook.LookupSetup(tool)
+	if err != nil {
+		return err
+	}
 	var ed *hook.Edit
 	ferry := ""
 	if install {
-		if ferry, err = selfPath(); err != nil {
+		if t.Cloud {
+			ferry = "ferry" // the container's, on its PATH: not this host's path
+		} else if ferry, err = selfPath(); err != nil {
 			return err
 		}
-		switch tool {
-		case hook.ToolCopilot:
-			// The runner installs this release (or the latest) where it has
-			// no ferry; its lines run the ferry on its PATH.
-			ferry = "ferry"
-			ed, err = hook.InstallCopilot(path, cli.ReadVersion().Version)
-		case hook.ToolCursorCloud:
-			ferry = "ferry" // the cloud image's, on its PATH: not this host's path
-			ed, err = hook.InstallSetup(tool, path, ferry)
-		default:
-			ed, err = hook.InstallSetup(tool, path, ferry)
-		}
+		ed, err = hook.InstallSetup(tool, path, hook.SetupOptions{Ferry: ferry, Version: cli.ReadVersion().Version})
 	} else {
 		ed, err = hook.UninstallSetup(tool, path)
 	}
@@ -209,12 +204,7 @@ func reportSetup(w io.Writer, ed *hook.Edit, tool string, dry, install bool) {
 		}
 	}
 	fmt.Fprintf(w, "ferry hook: %s %s: %s\n", verb, ed.Path, strings.Join(parts, "; "))
-	switch {
-	case install && !dry && tool == hook.ToolCopilot:
-		fmt.Fprintln(w, "ferry hook: commit it to the default branch; Copilot runs it before each task: it restores the newest base from the Actions cache, imports it, builds this commit's base, adopts the checkout in place and puts the shim on PATH, and saves a new base under its key. Add the secret "+hook.SigningKeySecret+" (the file `ferry key` makes, <store parent>/keys/signing.key, or one made for CI) to the repository or its copilot environment: without it the base is built on every run")
-	case install && !dry && tool == hook.ToolCursorCloud:
-		fmt.Fprintln(w, "ferry hook: each cloud agent's container runs it after checkout: it imports the base $FERRY_BASE_FILE names (exported by a build host, its key in FERRY_TRUSTED_KEYS) or builds it, adopts the checkout in place and puts the shim on the shells' PATH; the image needs ferry on its PATH")
-	case install && !dry:
-		fmt.Fprintf(w, "ferry hook: each worktree %s makes from now on runs `ferry adopt --cold-ok`; cargo builds through Ferry where its shim is first on PATH (ferry doctor says whether it is)\n", tool)
+	if t, err := hook.LookupSetup(tool); err == nil && install && !dry {
+		fmt.Fprintln(w, "ferry hook: "+t.Installed)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/alecthomas/kong"
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/config"
@@ -42,19 +43,40 @@ type hookCmd struct {
 		Install   gitHookCmd `cmd:"" help:"Install Ferry's post-checkout hook where git runs this repository's hooks (core.hooksPath, else the common git dir's hooks/), keeping a hook that was there and running it first."`
 		Uninstall gitHookCmd `cmd:"" help:"Remove Ferry's post-checkout hook and put back the hook it kept."`
 	} `cmd:"" name:"git" help:"git's post-checkout hook: every git worktree add, by any tool, makes a warm agent."`
-	Codex      setupTool `cmd:"" help:"The Codex app's local environment (.codex/environments/environment.toml): setup and cleanup scripts."`
-	Cursor     setupTool `cmd:"" help:"Cursor's worktree setup (.cursor/worktrees.json): Agents Window, editor and CLI worktrees."`
-	Conductor  setupTool `cmd:"" help:"Conductor's workspace scripts (.conductor/settings.toml, or conductor.json where that is all there is): setup and archive."`
 	CodexCloud struct {
 		Print struct {
 			JSON bool `name:"json" help:"Print the scripts as JSON."`
 		} `cmd:"" help:"Print the setup and maintenance scripts to paste into the Codex cloud environment's settings: import or build the base, adopt the checkout in place, put the shim on the shells' PATH."`
 	} `cmd:"" name:"codex-cloud" help:"Codex cloud environments: the setup and maintenance scripts, which live in the environment's settings."`
-	CursorCloud setupTool `cmd:"" name:"cursor-cloud" help:"Cursor's cloud agents (.cursor/environment.json): a line in the install command that imports or builds the base and adopts the checkout in place."`
-	Copilot     struct {
-		Install   toolSetupCmd `cmd:"" help:"Write .github/workflows/copilot-setup-steps.yml: install Ferry, restore the newest base from the Actions cache by its key, import or build this commit's base, adopt the checkout in place, put the shim on PATH, and save a new base on a miss. Refuses a workflow of the repository's own."`
-		Uninstall toolSetupCmd `cmd:"" help:"Remove Ferry's copilot-setup-steps workflow (never one of the repository's own)."`
-	} `cmd:"" help:"GitHub's Copilot coding agent (.github/workflows/copilot-setup-steps.yml): the setup job, with the base kept in the Actions cache."`
+
+	// tools are the commands of the tools Ferry installs a file's lines
+	// for (hook.Installers), added to the grammar by KongOptions.
+	tools map[string]*setupTool
+}
+
+// KongOptions adds a command for each tool of hook.Installers: a tool is
+// one file of package hook and its entry in that list.
+func (c *hookCmd) KongOptions() []kong.Option {
+	c.tools = map[string]*setupTool{}
+	var opts []kong.Option
+	for _, t := range hook.Installers() {
+		sc := new(setupTool)
+		c.tools[t.Name] = sc
+		opts = append(opts, kong.DynamicCommand(t.Name, t.Help, "", sc))
+	}
+	// Each tool's install and uninstall say what they do for it.
+	return append(opts, kong.PostBuild(func(k *kong.Kong) error {
+		for _, n := range k.Model.Children {
+			t, err := hook.LookupSetup(n.Name)
+			if c.tools[n.Name] == nil || err != nil {
+				continue
+			}
+			for _, v := range n.Children {
+				v.Help = t.CommandHelp(v.Name == "install")
+			}
+		}
+		return nil
+	}))
 }
 
 // toolSetupCmd installs or uninstalls Ferry's lines in a tool's setup file.
@@ -64,9 +86,10 @@ type toolSetupCmd struct {
 	JSON   bool   `name:"json" help:"Print what changed as JSON."`
 }
 
+// setupTool is a tool's commands; KongOptions sets their help.
 type setupTool struct {
-	Install   toolSetupCmd `cmd:"" help:"Add a setup line that adopts each new worktree (ferry adopt --cold-ok) and, where the tool has a teardown, one that releases its agent."`
-	Uninstall toolSetupCmd `cmd:"" help:"Take Ferry's lines out of the tool's setup file, keeping everything else."`
+	Install   toolSetupCmd `cmd:""`
+	Uninstall toolSetupCmd `cmd:""`
 }
 
 type gitHookCmd struct {
@@ -147,7 +170,7 @@ var hookExamples = []string{
 // hookAgent is `ferry hook ...`.
 func hookAgent(args []string, io cli.IO) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != "help" {
-		known := append([]string{hook.Tool, "git"}, hook.SetupTools...)
+		known := append([]string{hook.Tool, "git"}, hook.SetupTools()...)
 		if !slices.Contains(known, args[0]) {
 			return cli.Report(io, "ferry hook", failure.New(failure.Usage,
 				"ferry hook knows "+strings.Join(known, ", ")+"; any other tool that runs `git worktree add` gets its worktrees adopted through `ferry hook git install`",
@@ -155,7 +178,7 @@ func hookAgent(args []string, io cli.IO) int {
 		}
 	}
 	var c hookCmd
-	ctx, code, done := cli.Parse("ferry hook", hookDesc, hookExamples, &c, args, io)
+	ctx, code, done := cli.Parse("ferry hook", hookDesc, hookExamples, &c, args, io, c.KongOptions()...)
 	if done {
 		return code
 	}
@@ -180,22 +203,20 @@ func hookAgent(args []string, io cli.IO) int {
 		return cli.Report(io, prog, g.run(io, false), g.JSON)
 	case "codex-cloud print":
 		return cli.Report(io, prog, codexCloudPrint(io, c.CodexCloud.Print.JSON), c.CodexCloud.Print.JSON)
-	case "codex install", "cursor install", "conductor install", "cursor-cloud install", "copilot install",
-		"codex uninstall", "cursor uninstall", "conductor uninstall", "cursor-cloud uninstall", "copilot uninstall":
-		tool, verb, _ := strings.Cut(ctx.Command(), " ")
-		sc := map[string]*setupTool{hook.ToolCodex: &c.Codex, hook.ToolCursor: &c.Cursor, hook.ToolConductor: &c.Conductor, hook.ToolCursorCloud: &c.CursorCloud,
-			hook.ToolCopilot: (*setupTool)(&c.Copilot)}[tool] // Copilot's commands only say more in --help
-		cmd := &sc.Install
-		if verb == "uninstall" {
-			cmd = &sc.Uninstall
-		}
-		return cli.Report(io, prog, cmd.run(io, tool, verb == "install"), cmd.JSON)
 	case "claude-code install":
 		s := &c.ClaudeCode.Install
 		return cli.Report(io, prog, s.run(io, true), s.JSON)
 	case "claude-code uninstall":
 		s := &c.ClaudeCode.Uninstall
 		return cli.Report(io, prog, s.run(io, false), s.JSON)
+	}
+	tool, verb, _ := strings.Cut(ctx.Command(), " ")
+	if sc := c.tools[tool]; sc != nil && (verb == "install" || verb == "uninstall") {
+		cmd := &sc.Install
+		if verb == "uninstall" {
+			cmd = &sc.Uninstall
+		}
+		return cli.Report(io, prog, cmd.run(io, tool, verb == "install"), cmd.JSON)
 	}
 	return cli.Report(io, "ferry hook", failure.New(failure.Usage, "run `ferry hook --help`", "unknown hook command %q", ctx.Command()), false)
 }
