@@ -352,7 +352,7 @@ func (e emptyEnv) Getwd() (string, error)   { return e.cwd, nil }
 var ferryName = regexp.MustCompile(`^FERRY_[A-Z0-9_]+$`)
 
 // settingVariables returns the FERRY_* variables package config reads: the
-// names it passes to Getenv.
+// names it passes to Getenv, and those of its table of keys.
 func settingVariables(t *testing.T) []string {
 	t.Helper()
 	var out []string
@@ -376,6 +376,13 @@ func settingVariables(t *testing.T) []string {
 			}
 			return true
 		})
+	}
+	// The variables of ferry.toml's keys, which package config declares
+	// with their keys rather than reading one by one.
+	for _, v := range config.Variables() {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
 	}
 	slices.Sort(out)
 	return out

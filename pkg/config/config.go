@@ -19,19 +19,15 @@ package config
 
 import (
 	"encoding/base64"
-	"fmt"
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Where agent worktrees go ([paths] worktrees).
@@ -385,104 +381,10 @@ func loadFrom(repoRoot string, env Env, goos string, read func(root string) (*do
 // applyFile copies the merged file values into s. The values were checked by
 // document.check; what can still fail is finding the home directory for ~/.
 func (s *Settings) applyFile(t *tables, root string, r *resolver) error {
-	var err error
-	if t.Store.Dir != nil {
-		if s.StoreParent, err = r.path(*t.Store.Dir, root, "store.dir"); err != nil {
+	for _, k := range settings {
+		if err := k.applyFile(s, t, origin{r: r, root: root}); err != nil {
 			return err
 		}
-	}
-	if t.Agent.WorktreeDir != nil {
-		if s.WorktreeParent, err = r.path(*t.Agent.WorktreeDir, root, "agent.worktree-dir"); err != nil {
-			return err
-		}
-	}
-	if t.Base.Warm != nil {
-		s.Warm, _, _ = warmValue(*t.Base.Warm) // checked with the file; nil for auto
-	}
-	if t.Base.Demand != nil {
-		s.Demand = *t.Base.Demand
-	}
-	if t.Base.DemandMin != nil {
-		s.DemandMin = *t.Base.DemandMin
-	}
-	if t.Base.DemandWindow != nil {
-		s.DemandWindow, _, _ = ParseDemandWindow(*t.Base.DemandWindow) // checked with the file
-	}
-	if t.Base.DemandBudget != nil {
-		s.DemandBudget = *t.Base.DemandBudget
-	}
-	if t.Base.Prune != nil {
-		s.Prune = *t.Base.Prune
-	}
-	if t.Base.Layered != nil {
-		s.Layered = *t.Base.Layered
-	}
-	if t.Base.KeepGoing != nil {
-		s.KeepGoing = *t.Base.KeepGoing
-	}
-	if t.Base.Freshness != nil {
-		s.Freshness = *t.Base.Freshness
-	}
-	if t.Paths.Worktrees != nil {
-		s.WorktreesInRepo = *t.Paths.Worktrees == WorktreesRepo
-	}
-	if t.Agent.BranchPrefix != nil {
-		s.BranchPrefix = *t.Agent.BranchPrefix
-	}
-	if t.Agent.Backend != nil {
-		s.Backend = *t.Agent.Backend
-	}
-	if t.Sandbox.Mode != nil {
-		s.SandboxMode = *t.Sandbox.Mode
-	}
-	if t.Sandbox.RemapPaths != nil {
-		s.RemapPaths = *t.Sandbox.RemapPaths
-	}
-	if t.Sandbox.Writable != nil {
-		s.SandboxWritable = nil
-		for _, w := range *t.Sandbox.Writable {
-			p, err := r.path(w, root, "sandbox.writable")
-			if err != nil {
-				return err
-			}
-			s.SandboxWritable = append(s.SandboxWritable, p)
-		}
-	}
-	if t.Bus.URL != nil {
-		s.BusURL = *t.Bus.URL
-	}
-	if t.Bus.Replicas != nil {
-		s.BusReplicas = *t.Bus.Replicas
-	}
-	if t.Bus.AckWait != nil {
-		s.AckWait, _, _ = parseAckWait(*t.Bus.AckWait) // checked with the file
-	}
-	if t.Bus.ShareBases != nil {
-		s.ShareBases = *t.Bus.ShareBases
-	}
-	if t.Bus.RunnerBuilds != nil {
-		s.RunnerBuilds = *t.Bus.RunnerBuilds
-	}
-	if t.Bus.BasesBucket != nil {
-		s.BasesBucket = *t.Bus.BasesBucket
-	}
-	if t.Bus.BasesMaxBytes != nil {
-		s.BasesMaxBytes = *t.Bus.BasesMaxBytes
-	}
-	if t.GC.ReapAfter != nil {
-		s.ReapAfter, _, _ = ParseReapAfter(*t.GC.ReapAfter) // checked with the file
-	}
-	if t.GC.MinFree != nil {
-		s.MinFree, _, _ = ParseMinFree(*t.GC.MinFree) // checked with the file
-	}
-	if t.Bus.MonitorPort != nil {
-		s.BusMonitorPort = *t.Bus.MonitorPort
-	}
-	if t.Metrics.Port != nil {
-		s.MetricsPort = *t.Metrics.Port
-	}
-	if t.Share.TrustedKeys != nil {
-		s.TrustedKeys = slices.Clone(*t.Share.TrustedKeys)
 	}
 	return nil
 }
@@ -497,117 +399,10 @@ func WithoutBus(env []string) []string { return cargoenv.WithoutBus(env) }
 // applyEnv lets the FERRY_* variables override the file. An empty variable
 // counts as unset.
 func (s *Settings) applyEnv(env Env, r *resolver) error {
-	if v := env.Getenv("FERRY_HOME"); v != "" {
-		home, err := r.envPath("FERRY_HOME", v)
-		if err != nil {
+	for _, k := range settings {
+		if err := k.applyEnv(s, env, origin{r: r}); err != nil {
 			return err
 		}
-		s.StoreParent = home
-		// $FERRY_HOME/worktrees ranks below [agent] worktree-dir: FERRY_HOME
-		// names the store, and only says where worktrees go when nothing
-		// more specific does.
-		if s.WorktreeParent == "" {
-			s.WorktreeParent = store.Worktrees(home)
-		}
-	}
-	if v := env.Getenv("FERRY_WORKTREES"); v != "" {
-		dir, err := r.envPath("FERRY_WORKTREES", v)
-		if err != nil {
-			return err
-		}
-		s.WorktreeParent = dir
-	}
-	if v := env.Getenv("FERRY_BACKEND"); v != "" {
-		if msg, hint := backendProblem(v); msg != "" {
-			return envError("FERRY_BACKEND", v, msg, hint)
-		}
-		s.Backend = v
-	}
-	if v := env.Getenv("FERRY_SANDBOX"); v != "" {
-		if msg, hint := sandboxModeProblem(v); msg != "" {
-			return envError("FERRY_SANDBOX", v, msg, hint)
-		}
-		s.SandboxMode = v
-	}
-	if v := env.Getenv("FERRY_REMAP_PATHS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return envError("FERRY_REMAP_PATHS", v, "not a boolean", "set it to true or false (1 or 0), or unset it")
-		}
-		s.RemapPaths = b
-	}
-	if v := env.Getenv("FERRY_NATS_URL"); v != "" {
-		s.BusURL = v
-	}
-	if v := env.Getenv("FERRY_BUS_REPLICAS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return envError("FERRY_BUS_REPLICAS", v, "not a whole number", "set it to the number of servers in the cluster, e.g. 3, or unset it")
-		}
-		if msg, hint := replicasProblem(n); msg != "" {
-			return envError("FERRY_BUS_REPLICAS", v, msg, hint)
-		}
-		s.BusReplicas = n
-	}
-	if v := env.Getenv("FERRY_ACK_WAIT"); v != "" {
-		d, msg, hint := parseAckWait(v)
-		if msg != "" {
-			return envError("FERRY_ACK_WAIT", v, msg, hint)
-		}
-		s.AckWait = d
-	}
-	if v := env.Getenv("FERRY_REAP_AFTER"); v != "" {
-		d, msg, hint := ParseReapAfter(v)
-		if msg != "" {
-			return envError("FERRY_REAP_AFTER", v, msg, hint)
-		}
-		s.ReapAfter = d
-	}
-	if v := env.Getenv("FERRY_MIN_FREE"); v != "" {
-		f, msg, hint := ParseMinFree(v)
-		if msg != "" {
-			return envError("FERRY_MIN_FREE", v, msg, hint)
-		}
-		s.MinFree = f
-	}
-	if v := env.Getenv("FERRY_BUS_MONITOR_PORT"); v != "" {
-		n, msg, hint := parsePort(v, 0)
-		if msg != "" {
-			return envError("FERRY_BUS_MONITOR_PORT", v, msg, hint)
-		}
-		s.BusMonitorPort = n
-	}
-	if v := env.Getenv("FERRY_SANDBOX_WRITABLE"); v != "" {
-		s.SandboxWritable = nil
-		for _, w := range filepath.SplitList(v) {
-			if w == "" {
-				continue
-			}
-			if msg := writableProblem(w); msg != "" {
-				return envError("FERRY_SANDBOX_WRITABLE", v, fmt.Sprintf("%q: %s", w, msg), "list absolute directories separated by colons, or unset it")
-			}
-			p, err := r.envPath("FERRY_SANDBOX_WRITABLE", w)
-			if err != nil {
-				return err
-			}
-			s.SandboxWritable = append(s.SandboxWritable, p)
-		}
-	}
-	if v := env.Getenv("FERRY_TRUSTED_KEYS"); v != "" {
-		keys := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
-		for _, k := range keys {
-			if msg := publicKeyProblem(k); msg != "" {
-				return envError("FERRY_TRUSTED_KEYS", v, fmt.Sprintf("%q: %s", k, msg), "list the keys `ferry key` prints on the build hosts whose bases this host installs, separated by commas")
-			}
-		}
-		s.TrustedKeys = keys
-	}
-	if v := env.Getenv("FERRY_METRICS_PORT"); v != "" {
-		n, msg, hint := parsePort(v, MetricsPorts-1)
-		if msg != "" {
-			return envError("FERRY_METRICS_PORT", v, msg, hint)
-		}
-		s.MetricsPort = n
 	}
 	return nil
 }

@@ -115,40 +115,8 @@ type schema struct {
 
 // override replaces the values of t that o sets.
 func (t *tables) override(o *tables) {
-	set(&t.Store.Dir, o.Store.Dir)
-	set(&t.Base.Warm, o.Base.Warm)
-	set(&t.Base.Prune, o.Base.Prune)
-	set(&t.Base.Layered, o.Base.Layered)
-	set(&t.Base.KeepGoing, o.Base.KeepGoing)
-	set(&t.Base.Freshness, o.Base.Freshness)
-	set(&t.Base.Demand, o.Base.Demand)
-	set(&t.Base.DemandMin, o.Base.DemandMin)
-	set(&t.Base.DemandWindow, o.Base.DemandWindow)
-	set(&t.Base.DemandBudget, o.Base.DemandBudget)
-	set(&t.Agent.WorktreeDir, o.Agent.WorktreeDir)
-	set(&t.Agent.BranchPrefix, o.Agent.BranchPrefix)
-	set(&t.Agent.Backend, o.Agent.Backend)
-	set(&t.Sandbox.Mode, o.Sandbox.Mode)
-	set(&t.Sandbox.RemapPaths, o.Sandbox.RemapPaths)
-	set(&t.Sandbox.Writable, o.Sandbox.Writable)
-	set(&t.Bus.URL, o.Bus.URL)
-	set(&t.Bus.Replicas, o.Bus.Replicas)
-	set(&t.Bus.AckWait, o.Bus.AckWait)
-	set(&t.Bus.ShareBases, o.Bus.ShareBases)
-	set(&t.Bus.BasesBucket, o.Bus.BasesBucket)
-	set(&t.Bus.BasesMaxBytes, o.Bus.BasesMaxBytes)
-	set(&t.Bus.RunnerBuilds, o.Bus.RunnerBuilds)
-	set(&t.GC.ReapAfter, o.GC.ReapAfter)
-	set(&t.GC.MinFree, o.GC.MinFree)
-	set(&t.Bus.MonitorPort, o.Bus.MonitorPort)
-	set(&t.Metrics.Port, o.Metrics.Port)
-	set(&t.Share.TrustedKeys, o.Share.TrustedKeys)
-	set(&t.Paths.Worktrees, o.Paths.Worktrees)
-}
-
-func set[T any](dst **T, src *T) {
-	if src != nil {
-		*dst = src
+	for _, k := range settings {
+		k.override(t, o)
 	}
 }
 
@@ -278,131 +246,9 @@ func (d *document) check() error {
 }
 
 func (d *document) checkTables(t *tables, prefix string) error {
-	for _, p := range []struct {
-		key   string
-		value *string
-	}{
-		{"store.dir", t.Store.Dir},
-		{"agent.worktree-dir", t.Agent.WorktreeDir},
-	} {
-		if p.value == nil {
-			continue
-		}
-		if msg := pathProblem(*p.value); msg != "" {
-			key := prefix + p.key
-			return d.errorAt(key, "give a directory, or remove the key to use the default",
-				fmt.Sprintf("%s = %q: %s", key, *p.value, msg))
-		}
-	}
-	if w := t.Base.Warm; w != nil {
-		key := prefix + "base.warm"
-		if _, msg, hint := warmValue(*w); msg != "" {
-			return d.errorAt(key, hint, key+msg)
-		}
-	}
-	if v := t.Base.DemandMin; v != nil && *v < 1 {
-		key := prefix + "base.demand-min"
-		return d.errorAt(key, "give how many calls within demand-window make a command demanded: a whole number from 1, e.g. demand-min = 3",
-			fmt.Sprintf("%s = %d: less than 1", key, *v))
-	}
-	if v := t.Base.DemandWindow; v != nil {
-		if _, msg, hint := ParseDemandWindow(*v); msg != "" {
-			key := prefix + "base.demand-window"
-			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
-		}
-	}
-	if v := t.Base.DemandBudget; v != nil {
-		if msg, hint := budgetProblem(*v); msg != "" {
-			key := prefix + "base.demand-budget"
-			return d.errorAt(key, hint, fmt.Sprintf("%s = %g: %s", key, *v, msg))
-		}
-	}
-	if v := t.Base.Freshness; v != nil {
-		if msg, hint := freshnessProblem(*v); msg != "" {
-			key := prefix + "base.freshness"
-			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
-		}
-	}
-	if v := t.Agent.BranchPrefix; v != nil {
-		if msg := branchPrefixProblem(*v); msg != "" {
-			key := prefix + "agent.branch-prefix"
-			return d.errorAt(key, `an agent's branch is the prefix followed by its name, so the prefix must be part of a valid git branch name, like the default "`+defaultBranchPrefix+`"`,
-				fmt.Sprintf("%s = %q: %s", key, *v, msg))
-		}
-	}
-	if v := t.Paths.Worktrees; v != nil && *v != WorktreesParent && *v != WorktreesRepo {
-		key := prefix + "paths.worktrees"
-		return d.errorAt(key, `use "parent" (under the worktree parent: FERRY_WORKTREES or [agent] worktree-dir) or "repo" (under <repository>/.claude/worktrees/)`,
-			fmt.Sprintf("%s = %q: not a place for worktrees", key, *v))
-	}
-	if v := t.Agent.Backend; v != nil {
-		if msg, hint := backendProblem(*v); msg != "" {
-			key := prefix + "agent.backend"
-			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
-		}
-	}
-	if v := t.Sandbox.Mode; v != nil {
-		if msg, hint := sandboxModeProblem(*v); msg != "" {
-			key := prefix + "sandbox.mode"
-			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
-		}
-	}
-	if v := t.Bus.Replicas; v != nil {
-		if msg, hint := replicasProblem(*v); msg != "" {
-			key := prefix + "bus.replicas"
-			return d.errorAt(key, hint, fmt.Sprintf("%s = %d: %s", key, *v, msg))
-		}
-	}
-	if v := t.Bus.AckWait; v != nil {
-		if _, msg, hint := parseAckWait(*v); msg != "" {
-			key := prefix + "bus.ack-wait"
-			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
-		}
-	}
-	if v := t.Sandbox.Writable; v != nil {
-		key := prefix + "sandbox.writable"
-		for _, w := range *v {
-			if msg := writableProblem(w); msg != "" {
-				return d.errorAt(key, `list directories builds must write besides the agent's worktree and target, e.g. writable = ["~/.cache/sccache"]`,
-					fmt.Sprintf("%s: %q: %s", key, w, msg))
-			}
-		}
-	}
-	if v := t.Share.TrustedKeys; v != nil {
-		for _, k := range *v {
-			if msg := publicKeyProblem(k); msg != "" {
-				key := prefix + "share.trusted-keys"
-				return d.errorAt(key, "list the keys `ferry key` prints on the build hosts whose bases this host installs",
-					fmt.Sprintf("%s: %q: %s", key, k, msg))
-			}
-		}
-	}
-	if v := t.Bus.BasesMaxBytes; v != nil && *v < 0 {
-		key := prefix + "bus.bases-max-bytes"
-		return d.errorAt(key, "give the bucket's size bound in bytes, or 0 for none", fmt.Sprintf("%s = %d: negative", key, *v))
-	}
-	if v := t.GC.ReapAfter; v != nil {
-		if _, msg, hint := ParseReapAfter(*v); msg != "" {
-			key := prefix + "gc.reap-after"
-			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
-		}
-	}
-	if v := t.GC.MinFree; v != nil {
-		if _, msg, hint := ParseMinFree(*v); msg != "" {
-			key := prefix + "gc.min-free"
-			return d.errorAt(key, hint, fmt.Sprintf("%s = %q: %s", key, *v, msg))
-		}
-	}
-	if v := t.Bus.MonitorPort; v != nil {
-		if msg, hint := portProblem(*v, 0); msg != "" {
-			key := prefix + "bus.monitor-port"
-			return d.errorAt(key, hint, fmt.Sprintf("%s = %d: %s", key, *v, msg))
-		}
-	}
-	if v := t.Metrics.Port; v != nil {
-		if msg, hint := portProblem(*v, MetricsPorts-1); msg != "" {
-			key := prefix + "metrics.port"
-			return d.errorAt(key, hint, fmt.Sprintf("%s = %d: %s", key, *v, msg))
+	for _, k := range settings {
+		if err := k.checkIn(d, t, prefix); err != nil {
+			return err
 		}
 	}
 	return nil
