@@ -541,26 +541,58 @@ func create(o SpawnOptions, r *Record, b *base.Record, backend fork.Backend) err
 // the fork and settles the worktree's state for the shim. Spawn and
 // Adopt share it; the caller holds the agent lock.
 func furnish(repo *git.Repo, s *store.Store, r *Record, b *base.Record, backend fork.Backend, place []Placed) error {
+	plan, err := stampWorktree(repo, r, b)
+	if err != nil {
+		return err
+	}
+	failpoint.Hit("spawn/after-stamp")
+	if err := forkTarget(s, r, b, backend, plan); err != nil {
+		return err
+	}
+	failpoint.Hit("spawn/after-fork")
+	if err := makeTargetLink(repo, s, r, backend); err != nil {
+		return err
+	}
+	if err := placeFiles(r, place); err != nil {
+		return err
+	}
+	failpoint.Hit("furnish/after-link")
+	// The agent's builds start from here: the shim freshens what changes
+	// after this without its mtime following (freshness.FreshenMoved).
+	// Settled last, so nothing spawn did counts as the agent's: making the
+	// target link keeps the top directory's stamped mtime, which moves its
+	// ctime.
+	gitDir, err := git.WorktreeGitDir(r.Worktree)
+	if err != nil {
+		return err
+	}
+	return freshness.Settle(r.Worktree, gitDir, s.Agent(r.Name).Freshness)
+}
+
+// stampWorktree gives agent r's worktree files that are the base's the
+// base checkout's mtimes (freshness.Verify's plan, applied), freshens
+// what it skipped, and refreshes the index's stat data.
+func stampWorktree(repo *git.Repo, r *Record, b *base.Record) (*freshness.StampPlan, error) {
 	t := time.Now()
 	index, err := repo.LsFiles(r.Worktree)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tree, err := repo.LsTree(b.Commit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	plan, err := freshness.Verify(freshness.Input{AgentDir: r.Worktree, AgentIndex: index, BaseDir: b.Src, BaseTree: tree})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st, err := plan.Apply()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fresh, err := freshness.FreshenSkipped(r.Worktree, plan, time.Now())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.Stamp = StampStats{Files: st.Files, Dirs: st.Dirs, Skipped: len(plan.Skipped()), Freshened: fresh}
 	// The index's stat data predates stamping; refresh it so git status is
@@ -568,13 +600,18 @@ func furnish(repo *git.Repo, s *store.Store, r *Record, b *base.Record, backend 
 	if _, err := repo.Run(r.Worktree, "update-index", "-q", "--refresh"); err != nil {
 		var ce *git.CommandError
 		if !errors.As(err, &ce) || ce.ExitCode() != 1 {
-			return err
+			return nil, err
 		}
 	}
 	r.Timings.Stamp = since(t)
-	failpoint.Hit("spawn/after-stamp")
+	return plan, nil
+}
 
-	t = time.Now()
+// forkTarget forks base b's target for agent r (relocated where either
+// builds at host paths), empties the dep-info the link_rebuilds rule
+// names, and makes the fork durable before the record says ready.
+func forkTarget(s *store.Store, r *Record, b *base.Record, backend fork.Backend, plan *freshness.StampPlan) error {
+	t := time.Now()
 	fs, err := backend.Fork(fork.Paths{BaseTarget: b.Target, AgentDir: s.Agent(r.Name).Dir})
 	if err != nil {
 		// copy_file_range names no path when the store fills up.
@@ -623,24 +660,7 @@ func furnish(repo *git.Repo, s *store.Store, r *Record, b *base.Record, backend 
 		}
 		r.Timings.Sync = since(t)
 	}
-	failpoint.Hit("spawn/after-fork")
-	if err := makeTargetLink(repo, s, r, backend); err != nil {
-		return err
-	}
-	if err := placeFiles(r, place); err != nil {
-		return err
-	}
-	failpoint.Hit("furnish/after-link")
-	// The agent's builds start from here: the shim freshens what changes
-	// after this without its mtime following (freshness.FreshenMoved).
-	// Settled last, so nothing spawn did counts as the agent's: making the
-	// target link keeps the top directory's stamped mtime, which moves its
-	// ctime.
-	gitDir, err := git.WorktreeGitDir(r.Worktree)
-	if err != nil {
-		return err
-	}
-	return freshness.Settle(r.Worktree, gitDir, s.Agent(r.Name).Freshness)
+	return nil
 }
 
 // linkRebuilds empties, in agent r's fork (an overlay fork's upper dir),

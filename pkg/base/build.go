@@ -127,11 +127,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	l, co := g.take(p.ID)
 	if co == nil {
 		g.abandon(o)
-		if l, err = lock.TryTake(o.Store.BaseLock(p.ID)); err == lock.ErrBusy {
-			o.say("waiting for another build of %s", p.ID)
-			l, err = lock.Take(o.Store.BaseLock(p.ID))
-		}
-		if err != nil {
+		if l, err = takeBuildLock(o, p.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -169,16 +165,35 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		r, err = build(ctx, o, p, seed, start, co, probed)
 	}
 	if err != nil {
-		co.done() // the checkout is done before it is discarded
-		if derr := Discard(o, p.ID); derr != nil {
-			err = errors.Join(err, fmt.Errorf("discard the failed base: %w", derr))
-		} else if rerr := l.Remove(); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove the failed base's lock file: %w", rerr))
-		}
-		return nil, err
+		return nil, discardFailed(o, p.ID, co, l, err)
 	}
 	cur, _ := o.Store.Current()
 	return &Result{Record: r, NotCurrent: cur != r.ID}, nil
+}
+
+// takeBuildLock takes base id's build lock, waiting (and saying so) while
+// another build of it holds it.
+func takeBuildLock(o Options, id string) (*lock.Lock, error) {
+	l, err := lock.TryTake(o.Store.BaseLock(id))
+	if err == lock.ErrBusy {
+		o.say("waiting for another build of %s", id)
+		l, err = lock.Take(o.Store.BaseLock(id))
+	}
+	return l, err
+}
+
+// discardFailed removes what the failed build of base id left, the
+// checkout done first, then its lock file l; it returns the build's error
+// err with any of theirs.
+func discardFailed(o Options, id string, co *checkout, l *lock.Lock, err error) error {
+	co.done()
+	if derr := Discard(o, id); derr != nil {
+		return errors.Join(err, fmt.Errorf("discard the failed base: %w", derr))
+	}
+	if rerr := l.Remove(); rerr != nil {
+		return errors.Join(err, fmt.Errorf("remove the failed base's lock file: %w", rerr))
+	}
+	return err
 }
 
 // reuse serves base id when it is ready, and returns nil, nil when it is
