@@ -171,7 +171,13 @@ func (r *runner) run(steps []step) {
 // script runs a run: step and returns its outputs.
 func (r *runner) script(s step) map[string]string {
 	r.t.Helper()
-	dir := r.t.TempDir()
+	// Where a GitHub-hosted runner keeps them: under the work dir in its
+	// home, beside the checkout (a directory of /tmp would be one every
+	// build may write: docs/store.md's table).
+	dir, err := os.MkdirTemp(filepath.Join(filepath.Dir(filepath.Dir(r.checkout)), "_temp"), "_runner_file_commands-")
+	if err != nil {
+		r.t.Fatal(err)
+	}
 	files := map[string]string{}
 	for _, f := range []string{"GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH"} {
 		files[f] = filepath.Join(dir, f)
@@ -309,6 +315,37 @@ func TestCopilotWorkflow(t *testing.T) {
 	}
 	t.Logf("job keys %v, %d steps", keys, len(steps))
 
+	// A hostile build script: the base's warm build runs it on the
+	// runner, where it tries to steer the steps after it (a directory put
+	// first on their PATH, a variable set for them, through the files the
+	// runner reads back) and to rewrite the workflow itself. The sandbox
+	// keeps every write from landing.
+	script := fixture.CrateDir(fixture.BuildScriptCrate) + "/build.rs"
+	src, err := os.ReadFile(filepath.Join(w.Repo.Dir, script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := strings.Replace(string(src), "fn main() {", "fn main() {\n    steer();", 1) + `
+fn steer() {
+    use std::io::Write;
+    for (var, line) in [("GITHUB_PATH", "/tmp/ferry-planted-bin"), ("GITHUB_ENV", "FERRY_PLANTED=1")] {
+        if let Ok(p) = std::env::var(var) {
+            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(p) {
+                let _ = writeln!(f, "{}", line);
+            }
+        }
+    }
+    if let Ok(p) = std::env::var("STEER_PROOF") {
+        let _ = std::fs::write(p, format!("{:?}", std::env::var("GITHUB_PATH")));
+    }
+    if let Ok(w) = std::env::var("GITHUB_WORKSPACE") {
+        let _ = std::fs::write(format!("{}/.github/workflows/copilot-setup-steps.yml", w), "planted");
+    }
+}
+`
+	if err := w.Repo.Write(script, hostile); err != nil {
+		t.Fatal(err)
+	}
 	// The repository as Copilot's runner checks it out: the workflow and
 	// ferry.toml committed.
 	if _, err := w.Repo.Git("add", "-A"); err != nil {
@@ -331,12 +368,18 @@ func TestCopilotWorkflow(t *testing.T) {
 	}
 
 	cache := t.TempDir()
+	proof := filepath.Join(t.TempDir(), "steer-proof")
 	newRunner := func(name string) *runner {
-		root := filepath.Join(t.TempDir(), name)
-		r := &runner{t: t, checkout: filepath.Join(root, "work", "repo"), home: filepath.Join(root, "home"), cache: cache,
+		// A GitHub-hosted runner's layout: the checkout and the runner's
+		// files under work/ in its home.
+		home := filepath.Join(t.TempDir(), name, "runner")
+		r := &runner{t: t, checkout: filepath.Join(home, "work", "repo", "repo"), home: home, cache: cache,
 			secrets: map[string]string{hook.SigningKeySecret: string(pem)}, outputs: map[string]map[string]string{}}
 		if out, err := exec.Command("git", "clone", "-q", w.Repo.Dir, r.checkout).CombinedOutput(); err != nil {
 			t.Fatalf("git clone: %v\n%s", err, out)
+		}
+		if err := os.MkdirAll(filepath.Join(home, "work", "_temp"), 0o755); err != nil {
+			t.Fatal(err)
 		}
 		realHome, _ := os.UserHomeDir()
 		for _, kv := range os.Environ() {
@@ -350,7 +393,9 @@ func TestCopilotWorkflow(t *testing.T) {
 			}
 		}
 		// The image has ferry on its PATH: the install step keeps it.
-		r.env = append(r.env, "HOME="+r.home, knobs.OverlayHold+"=0")
+		// /tmp is writable to builds (docs/store.md): where the build
+		// script proves it ran, and with the runner's files named.
+		r.env = append(r.env, "HOME="+r.home, knobs.OverlayHold+"=0", "STEER_PROOF="+proof)
 		r.setPath(w.Bin + string(os.PathListSeparator) + os.Getenv("PATH"))
 		return r
 	}
@@ -360,6 +405,17 @@ func TestCopilotWorkflow(t *testing.T) {
 	if len(first.saved) != 1 || first.outputs["ferry-cache"]["cache-hit"] == "true" {
 		t.Fatalf("the first run (an empty cache) saved %v, cache hit %q; want a miss that saves the base:\n%s",
 			first.saved, first.outputs["ferry-cache"]["cache-hit"], first.log.String())
+	}
+	if p, err := os.ReadFile(proof); err != nil || !strings.Contains(string(p), "_runner_file_commands") {
+		t.Errorf("the hostile build script did not run with the runner's files named (%v): %s", err, p)
+	}
+	for _, kv := range first.env {
+		if strings.Contains(kv, "ferry-planted") || strings.Contains(kv, "FERRY_PLANTED") {
+			t.Errorf("the build script steered the steps after the setup: %s", kv)
+		}
+	}
+	if wf, err := os.ReadFile(hook.CopilotFile(first.checkout)); err != nil || string(wf) != string(data) {
+		t.Errorf("the build script rewrote the runner's workflow (%v):\n%s", err, wf)
 	}
 	if k := first.outputs["ferry-key"]["key"]; first.saved[0] != k || !strings.HasPrefix(k, first.outputs["ferry-key"]["prefix"]) {
 		t.Errorf("the first run saved under %q; its key is %q, prefix %q", first.saved[0], k, first.outputs["ferry-key"]["prefix"])
