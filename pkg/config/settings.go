@@ -15,10 +15,11 @@ import (
 // variable that overrides it, what a value must be, and where a value
 // lands in Settings. Reading the file (checking each table, laying a
 // platform's table over the top level, applying it) and reading the
-// environment are loops over it, in its order; adding a key is a field in
-// its table (file.go) and an entry here.
+// environment are loops over it, in its order, and configuration.md's
+// ferry.toml is written from it (go test ./docs); adding a key is a field
+// in its table (file.go) and an entry here.
 var settings = []setting{
-	def[string]{key: "store.dir", env: "FERRY_HOME", field: func(t *tables) **string { return &t.Store.Dir },
+	def[string]{key: "store.dir", example: `"~/.cache/ferry"`, doc: "store parent (build state)", env: "FERRY_HOME", field: func(t *tables) **string { return &t.Store.Dir },
 		check: pathCheck, fromEnv: asPath,
 		apply: func(s *Settings, v string, o origin) error {
 			p, err := o.path(v)
@@ -31,16 +32,15 @@ var settings = []setting{
 			}
 			return err
 		}},
-	def[string]{key: "agent.worktree-dir", env: "FERRY_WORKTREES", field: func(t *tables) **string { return &t.Agent.WorktreeDir },
-		check: pathCheck, fromEnv: asPath,
-		apply: func(s *Settings, v string, o origin) (err error) { s.WorktreeParent, err = o.path(v); return err }},
-	def[any]{key: "base.warm", field: func(t *tables) **any { return &t.Base.Warm },
+	def[any]{key: "base.warm", example: `"auto"`, doc: "the generated commands and what agents demand; or a list of shell commands, run in order", field: func(t *tables) **any { return &t.Base.Warm },
 		check: func(v any) (string, string) { _, msg, hint := warmValue(v); return msg, hint },
 		show:  func(key string, _ any, msg string) string { return key + msg },
 		apply: func(s *Settings, v any, _ origin) error { s.Warm, _, _ = warmValue(v); return nil }}, // nil for auto
-	def[bool]{key: "base.demand", field: func(t *tables) **bool { return &t.Base.Demand },
+	def[bool]{key: "base.keep-going", example: "true", doc: "a failure limited to tests, benches and examples keeps the base", field: func(t *tables) **bool { return &t.Base.KeepGoing },
+		apply: func(s *Settings, v bool, _ origin) error { s.KeepGoing = v; return nil }},
+	def[bool]{key: "base.demand", example: "true", doc: `with warm = "auto": also warm the commands agents demand`, field: func(t *tables) **bool { return &t.Base.Demand },
 		apply: func(s *Settings, v bool, _ origin) error { s.Demand = v; return nil }},
-	def[int]{key: "base.demand-min", field: func(t *tables) **int { return &t.Base.DemandMin },
+	def[int]{key: "base.demand-min", example: "3", doc: "calls within the window that make a command demanded", field: func(t *tables) **int { return &t.Base.DemandMin },
 		check: func(v int) (string, string) {
 			if v < 1 {
 				return "less than 1", "give how many calls within demand-window make a command demanded: a whole number from 1, e.g. demand-min = 3"
@@ -48,43 +48,36 @@ var settings = []setting{
 			return "", ""
 		},
 		apply: func(s *Settings, v int, _ origin) error { s.DemandMin = v; return nil }},
-	def[string]{key: "base.demand-window", field: func(t *tables) **string { return &t.Base.DemandWindow },
+	def[string]{key: "base.demand-window", example: `"7d"`, doc: `how far back calls count: days ("7d") or a Go duration ("36h")`, field: func(t *tables) **string { return &t.Base.DemandWindow },
 		check: func(v string) (string, string) { _, msg, hint := ParseDemandWindow(v); return msg, hint },
 		apply: func(s *Settings, v string, _ origin) error { s.DemandWindow, _, _ = ParseDemandWindow(v); return nil }},
-	def[float64]{key: "base.demand-budget", field: func(t *tables) **float64 { return &t.Base.DemandBudget },
+	def[float64]{key: "base.demand-budget", example: "1.0", doc: "demanded commands may add this fraction of the base's own warm cost (CPU time)", field: func(t *tables) **float64 { return &t.Base.DemandBudget },
 		check: budgetProblem,
 		apply: func(s *Settings, v float64, _ origin) error { s.DemandBudget = v; return nil }},
-	def[bool]{key: "base.prune", field: func(t *tables) **bool { return &t.Base.Prune },
+	def[bool]{key: "base.prune", example: "true", doc: "seed across unit inputs from an observed base, pruning what is unused", field: func(t *tables) **bool { return &t.Base.Prune },
 		apply: func(s *Settings, v bool, _ origin) error { s.Prune = v; return nil }},
-	def[bool]{key: "base.layered", field: func(t *tables) **bool { return &t.Base.Layered },
+	def[bool]{key: "base.layered", example: "true", doc: "where the store cannot clone files, refresh on an overlay of the seed, not a copy", field: func(t *tables) **bool { return &t.Base.Layered },
 		apply: func(s *Settings, v bool, _ origin) error { s.Layered = v; return nil }},
-	def[bool]{key: "base.keep-going", field: func(t *tables) **bool { return &t.Base.KeepGoing },
-		apply: func(s *Settings, v bool, _ origin) error { s.KeepGoing = v; return nil }},
-	def[string]{key: "base.freshness", field: func(t *tables) **string { return &t.Base.Freshness },
+	def[string]{key: "base.freshness", example: `"mtime"`, doc: "mtime | checksum (checksum needs a nightly toolchain)", field: func(t *tables) **string { return &t.Base.Freshness },
 		check: freshnessProblem,
 		apply: func(s *Settings, v string, _ origin) error { s.Freshness = v; return nil }},
-	def[string]{key: "paths.worktrees", field: func(t *tables) **string { return &t.Paths.Worktrees },
-		check: func(v string) (string, string) {
-			if v != WorktreesParent && v != WorktreesRepo {
-				return "not a place for worktrees", `use "parent" (under the worktree parent: FERRY_WORKTREES or [agent] worktree-dir) or "repo" (under <repository>/.claude/worktrees/)`
-			}
-			return "", ""
-		},
-		apply: func(s *Settings, v string, _ origin) error { s.WorktreesInRepo = v == WorktreesRepo; return nil }},
-	def[string]{key: "agent.branch-prefix", field: func(t *tables) **string { return &t.Agent.BranchPrefix },
+	def[string]{key: "agent.worktree-dir", example: `"~/.local/share/ferry/worktrees"`, doc: "", env: "FERRY_WORKTREES", field: func(t *tables) **string { return &t.Agent.WorktreeDir },
+		check: pathCheck, fromEnv: asPath,
+		apply: func(s *Settings, v string, o origin) (err error) { s.WorktreeParent, err = o.path(v); return err }},
+	def[string]{key: "agent.branch-prefix", example: `"ferry/"`, doc: "", field: func(t *tables) **string { return &t.Agent.BranchPrefix },
 		check: func(v string) (string, string) {
 			return branchPrefixProblem(v), `an agent's branch is the prefix followed by its name, so the prefix must be part of a valid git branch name, like the default "` + defaultBranchPrefix + `"`
 		},
 		apply: func(s *Settings, v string, _ origin) error { s.BranchPrefix = v; return nil }},
-	def[string]{key: "agent.backend", env: "FERRY_BACKEND", field: func(t *tables) **string { return &t.Agent.Backend },
+	def[string]{key: "agent.backend", example: `"auto"`, doc: "auto | reflink | copy | overlay", env: "FERRY_BACKEND", field: func(t *tables) **string { return &t.Agent.Backend },
 		check: backendProblem,
 		apply: func(s *Settings, v string, _ origin) error { s.Backend = v; return nil }},
-	def[string]{key: "sandbox.mode", env: "FERRY_SANDBOX", field: func(t *tables) **string { return &t.Sandbox.Mode },
+	def[string]{key: "sandbox.mode", example: `"auto"`, doc: "auto | on | off", env: "FERRY_SANDBOX", field: func(t *tables) **string { return &t.Sandbox.Mode },
 		check: sandboxModeProblem,
 		apply: func(s *Settings, v string, _ origin) error { s.SandboxMode = v; return nil }},
-	def[bool]{key: "sandbox.remap-paths", env: "FERRY_REMAP_PATHS", field: func(t *tables) **bool { return &t.Sandbox.RemapPaths },
+	def[bool]{key: "sandbox.remap-paths", example: "false", doc: "remap mode without the namespace (experimental, Rust 1.98+)", env: "FERRY_REMAP_PATHS", field: func(t *tables) **bool { return &t.Sandbox.RemapPaths },
 		apply: func(s *Settings, v bool, _ origin) error { s.RemapPaths = v; return nil }},
-	def[[]string]{key: "sandbox.writable", env: "FERRY_SANDBOX_WRITABLE", field: func(t *tables) **[]string { return &t.Sandbox.Writable },
+	def[[]string]{key: "sandbox.writable", example: "[]", doc: "directories builds may write besides the worktree, target and /tmp (FERRY_SANDBOX_WRITABLE)", env: "FERRY_SANDBOX_WRITABLE", field: func(t *tables) **[]string { return &t.Sandbox.Writable },
 		check: eachOf(writableProblem, `list directories builds must write besides the agent's worktree and target, e.g. writable = ["~/.cache/sccache"]`),
 		fromEnv: func(v string) ([]string, string, string) {
 			ws := slices.DeleteFunc(filepath.SplitList(v), func(w string) bool { return w == "" })
@@ -102,9 +95,9 @@ var settings = []setting{
 			}
 			return nil
 		}},
-	def[string]{key: "bus.url", env: "FERRY_NATS_URL", field: func(t *tables) **string { return &t.Bus.URL },
+	def[string]{key: "bus.url", example: `""`, doc: "external NATS server/cluster; empty: ferry-watch hosts one", env: "FERRY_NATS_URL", field: func(t *tables) **string { return &t.Bus.URL },
 		apply: func(s *Settings, v string, _ origin) error { s.BusURL = v; return nil }},
-	def[int]{key: "bus.replicas", env: "FERRY_BUS_REPLICAS", field: func(t *tables) **int { return &t.Bus.Replicas },
+	def[int]{key: "bus.replicas", example: "3", doc: "replicas of the streams Ferry creates (3 on a three-node cluster)", env: "FERRY_BUS_REPLICAS", field: func(t *tables) **int { return &t.Bus.Replicas },
 		check: replicasProblem,
 		fromEnv: func(v string) (int, string, string) {
 			n, err := strconv.Atoi(v)
@@ -115,16 +108,14 @@ var settings = []setting{
 			return n, msg, hint
 		},
 		apply: func(s *Settings, v int, _ origin) error { s.BusReplicas = v; return nil }},
-	def[string]{key: "bus.ack-wait", env: "FERRY_ACK_WAIT", field: func(t *tables) **string { return &t.Bus.AckWait },
+	def[string]{key: "bus.ack-wait", example: `"30s"`, doc: "how long a killed builder's commit waits before another builder gets it", env: "FERRY_ACK_WAIT", field: func(t *tables) **string { return &t.Bus.AckWait },
 		check: func(v string) (string, string) { _, msg, hint := parseAckWait(v); return msg, hint },
 		apply: func(s *Settings, v string, _ origin) error { s.AckWait, _, _ = parseAckWait(v); return nil }},
-	def[bool]{key: "bus.share-bases", field: func(t *tables) **bool { return &t.Bus.ShareBases },
+	def[bool]{key: "bus.share-bases", example: "false", doc: "ferry-base --follow publishes every base it makes ready (see pipeline.md)", field: func(t *tables) **bool { return &t.Bus.ShareBases },
 		apply: func(s *Settings, v bool, _ origin) error { s.ShareBases = v; return nil }},
-	def[bool]{key: "bus.runner-builds", field: func(t *tables) **bool { return &t.Bus.RunnerBuilds },
-		apply: func(s *Settings, v bool, _ origin) error { s.RunnerBuilds = v; return nil }},
-	def[string]{key: "bus.bases-bucket", field: func(t *tables) **string { return &t.Bus.BasesBucket },
+	def[string]{key: "bus.bases-bucket", example: `"ferry-bases"`, doc: "the JetStream object store bucket bases are published to and pulled from", field: func(t *tables) **string { return &t.Bus.BasesBucket },
 		apply: func(s *Settings, v string, _ origin) error { s.BasesBucket = v; return nil }},
-	def[int64]{key: "bus.bases-max-bytes", field: func(t *tables) **int64 { return &t.Bus.BasesMaxBytes },
+	def[int64]{key: "bus.bases-max-bytes", example: "0", doc: "the bucket's size bound in bytes; 0: none", field: func(t *tables) **int64 { return &t.Bus.BasesMaxBytes },
 		check: func(v int64) (string, string) {
 			if v < 0 {
 				return "negative", "give the bucket's size bound in bytes, or 0 for none"
@@ -132,21 +123,13 @@ var settings = []setting{
 			return "", ""
 		},
 		apply: func(s *Settings, v int64, _ origin) error { s.BasesMaxBytes = v; return nil }},
-	def[string]{key: "gc.reap-after", env: "FERRY_REAP_AFTER", field: func(t *tables) **string { return &t.GC.ReapAfter },
-		check: func(v string) (string, string) { _, msg, hint := ParseReapAfter(v); return msg, hint },
-		apply: func(s *Settings, v string, _ origin) error { s.ReapAfter, _, _ = ParseReapAfter(v); return nil }},
-	def[string]{key: "gc.min-free", env: "FERRY_MIN_FREE", field: func(t *tables) **string { return &t.GC.MinFree },
-		check: func(v string) (string, string) { _, msg, hint := ParseMinFree(v); return msg, hint },
-		apply: func(s *Settings, v string, _ origin) error { s.MinFree, _, _ = ParseMinFree(v); return nil }},
-	def[int]{key: "bus.monitor-port", env: "FERRY_BUS_MONITOR_PORT", field: func(t *tables) **int { return &t.Bus.MonitorPort },
+	def[bool]{key: "bus.runner-builds", example: "false", doc: "a runner (ferry up --runner) builds a base it cannot pull; default: it waits", field: func(t *tables) **bool { return &t.Bus.RunnerBuilds },
+		apply: func(s *Settings, v bool, _ origin) error { s.RunnerBuilds = v; return nil }},
+	def[int]{key: "bus.monitor-port", example: "0", doc: "NATS monitoring of the embedded bus on 127.0.0.1 (FERRY_BUS_MONITOR_PORT); 0: none", env: "FERRY_BUS_MONITOR_PORT", field: func(t *tables) **int { return &t.Bus.MonitorPort },
 		check:   func(v int) (string, string) { return portProblem(v, 0) },
 		fromEnv: func(v string) (int, string, string) { return parsePort(v, 0) },
 		apply:   func(s *Settings, v int, _ origin) error { s.BusMonitorPort = v; return nil }},
-	def[int]{key: "metrics.port", env: "FERRY_METRICS_PORT", field: func(t *tables) **int { return &t.Metrics.Port },
-		check:   func(v int) (string, string) { return portProblem(v, MetricsPorts-1) },
-		fromEnv: func(v string) (int, string, string) { return parsePort(v, MetricsPorts-1) },
-		apply:   func(s *Settings, v int, _ origin) error { s.MetricsPort = v; return nil }},
-	def[[]string]{key: "share.trusted-keys", env: "FERRY_TRUSTED_KEYS", field: func(t *tables) **[]string { return &t.Share.TrustedKeys },
+	def[[]string]{key: "share.trusted-keys", example: "[]", doc: "runner: publishers' keys (`ferry key` on them) whose bases it installs (FERRY_TRUSTED_KEYS)", env: "FERRY_TRUSTED_KEYS", field: func(t *tables) **[]string { return &t.Share.TrustedKeys },
 		check: eachOf(publicKeyProblem, "list the keys `ferry key` prints on the build hosts whose bases this host installs"),
 		fromEnv: func(v string) ([]string, string, string) {
 			keys := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
@@ -154,11 +137,30 @@ var settings = []setting{
 			return keys, msg, "list the keys `ferry key` prints on the build hosts whose bases this host installs, separated by commas"
 		},
 		apply: func(s *Settings, v []string, _ origin) error { s.TrustedKeys = slices.Clone(v); return nil }},
+	def[string]{key: "gc.reap-after", example: `"24h"`, doc: "quiet time before gc reaps an abandoned agent a hook created", env: "FERRY_REAP_AFTER", field: func(t *tables) **string { return &t.GC.ReapAfter },
+		check: func(v string) (string, string) { _, msg, hint := ParseReapAfter(v); return msg, hint },
+		apply: func(s *Settings, v string, _ origin) error { s.ReapAfter, _, _ = ParseReapAfter(v); return nil }},
+	def[string]{key: "gc.min-free", example: `"auto"`, doc: `free space a spawn, adoption or base build needs to start: "10G", "0" (none), auto (2 GiB, or 5% of a smaller filesystem)`, env: "FERRY_MIN_FREE", field: func(t *tables) **string { return &t.GC.MinFree },
+		check: func(v string) (string, string) { _, msg, hint := ParseMinFree(v); return msg, hint },
+		apply: func(s *Settings, v string, _ origin) error { s.MinFree, _, _ = ParseMinFree(v); return nil }},
+	def[int]{key: "metrics.port", example: "0", doc: "Prometheus metrics on 127.0.0.1: watch here, base +1, gc +2 (FERRY_METRICS_PORT); 0: none", env: "FERRY_METRICS_PORT", field: func(t *tables) **int { return &t.Metrics.Port },
+		check:   func(v int) (string, string) { return portProblem(v, MetricsPorts-1) },
+		fromEnv: func(v string) (int, string, string) { return parsePort(v, MetricsPorts-1) },
+		apply:   func(s *Settings, v int, _ origin) error { s.MetricsPort = v; return nil }},
+	def[string]{key: "paths.worktrees", example: `"parent"`, doc: "parent: <worktree parent>/<repo key>/<name>; repo: <repository>/.claude/worktrees/<name>", field: func(t *tables) **string { return &t.Paths.Worktrees },
+		check: func(v string) (string, string) {
+			if v != WorktreesParent && v != WorktreesRepo {
+				return "not a place for worktrees", `use "parent" (under the worktree parent: FERRY_WORKTREES or [agent] worktree-dir) or "repo" (under <repository>/.claude/worktrees/)`
+			}
+			return "", ""
+		},
+		apply: func(s *Settings, v string, _ origin) error { s.WorktreesInRepo = v == WorktreesRepo; return nil }},
 }
 
 // setting is an entry of settings, whatever its value's type.
 type setting interface {
 	name() string
+	describe() Key
 	variable() string
 	override(dst, src *tables)
 	checkIn(d *document, t *tables, prefix string) error
@@ -170,6 +172,9 @@ type setting interface {
 type def[T any] struct {
 	key string // dotted, as written in ferry.toml
 	env string // the variable that overrides it, or ""
+	// example is the value configuration.md shows for it (its default),
+	// as written in ferry.toml; doc is the line it shows beside it.
+	example, doc string
 	// field is the key's field in t.
 	field func(t *tables) **T
 	// check says what is wrong with a value of the file ("" when nothing)
@@ -185,7 +190,10 @@ type def[T any] struct {
 	apply func(s *Settings, v T, o origin) error
 }
 
-func (d def[T]) name() string     { return d.key }
+func (d def[T]) name() string { return d.key }
+func (d def[T]) describe() Key {
+	return Key{Name: d.key, Variable: d.env, Example: d.example, Doc: d.doc}
+}
 func (d def[T]) variable() string { return d.env }
 
 func (d def[T]) override(dst, src *tables) {
@@ -302,6 +310,23 @@ func eachOf(problem func(string) string, hint string) func([]string) (string, st
 		}
 		return "", ""
 	}
+}
+
+// Key is a key of ferry.toml as configuration.md shows it.
+type Key struct {
+	Name     string // dotted: "base.warm"
+	Variable string // the FERRY_* variable that overrides it, or ""
+	Example  string // its default, as written in ferry.toml
+	Doc      string
+}
+
+// Keys are ferry.toml's keys, in the order settings declares them.
+func Keys() []Key {
+	var ks []Key
+	for _, s := range settings {
+		ks = append(ks, s.describe())
+	}
+	return ks
 }
 
 // Variables are the FERRY_* variables that override a key of ferry.toml,

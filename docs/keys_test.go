@@ -1,0 +1,73 @@
+package docs_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/pkg/config"
+)
+
+// The ferry.toml block of configuration.md lies between these lines.
+const (
+	keysBegin = "<!-- keys: go test ./docs -run TestConfigurationBlock -->"
+	keysEnd   = "<!-- /keys -->"
+)
+
+// keysTrailer ends the block: the platform tables, which take any key.
+const keysTrailer = `[platform.linux.base]          # per-platform overrides of any table above; [platform.macos.*] on macOS
+warm = ["cargo build --workspace"]
+`
+
+// TestConfigurationBlock holds configuration.md's ferry.toml to package
+// config's table of keys (config.Keys): each table, each key with the
+// value shown for it and its line, in the table's order. With
+// FERRY_UPDATE_LISTS=1 it rewrites the block.
+func TestConfigurationBlock(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("```toml\n")
+	table := ""
+	for _, k := range config.Keys() {
+		tbl, name, _ := strings.Cut(k.Name, ".")
+		if tbl != table {
+			if table != "" {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "[%s]\n", tbl)
+			table = tbl
+		}
+		if k.Example == "" {
+			t.Errorf("%s has no example in package config's table", k.Name)
+		}
+		line := name + " = " + k.Example
+		if k.Doc != "" {
+			line = fmt.Sprintf("%-30s # %s", line, k.Doc)
+		}
+		b.WriteString(line + "\n")
+	}
+	b.WriteString("\n" + keysTrailer + "```\n")
+	want := b.String()
+
+	r := root(t)
+	text := read(t, "docs/configuration.md")
+	i, j := strings.Index(text, keysBegin), strings.Index(text, keysEnd)
+	if i < 0 || j < i {
+		t.Fatalf("docs/configuration.md has no %q … %q section", keysBegin, keysEnd)
+	}
+	got := text[i+len(keysBegin)+1 : j]
+	if got == want {
+		return
+	}
+	if os.Getenv(knobs.UpdateLists) == "1" {
+		text = text[:i+len(keysBegin)+1] + want + text[j:]
+		if err := os.WriteFile(filepath.Join(r, "docs", "configuration.md"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("docs/configuration.md's ferry.toml is not package config's keys; rewrite it with %s=1 go test ./docs -run TestConfigurationBlock\nwant:\n%s\ngot:\n%s",
+		knobs.UpdateLists, want, got)
+}
