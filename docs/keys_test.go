@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/internal/knobs"
+	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/share"
 )
 
 // The ferry.toml block of configuration.md lies between these lines.
@@ -50,6 +52,13 @@ func TestConfigurationBlock(t *testing.T) {
 	}
 	b.WriteString("\n" + keysTrailer + "```\n")
 	want := b.String()
+
+	// The defaults package config leaves to the packages that use them.
+	for key, v := range map[string]string{"bus.ack-wait": `"` + bus.DefaultAckWait.String() + `"`, "bus.bases-bucket": `"` + share.DefaultBucket + `"`} {
+		if !strings.Contains(want, strings.TrimPrefix(key, "bus.")+" = "+v+" ") {
+			t.Errorf("configuration.md does not show %s's default, %s", key, v)
+		}
+	}
 
 	r := root(t)
 	text := read(t, "docs/configuration.md")

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -97,4 +98,38 @@ func fieldByKey(t *testing.T, v reflect.Value, key string) reflect.Value {
 	}
 	t.Fatalf("no field %q in %s", key, typ)
 	return reflect.Value{}
+}
+
+// What configuration.md shows for each key (its example) is the key's
+// default: a ferry.toml that sets only that key to it loads as no file
+// does.
+func TestExamplesAreTheDefaults(t *testing.T) {
+	env := newEnv(nil)
+	none, err := load(writeRepo(t, noFile), env, "linux")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keys left at zero here, whose default is decided where they are
+	// used: the docs test checks the two fixed ones against their packages.
+	elsewhere := map[string]string{
+		"bus.replicas":     "pkg/bus.EnsureStreams: a new stream R1, an existing one keeps its count",
+		"bus.ack-wait":     "pkg/bus.DefaultAckWait",
+		"bus.bases-bucket": "pkg/share.DefaultBucket",
+	}
+	for _, k := range Keys() {
+		if elsewhere[k.Name] != "" {
+			continue
+		}
+		table, name, _ := strings.Cut(k.Name, ".")
+		s, err := load(writeRepo(t, "["+table+"]\n"+name+" = "+k.Example+"\n"), env, "linux")
+		if err != nil {
+			t.Errorf("%s = %s: %v", k.Name, k.Example, err)
+			continue
+		}
+		s.File = none.File
+		// %v prints a nil list as an empty one: "no keys" either way.
+		if got, want := fmt.Sprintf("%+v", *s), fmt.Sprintf("%+v", *none); got != want {
+			t.Errorf("%s = %s is not the default:\n  got  %s\n  want %s", k.Name, k.Example, got, want)
+		}
+	}
 }
