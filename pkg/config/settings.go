@@ -97,7 +97,7 @@ var settings = []setting{
 		}},
 	def[string]{key: "bus.url", example: `""`, doc: "external NATS server/cluster; empty: ferry-watch hosts one", env: "FERRY_NATS_URL", field: func(t *tables) **string { return &t.Bus.URL },
 		apply: func(s *Settings, v string, _ origin) error { s.BusURL = v; return nil }},
-	def[int]{key: "bus.replicas", example: "3", doc: "replicas of the streams Ferry creates (3 on a three-node cluster)", env: "FERRY_BUS_REPLICAS", field: func(t *tables) **int { return &t.Bus.Replicas },
+	def[int]{key: "bus.replicas", example: "3", doc: "replicas of the streams Ferry creates, 1 to 5 (3 on a three-node cluster); unset: a new stream gets 1, an existing one keeps its count", env: "FERRY_BUS_REPLICAS", field: func(t *tables) **int { return &t.Bus.Replicas },
 		check: replicasProblem,
 		fromEnv: func(v string) (int, string, string) {
 			n, err := strconv.Atoi(v)

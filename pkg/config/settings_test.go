@@ -110,9 +110,9 @@ func TestExamplesAreTheDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Keys left at zero here, whose default is decided where they are
-	// used: the docs test checks the two fixed ones against their packages.
+	// used: the docs test checks the fixed ones against their packages.
 	elsewhere := map[string]string{
-		"bus.replicas":     "pkg/bus.EnsureStreams: a new stream R1, an existing one keeps its count",
+		"bus.replicas":     "pkg/bus.EnsureStreams (unset: a new stream gets 1, an existing one keeps its count)",
 		"bus.ack-wait":     "pkg/bus.DefaultAckWait",
 		"bus.bases-bucket": "pkg/share.DefaultBucket",
 	}
