@@ -31,26 +31,34 @@ const (
 // points down and a package's floor says how much of Ferry it stands on.
 // With FERRY_UPDATE_LISTS=1 (knobs.UpdateLists) it rewrites the section.
 func TestPackageFloors(t *testing.T) {
-	r := root(t)
-	want := renderFloors(floors(t, packageImports(t, r)))
-	text := read(t, "docs/internals.md")
-	i, j := strings.Index(text, floorsBegin), strings.Index(text, floorsEnd)
+	want := renderFloors(floors(t, packageImports(t, root(t))))
+	holdSection(t, "docs/internals.md", floorsBegin, floorsEnd, want, "packages by floor", "TestPackageFloors")
+}
+
+// holdSection holds the generated section of page (relative to the
+// repository's root) between the lines begin and end to want, and with
+// FERRY_UPDATE_LISTS=1 (knobs.UpdateLists) rewrites it; what names the
+// section in the failure, and test the test that writes it.
+func holdSection(t *testing.T, page, begin, end, want, what, test string) {
+	t.Helper()
+	text := read(t, page)
+	i, j := strings.Index(text, begin), strings.Index(text, end)
 	if i < 0 || j < i {
-		t.Fatalf("docs/internals.md has no %q … %q section", floorsBegin, floorsEnd)
+		t.Fatalf("%s has no %q … %q section", page, begin, end)
 	}
-	got := text[i+len(floorsBegin)+1 : j]
+	got := text[i+len(begin)+1 : j]
 	if got == want {
 		return
 	}
 	if os.Getenv(knobs.UpdateLists) == "1" {
-		text = text[:i+len(floorsBegin)+1] + want + text[j:]
-		if err := os.WriteFile(filepath.Join(r, "docs", "internals.md"), []byte(text), 0o644); err != nil {
+		text = text[:i+len(begin)+1] + want + text[j:]
+		if err := os.WriteFile(filepath.Join(root(t), filepath.FromSlash(page)), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("docs/internals.md's packages by floor are not the code's; rewrite them with %s=1 go test ./docs -run TestPackageFloors\nwant:\n%s\ngot:\n%s",
-		knobs.UpdateLists, want, got)
+	t.Errorf("%s's %s is not the code's; rewrite it with %s=1 go test ./docs -run %s\nwant:\n%s\ngot:\n%s",
+		page, what, knobs.UpdateLists, test, want, got)
 }
 
 // packageImports maps each package of the repository (its directory,

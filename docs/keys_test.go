@@ -2,12 +2,9 @@ package docs_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/pkg/bus"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/share"
@@ -60,23 +57,5 @@ func TestConfigurationBlock(t *testing.T) {
 		}
 	}
 
-	r := root(t)
-	text := read(t, "docs/configuration.md")
-	i, j := strings.Index(text, keysBegin), strings.Index(text, keysEnd)
-	if i < 0 || j < i {
-		t.Fatalf("docs/configuration.md has no %q … %q section", keysBegin, keysEnd)
-	}
-	got := text[i+len(keysBegin)+1 : j]
-	if got == want {
-		return
-	}
-	if os.Getenv(knobs.UpdateLists) == "1" {
-		text = text[:i+len(keysBegin)+1] + want + text[j:]
-		if err := os.WriteFile(filepath.Join(r, "docs", "configuration.md"), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("docs/configuration.md's ferry.toml is not package config's keys; rewrite it with %s=1 go test ./docs -run TestConfigurationBlock\nwant:\n%s\ngot:\n%s",
-		knobs.UpdateLists, want, got)
+	holdSection(t, "docs/configuration.md", keysBegin, keysEnd, want, "ferry.toml", "TestConfigurationBlock")
 }

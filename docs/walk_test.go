@@ -2,8 +2,6 @@ package docs_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,8 +10,6 @@ import (
 	"golang.org/x/tools/go/packages"
 	"golang.org/x/tools/go/ssa"
 	"golang.org/x/tools/go/ssa/ssautil"
-
-	"github.com/ferrydev/ferry/internal/knobs"
 )
 
 // The walk section of internals.md lies between these lines.
@@ -98,22 +94,5 @@ func TestBaseBuildWalk(t *testing.T) {
 	fmt.Fprintf(&b, "\n%d packages; the walk climbs back to a higher floor %d times.\n", len(steps), climbs)
 	want := b.String()
 
-	text := read(t, "docs/internals.md")
-	i, j := strings.Index(text, walkBegin), strings.Index(text, walkEnd)
-	if i < 0 || j < i {
-		t.Fatalf("docs/internals.md has no %q … %q section", walkBegin, walkEnd)
-	}
-	got := text[i+len(walkBegin)+1 : j]
-	if got == want {
-		return
-	}
-	if os.Getenv(knobs.UpdateLists) == "1" {
-		text = text[:i+len(walkBegin)+1] + want + text[j:]
-		if err := os.WriteFile(filepath.Join(r, "docs", "internals.md"), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("docs/internals.md's walk of a base build is not the code's; rewrite it with %s=1 go test ./docs -run TestBaseBuildWalk\nwant:\n%s\ngot:\n%s",
-		knobs.UpdateLists, want, got)
+	holdSection(t, "docs/internals.md", walkBegin, walkEnd, want, "walk of a base build", "TestBaseBuildWalk")
 }
