@@ -112,3 +112,16 @@ func firstLine(err error) string {
 	line, _, _ := strings.Cut(err.Error(), "\n")
 	return line
 }
+
+// SettingsFile is the content of the ferry.toml that settings (which
+// Settings returned for repo) were read from: the committed file in an
+// agent's worktree, the working file elsewhere; nil when there was none.
+func SettingsFile(repo *git.Repo, settings *config.Settings) ([]byte, error) {
+	switch settings.File {
+	case "":
+		return nil, nil
+	case committedName:
+		return committedFile(repo)
+	}
+	return os.ReadFile(settings.File)
+}

@@ -202,12 +202,13 @@ func goKind(v any) string {
 }
 
 // DefaultDemandWindow, DefaultDemandMin and DefaultDemandBudget are the
-// [base] demand-* defaults: a command agents ran 3 times in 7 days is
-// warmed, if what it adds to the warm time fits in once the base's own.
-const (
-	DefaultDemandWindow = 7 * 24 * time.Hour
-	DefaultDemandMin    = 3
-	DefaultDemandBudget = 1.0
+// [base] demand-* defaults, their shown values: a command agents ran 3
+// times in 7 days is warmed, if what it adds to the warm time fits in once
+// the base's own.
+var (
+	DefaultDemandWindow = shown.DemandWindow
+	DefaultDemandMin    = shown.DemandMin
+	DefaultDemandBudget = shown.DemandBudget
 )
 
 // ParseDemandWindow parses [base] demand-window: a Go duration ("36h") or

@@ -109,8 +109,6 @@ const KeepGoingFlag = " --keep-going"
 // --keep-going: an older cargo rejects the flag.
 var KeepGoingSince = [2]int{1, 74}
 
-const defaultBranchPrefix = "ferry/"
-
 // The values of [base] freshness: Cargo compares mtimes (with stamping
 // making the agent's unchanged files look as old as the base's), or the
 // content's checksums (Cargo's -Zchecksum-freshness; build scripts still
@@ -242,11 +240,11 @@ type Settings struct {
 	File    string // path of the ferry.toml that was read, "" if there was none
 }
 
-// DefaultReapAfter is Settings.ReapAfter unless set: a day. An agent
-// tool's live session can look abandoned for hours (a long think, a
-// permission prompt waiting overnight), and a late reaping costs only disk;
-// package gc gives the reasons.
-const DefaultReapAfter = 24 * time.Hour
+// DefaultReapAfter is Settings.ReapAfter unless set ([gc] reap-after's
+// shown value): a day. An agent tool's live session can look abandoned for
+// hours (a long think, a permission prompt waiting overnight), and a late
+// reaping costs only disk; package gc gives the reasons.
+var DefaultReapAfter = shown.ReapAfter
 
 // DefaultWarm returns the warm commands used when ferry.toml sets none: a
 // plain build, a build of every target, the build of cargo test and a
@@ -348,21 +346,9 @@ func loadFrom(repoRoot string, env Env, goos string, read func(root string) (*do
 	}
 	t := doc.effective(platformName(goos))
 
-	s := &Settings{
-		Demand:       true,
-		DemandMin:    DefaultDemandMin,
-		DemandWindow: DefaultDemandWindow,
-		DemandBudget: DefaultDemandBudget,
-		Prune:        true,
-		Layered:      true,
-		Freshness:    FreshnessMtime,
-		BranchPrefix: defaultBranchPrefix,
-		Backend:      "auto",
-		SandboxMode:  "auto",
-		ReapAfter:    DefaultReapAfter,
-		MinFree:      AutoMinFree,
-		File:         doc.file,
-	}
+	s := &Settings{}
+	*s = shown
+	s.File = doc.file
 	if err := s.applyFile(&t, root, &r); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/store"
+	"github.com/pelletier/go-toml/v2"
 )
 
 // settings declares every key of ferry.toml once: its field in a table of
@@ -16,10 +17,13 @@ import (
 // lands in Settings. Reading the file (checking each table, laying a
 // platform's table over the top level, applying it) and reading the
 // environment are loops over it, in its order, and configuration.md's
-// ferry.toml is written from it (go test ./docs); adding a key is a field
-// in its table (file.go) and an entry here.
+// ferry.toml is written from it (go test ./docs). A key's example is its
+// default, which Load applies before the file (shown), unless the entry
+// says what computes the default instead. Adding a key is a field in its
+// table (file.go) and an entry here.
 var settings = []setting{
-	def[string]{key: "store.dir", example: `"~/.cache/ferry"`, doc: "store parent (build state)", env: "FERRY_HOME", field: func(t *tables) **string { return &t.Store.Dir },
+	def[string]{key: "store.dir", example: `"~/.cache/ferry"`, computed: "the user's cache directory (XDG_CACHE_HOME, ~/Library/Caches on macOS) + /ferry", doc: "store parent (build state)", env: "FERRY_HOME",
+		current: func(s *Settings) string { return strconv.Quote(s.StoreParent) }, field: func(t *tables) **string { return &t.Store.Dir },
 		check: pathCheck, fromEnv: asPath,
 		apply: func(s *Settings, v string, o origin) error {
 			p, err := o.path(v)
@@ -36,7 +40,8 @@ var settings = []setting{
 		check: func(v any) (string, string) { _, msg, hint := warmValue(v); return msg, hint },
 		show:  func(key string, _ any, msg string) string { return key + msg },
 		apply: func(s *Settings, v any, _ origin) error { s.Warm, _, _ = warmValue(v); return nil }}, // nil for auto
-	def[bool]{key: "base.keep-going", example: "true", doc: "a failure limited to tests, benches and examples keeps the base", field: func(t *tables) **bool { return &t.Base.KeepGoing },
+	def[bool]{key: "base.keep-going", example: "true", computed: "true for the generated warm commands, false for a list", doc: "a failure limited to tests, benches and examples keeps the base",
+		current: func(s *Settings) string { return strconv.FormatBool(s.KeepGoing) }, field: func(t *tables) **bool { return &t.Base.KeepGoing },
 		apply: func(s *Settings, v bool, _ origin) error { s.KeepGoing = v; return nil }},
 	def[bool]{key: "base.demand", example: "true", doc: `with warm = "auto": also warm the commands agents demand`, field: func(t *tables) **bool { return &t.Base.Demand },
 		apply: func(s *Settings, v bool, _ origin) error { s.Demand = v; return nil }},
@@ -61,10 +66,11 @@ var settings = []setting{
 	def[string]{key: "base.freshness", example: `"mtime"`, doc: "mtime | checksum (checksum needs a nightly toolchain)", field: func(t *tables) **string { return &t.Base.Freshness },
 		check: freshnessProblem,
 		apply: func(s *Settings, v string, _ origin) error { s.Freshness = v; return nil }},
-	def[string]{key: "agent.worktree-dir", example: `"~/.local/share/ferry/worktrees"`, doc: "", env: "FERRY_WORKTREES", field: func(t *tables) **string { return &t.Agent.WorktreeDir },
+	def[string]{key: "agent.worktree-dir", example: `"~/.local/share/ferry/worktrees"`, computed: "$FERRY_HOME/worktrees, else the user's data directory (XDG_DATA_HOME) + /ferry/worktrees", doc: "",
+		current: func(s *Settings) string { return strconv.Quote(s.WorktreeParent) }, env: "FERRY_WORKTREES", field: func(t *tables) **string { return &t.Agent.WorktreeDir },
 		check: pathCheck, fromEnv: asPath,
 		apply: func(s *Settings, v string, o origin) (err error) { s.WorktreeParent, err = o.path(v); return err }},
-	def[string]{key: "agent.branch-prefix", example: `"ferry/"`, doc: "", field: func(t *tables) **string { return &t.Agent.BranchPrefix },
+	def[string]{key: "agent.branch-prefix", example: `"` + defaultBranchPrefix + `"`, doc: "", field: func(t *tables) **string { return &t.Agent.BranchPrefix },
 		check: func(v string) (string, string) {
 			return branchPrefixProblem(v), `an agent's branch is the prefix followed by its name, so the prefix must be part of a valid git branch name, like the default "` + defaultBranchPrefix + `"`
 		},
@@ -97,7 +103,7 @@ var settings = []setting{
 		}},
 	def[string]{key: "bus.url", example: `""`, doc: "external NATS server/cluster; empty: ferry-watch hosts one", env: "FERRY_NATS_URL", field: func(t *tables) **string { return &t.Bus.URL },
 		apply: func(s *Settings, v string, _ origin) error { s.BusURL = v; return nil }},
-	def[int]{key: "bus.replicas", example: "3", doc: "replicas of the streams Ferry creates, 1 to 5 (3 on a three-node cluster); unset: a new stream gets 1, an existing one keeps its count", env: "FERRY_BUS_REPLICAS", field: func(t *tables) **int { return &t.Bus.Replicas },
+	def[int]{key: "bus.replicas", example: "3", computed: "pkg/bus.EnsureStreams: a new stream gets 1, an existing one keeps its count", doc: "replicas of the streams Ferry creates, 1 to 5 (3 on a three-node cluster); unset: a new stream gets 1, an existing one keeps its count", env: "FERRY_BUS_REPLICAS", field: func(t *tables) **int { return &t.Bus.Replicas },
 		check: replicasProblem,
 		fromEnv: func(v string) (int, string, string) {
 			n, err := strconv.Atoi(v)
@@ -108,12 +114,12 @@ var settings = []setting{
 			return n, msg, hint
 		},
 		apply: func(s *Settings, v int, _ origin) error { s.BusReplicas = v; return nil }},
-	def[string]{key: "bus.ack-wait", example: `"30s"`, doc: "how long a killed builder's commit waits before another builder gets it", env: "FERRY_ACK_WAIT", field: func(t *tables) **string { return &t.Bus.AckWait },
+	def[string]{key: "bus.ack-wait", example: `"30s"`, computed: "pkg/bus.DefaultAckWait", doc: "how long a killed builder's commit waits before another builder gets it", env: "FERRY_ACK_WAIT", field: func(t *tables) **string { return &t.Bus.AckWait },
 		check: func(v string) (string, string) { _, msg, hint := parseAckWait(v); return msg, hint },
 		apply: func(s *Settings, v string, _ origin) error { s.AckWait, _, _ = parseAckWait(v); return nil }},
 	def[bool]{key: "bus.share-bases", example: "false", doc: "ferry-base --follow publishes every base it makes ready (see pipeline.md)", field: func(t *tables) **bool { return &t.Bus.ShareBases },
 		apply: func(s *Settings, v bool, _ origin) error { s.ShareBases = v; return nil }},
-	def[string]{key: "bus.bases-bucket", example: `"ferry-bases"`, doc: "the JetStream object store bucket bases are published to and pulled from", field: func(t *tables) **string { return &t.Bus.BasesBucket },
+	def[string]{key: "bus.bases-bucket", example: `"ferry-bases"`, computed: "pkg/share.DefaultBucket", doc: "the JetStream object store bucket bases are published to and pulled from", field: func(t *tables) **string { return &t.Bus.BasesBucket },
 		apply: func(s *Settings, v string, _ origin) error { s.BasesBucket = v; return nil }},
 	def[int64]{key: "bus.bases-max-bytes", example: "0", doc: "the bucket's size bound in bytes; 0: none", field: func(t *tables) **int64 { return &t.Bus.BasesMaxBytes },
 		check: func(v int64) (string, string) {
@@ -136,7 +142,13 @@ var settings = []setting{
 			msg, _ := eachOf(publicKeyProblem, "")(keys)
 			return keys, msg, "list the keys `ferry key` prints on the build hosts whose bases this host installs, separated by commas"
 		},
-		apply: func(s *Settings, v []string, _ origin) error { s.TrustedKeys = slices.Clone(v); return nil }},
+		apply: func(s *Settings, v []string, _ origin) error {
+			s.TrustedKeys = nil // none: nil, whoever says so
+			if len(v) > 0 {
+				s.TrustedKeys = slices.Clone(v)
+			}
+			return nil
+		}},
 	def[string]{key: "gc.reap-after", example: `"24h"`, doc: "quiet time before gc reaps an abandoned agent a hook created", env: "FERRY_REAP_AFTER", field: func(t *tables) **string { return &t.GC.ReapAfter },
 		check: func(v string) (string, string) { _, msg, hint := ParseReapAfter(v); return msg, hint },
 		apply: func(s *Settings, v string, _ origin) error { s.ReapAfter, _, _ = ParseReapAfter(v); return nil }},
@@ -157,6 +169,10 @@ var settings = []setting{
 		apply: func(s *Settings, v string, _ origin) error { s.WorktreesInRepo = v == WorktreesRepo; return nil }},
 }
 
+// defaultBranchPrefix is [agent] branch-prefix's default, which its hint
+// names.
+const defaultBranchPrefix = "ferry/"
+
 // setting is an entry of settings, whatever its value's type.
 type setting interface {
 	name() string
@@ -166,15 +182,22 @@ type setting interface {
 	checkIn(d *document, t *tables, prefix string) error
 	applyFile(s *Settings, t *tables, o origin) error
 	applyEnv(s *Settings, env Env, o origin) error
+	applyDefault(s *Settings) error
+	explain(s *Settings, t *tables, env Env) Effective
 }
 
 // def is a setting whose value is a T: a field of type *T in a table.
 type def[T any] struct {
 	key string // dotted, as written in ferry.toml
 	env string // the variable that overrides it, or ""
-	// example is the value configuration.md shows for it (its default),
-	// as written in ferry.toml; doc is the line it shows beside it.
-	example, doc string
+	// example is the value configuration.md shows for it, as written in
+	// ferry.toml: its default, unless computed says what decides that
+	// (then Load leaves the field to it); doc is the line it shows beside
+	// it.
+	example, doc, computed string
+	// current is the computed default's value in s, as ferry.toml writes
+	// it; nil where Settings leaves it to a package (zero: unset).
+	current func(s *Settings) string
 	// field is the key's field in t.
 	field func(t *tables) **T
 	// check says what is wrong with a value of the file ("" when nothing)
@@ -192,7 +215,7 @@ type def[T any] struct {
 
 func (d def[T]) name() string { return d.key }
 func (d def[T]) describe() Key {
-	return Key{Name: d.key, Variable: d.env, Example: d.example, Doc: d.doc}
+	return Key{Name: d.key, Variable: d.env, Example: d.example, Doc: d.doc, Computed: d.computed}
 }
 func (d def[T]) variable() string { return d.env }
 
@@ -236,6 +259,35 @@ func (d def[T]) applyFile(s *Settings, t *tables, o origin) error {
 	}
 	return nil
 }
+
+// applyDefault lands the key's example in s, when it is the default.
+func (d def[T]) applyDefault(s *Settings) error {
+	if d.computed != "" {
+		return nil
+	}
+	var v struct{ V T }
+	if err := toml.Unmarshal([]byte("V = "+d.example), &v); err != nil {
+		return fmt.Errorf("%s's example %s: %w", d.key, d.example, err)
+	}
+	if d.check != nil {
+		if msg, _ := d.check(v.V); msg != "" {
+			return fmt.Errorf("%s's example %s: %s", d.key, d.example, msg)
+		}
+	}
+	return d.apply(s, v.V, origin{key: d.key})
+}
+
+// shown is Settings as every key's shown default gives it: where Load
+// starts, before the file, the environment and the computed defaults.
+var shown = func() Settings {
+	var s Settings
+	for _, k := range settings {
+		if err := k.applyDefault(&s); err != nil {
+			panic("config: " + err.Error()) // TestSettingsAreDeclaredOnce
+		}
+	}
+	return s
+}()
 
 func (d def[T]) applyEnv(s *Settings, env Env, o origin) error {
 	if d.env == "" {
@@ -316,8 +368,9 @@ func eachOf(problem func(string) string, hint string) func([]string) (string, st
 type Key struct {
 	Name     string // dotted: "base.warm"
 	Variable string // the FERRY_* variable that overrides it, or ""
-	Example  string // its default, as written in ferry.toml
+	Example  string // its default, as written in ferry.toml (or a value, when Computed)
 	Doc      string
+	Computed string // what decides the default, when Example is not it
 }
 
 // Keys are ferry.toml's keys, in the order settings declares them.

@@ -70,6 +70,7 @@ func commands() []command {
 		own("doctor", "diagnose this host and what spawn would do here", "doctor", runDoctor, func() any { return new(doctorCmd) }),
 		own("setup", "print what the host needs and the script that does it: ferry setup apparmor", "setup", runSetup, func() any { return new(setupCmd) }),
 		own("up", "keep bases warm: start watcher (hosting the bus), builder and gc", "", up, func() any { return new(upCmd) }),
+		own("config", "print the settings Ferry runs with here: each key of ferry.toml, its value and where it came from", "config", showConfig, func() any { return new(configCmd) }),
 		own("events", "print the event log", "events", eventLog, func() any { return new(eventsCmd) }),
 		own("key", "print this host's signing key for published bases (made on first use)", "key", signingKey, func() any { return new(keyCmd) }),
 		own("version", "print Ferry's version", "version", version, func() any { return new(versionCmd) }),
