@@ -201,8 +201,14 @@ func TestBaseAtCanonicalPathsAndReused(t *testing.T) {
 			t.Errorf("warm command %d %q: generated %t, why %q; want generated %t, why default", i, w.Command, w.Generated, w.Why, lint)
 		}
 	}
-	if r.Stamped.Files == 0 || r.Stamped.Dirs == 0 {
-		t.Fatalf("nothing stamped: %+v", r.Stamped)
+	// The generated commands build progressively: the first command's
+	// base, cold and stamped, then this one seeded from it.
+	cold := res.First
+	if cold == nil || r.Seed != cold.ID {
+		t.Fatalf("first base %v, seed %q: the generated commands did not build progressively", cold, r.Seed)
+	}
+	if cold.Stamped.Files == 0 || cold.Stamped.Dirs == 0 {
+		t.Fatalf("nothing stamped: %+v", cold.Stamped)
 	}
 
 	// The binary reports the canonical path as its manifest dir.
@@ -214,8 +220,8 @@ func TestBaseAtCanonicalPathsAndReused(t *testing.T) {
 	if got := strings.TrimSpace(string(out)); got != want {
 		t.Fatalf("manifest dir = %q, want the canonical %q", got, want)
 	}
-	// Tracked files carry the stamp time.
-	fi, err := os.Lstat(filepath.Join(r.Src, fixture.SymlinkPath))
+	// Tracked files of a cold build carry the stamp time.
+	fi, err := os.Lstat(filepath.Join(cold.Src, fixture.SymlinkPath))
 	if err != nil || !fi.ModTime().Equal(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("symlink mtime %v (%v), want the stamp time", fi.ModTime(), err)
 	}
@@ -242,7 +248,8 @@ func TestBaseAtCanonicalPathsAndReused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(outb, &list); err != nil || len(list) != 1 || !list[0].Current || list[0].State != "ready" {
+	// Both bases, the full one current (newest first).
+	if err := json.Unmarshal(outb, &list); err != nil || len(list) != 2 || list[0].ID != r.ID || !list[0].Current || list[0].State != "ready" || list[1].ID != cold.ID {
 		t.Fatalf("list = %s (%v)", outb, err)
 	}
 	if after := digest(t, r.Dir); after != before {

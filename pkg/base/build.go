@@ -51,6 +51,12 @@ type Options struct {
 	// OnBuilding is called once the base lock is held and a build (not a
 	// reuse) begins.
 	OnBuilding func(p *Plan)
+	// OnFirstReady is called when a progressive build's first base is
+	// ready and current, before the full base is built on it.
+	OnFirstReady func(r *Record)
+	// first builds the base of the plan's first warm command only: the
+	// first step of a progressive build (Settings.Progressive).
+	first bool
 }
 
 // Result is what Build did.
@@ -60,6 +66,12 @@ type Result struct {
 	// NotCurrent: current stays another base, at a newer commit of the
 	// same history (SetCurrent).
 	NotCurrent bool
+	// First is the base of the first warm command a progressive build
+	// made ready (and current) before this one; nil when the build was
+	// not progressive.
+	First *Record
+	// FirstSeconds is how long after the build started First was current.
+	FirstSeconds float64
 }
 
 func (o Options) env() []string {
@@ -150,6 +162,21 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 			defer held.Release()
 		}
 	}
+	var first *Record
+	var firstAt float64
+	if seed == nil && progressive(o, p) {
+		// Cold, with commands to spare: the first command's base first,
+		// ready for spawning, then this one seeded from it.
+		if first, err = buildFirst(ctx, o, p); err != nil {
+			return nil, discardFailed(o, p.ID, co, l, err)
+		}
+		firstAt = since(start)
+		var held *lock.Lock
+		seed, held, p.SeedWhy = chooseSeed(o.Store, p, o.Settings.Prune, known)
+		if held != nil {
+			defer held.Release()
+		}
+	}
 	if seed != nil {
 		p.Seed = seed.ID
 	}
@@ -168,7 +195,34 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, discardFailed(o, p.ID, co, l, err)
 	}
 	cur, _ := o.Store.Current()
-	return &Result{Record: r, NotCurrent: cur != r.ID}, nil
+	return &Result{Record: r, NotCurrent: cur != r.ID, First: first, FirstSeconds: firstAt}, nil
+}
+
+// progressive reports whether the cold build of plan p builds its first
+// warm command's base first (Settings.Progressive): with more than one
+// command, not under --cold (which seeds from nothing), not already the
+// first step.
+func progressive(o Options, p *Plan) bool {
+	return o.Settings.Progressive && !o.Cold && !o.first && len(p.Warm) > 1
+}
+
+// buildFirst builds (or reuses) the base of p's first warm command, which
+// becomes current: agents spawn from it while the rest of p warms. It is
+// the seed the full build then takes (chooseSeed), as a layer at the same
+// commit. The first base's lock is taken under p's own, the lock order
+// every progressive build keeps.
+func buildFirst(ctx context.Context, o Options, p *Plan) (*Record, error) {
+	o.say("warming %q first: agents spawn from its base once it is ready; the other %d command(s) follow, seeded from it", p.Warm[0].Command, len(p.Warm)-1)
+	fo := o
+	fo.first, fo.Rebuild, fo.OnBuilding = true, false, nil
+	res, err := Build(ctx, fo)
+	if err != nil {
+		return nil, err
+	}
+	if o.OnFirstReady != nil {
+		o.OnFirstReady(res.Record)
+	}
+	return res.Record, nil
 }
 
 // takeBuildLock takes base id's build lock, waiting (and saying so) while

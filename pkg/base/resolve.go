@@ -118,6 +118,9 @@ func resolveAt(o Options, commit string) (*Plan, error) {
 		Fallback: iso.Warning(),
 		tree:     tree,
 	}
+	if o.first {
+		cmds = cmds[:1]
+	}
 	why := "configured"
 	if o.Settings.WarmIsDefault {
 		why = "default"
@@ -136,8 +139,16 @@ func resolveAt(o Options, commit string) (*Plan, error) {
 	if p.UnitInputs, err = UnitInputs(tree, o.env(), src, cargoHome(o.env())); err != nil {
 		return nil, err
 	}
-	learn(o, p)
+	if !o.first {
+		learn(o, p)
+	}
 	return p, nil
+}
+
+// firstFingerprint is the fingerprint of the base of p's first warm
+// command alone: a progressive build's first step (buildFirst).
+func (p *Plan) firstFingerprint() string {
+	return strings.TrimPrefix(ID(p.Commit, Fingerprint(p.Toolchain, p.Warm[:1], p.Modes)), p.Commit+"-")
 }
 
 // plainSelectsLess reports whether a cargo call at the root of commit's

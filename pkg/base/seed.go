@@ -168,7 +168,14 @@ func chooseSeed(s *store.Store, p *Plan, prune bool, known verified) (seed *Reco
 	skipped := 0
 	for _, e := range list { // newest first
 		r := e.Record
-		if r == nil || r.ID == p.ID || r.Fingerprint != p.Fingerprint() || r.Commit == p.Commit {
+		if r == nil || r.ID == p.ID {
+			continue
+		}
+		// The base of p's first command at p's commit (a progressive
+		// build's first step) is the best seed there is; other seeds
+		// are other commits' bases of p's fingerprint.
+		first := r.Commit == p.Commit && len(p.Warm) > 1 && r.Fingerprint == p.firstFingerprint()
+		if !first && (r.Fingerprint != p.Fingerprint() || r.Commit == p.Commit) {
 			continue
 		}
 		same := r.UnitInputs != "" && r.UnitInputs == p.UnitInputs
@@ -193,6 +200,9 @@ func chooseSeed(s *store.Store, p *Plan, prune bool, known verified) (seed *Reco
 		if !known.of(r) && Verify(r) != nil {
 			l.Release()
 			continue // a changed base seeds nothing
+		}
+		if first && same {
+			return r, l, fmt.Sprintf("seeded from base %s (this commit, warm for its first command)", r.ID)
 		}
 		if same {
 			return r, l, fmt.Sprintf("seeded from base %s (%s, same unit inputs)", r.ID, short(r.Commit))

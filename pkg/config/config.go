@@ -160,6 +160,11 @@ type Settings struct {
 	// it ([base] layered, default true; package base's Layered refreshes).
 	// Off, such a refresh copies the seed's target first.
 	Layered bool
+	// Progressive makes a cold base with more than one warm command ready
+	// for spawning after the first: the first command's base is built
+	// and made current, then the full base is built on it as a seed, at
+	// the same commit ([base] progressive; default: WarmIsDefault).
+	Progressive bool
 	// Freshness is how Cargo decides a unit is fresh in the bases built
 	// ([base] freshness): FreshnessMtime (the default) or
 	// FreshnessChecksum, which needs a nightly toolchain. Part of the base
@@ -355,7 +360,7 @@ func loadFrom(repoRoot string, env Env, goos string, read func(root string) (*do
 	if err := s.applyEnv(env, &r); err != nil {
 		return nil, err
 	}
-	if err := s.applyDefaults(env, goos, t.Base.KeepGoing != nil); err != nil {
+	if err := s.applyDefaults(env, goos, &t); err != nil {
 		return nil, err
 	}
 	if err := s.checkRemap(doc); err != nil {
@@ -395,7 +400,7 @@ func (s *Settings) applyEnv(env Env, r *resolver) error {
 
 // applyDefaults fills what neither the file nor the environment set;
 // keepGoingSet says whether the file set [base] keep-going.
-func (s *Settings) applyDefaults(env Env, goos string, keepGoingSet bool) error {
+func (s *Settings) applyDefaults(env Env, goos string, t *tables) error {
 	if s.StoreParent == "" {
 		dir, err := cacheDir(env, goos)
 		if err != nil {
@@ -414,8 +419,11 @@ func (s *Settings) applyDefaults(env Env, goos string, keepGoingSet bool) error 
 		// Generated commands keep going unless the file says otherwise:
 		// a base is a cache whose artifacts are correct whether or not
 		// every test and bench compiled.
-		if !keepGoingSet {
+		if t.Base.KeepGoing == nil {
 			s.KeepGoing = true
+		}
+		if t.Base.Progressive == nil {
+			s.Progressive = true
 		}
 		// Both generated commands: the caller drops clippy when
 		// cargo clippy --version fails, as it does for every clippy command.

@@ -65,6 +65,7 @@ func defaults() Settings {
 		DemandBudget:   1,
 		Prune:          true,
 		Layered:        true,
+		Progressive:    true,
 		Freshness:      "mtime",
 		KeepGoing:      true,
 		BranchPrefix:   "ferry/",
@@ -211,6 +212,7 @@ trusted-keys = ["ferry-ed25519:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "fe
 				s.Backend = "reflink"
 				s.Warm = []string{"make warm"}
 				s.WarmIsDefault = false
+				s.Progressive = false
 				s.KeepGoing = false
 				s.File = filepath.Join(root, FileName)
 				return s
@@ -374,6 +376,7 @@ trusted-keys = ["ferry-ed25519:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "fe
 				s := defaults()
 				s.Warm = []string{GeneratedClippy}
 				s.WarmIsDefault = false
+				s.Progressive = false
 				s.KeepGoing = false
 				s.File = filepath.Join(root, FileName)
 				return s
@@ -386,6 +389,7 @@ trusted-keys = ["ferry-ed25519:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "fe
 				s := defaults()
 				s.Warm = []string{"cargo build --keep-going"}
 				s.WarmIsDefault = false
+				s.Progressive = false
 				s.File = filepath.Join(root, FileName)
 				return s
 			},
@@ -438,6 +442,7 @@ trusted-keys = ["ferry-ed25519:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "fe
 				s := defaults()
 				s.Warm = []string{"cargo build"}
 				s.WarmIsDefault = false
+				s.Progressive = false
 				s.File = filepath.Join(root, FileName)
 				return s
 			},
@@ -600,7 +605,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "unknown key in a platform table",
 			file: "[platform.linux.base]\nwarm = [\"x\"]\npruning = false\n",
 			msg:  []string{`@:3: unknown key "platform.linux.base.pruning"`},
-			hint: []string{"[platform.linux.base] takes: warm, keep-going, prune, layered, freshness"},
+			hint: []string{"[platform.linux.base] takes: warm, keep-going, prune, layered, progressive, freshness"},
 		},
 		{
 			name: "misplaced key in a platform table is suggested within it",

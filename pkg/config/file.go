@@ -55,11 +55,12 @@ type storeTable struct {
 type baseTable struct {
 	// Warm is WarmAuto ("auto") or a list of commands; checkTables
 	// checks which (go-toml decodes a string or a []any into it).
-	Warm      *any    `toml:"warm"`
-	KeepGoing *bool   `toml:"keep-going"`
-	Prune     *bool   `toml:"prune"`
-	Layered   *bool   `toml:"layered"`
-	Freshness *string `toml:"freshness"`
+	Warm        *any    `toml:"warm"`
+	KeepGoing   *bool   `toml:"keep-going"`
+	Prune       *bool   `toml:"prune"`
+	Layered     *bool   `toml:"layered"`
+	Progressive *bool   `toml:"progressive"`
+	Freshness   *string `toml:"freshness"`
 	// Learning from what agents build (package demand).
 	Demand       *bool    `toml:"demand"`
 	DemandMin    *int     `toml:"demand-min"`

@@ -97,6 +97,7 @@ type sample struct {
 	plainWorktree, plainWarm, plainTotal time.Duration
 	ferryTotal, ferryWarm, ferryWorktree time.Duration
 	ferryStamp, ferryReuse               time.Duration
+	ferryFirst                           time.Duration // until the first command's base was current (progressive)
 }
 
 func runBase(bin string, n int) error {
@@ -160,8 +161,12 @@ func runBase(bin string, n int) error {
 		}
 		var rec struct {
 			Timings struct{ Worktree, Stamp, Warm float64 }
+			First   *struct{ Seconds float64 } `json:"first"`
 		}
 		json.Unmarshal(out, &rec)
+		if rec.First != nil {
+			s.ferryFirst = secs(rec.First.Seconds)
+		}
 		s.ferryTotal = d
 		s.ferryWarm = secs(rec.Timings.Warm)
 		s.ferryWorktree = secs(rec.Timings.Worktree)
@@ -198,6 +203,10 @@ func runBase(bin string, n int) error {
 	row("ferry base: stamp", med(func(s sample) time.Duration { return s.ferryStamp }))
 	row("ferry base: warm commands in the sandbox", med(func(s sample) time.Duration { return s.ferryWarm }))
 	row("ferry base: total (process wall time)", ft)
+	if first := med(func(s sample) time.Duration { return s.ferryFirst }); first > 0 {
+		row("ferry base: first agent can spawn (1st command)", first)
+		fmt.Printf("  %-48s %9.3fx\n", "ratio first spawnable / plain total", first.Seconds()/pt.Seconds())
+	}
 	row("ferry base: reuse of a ready base", med(func(s sample) time.Duration { return s.ferryReuse }))
 	fmt.Printf("  %-48s %9.3fx\n", "ratio ferry base / plain", ft.Seconds()/pt.Seconds())
 	fmt.Printf("  %-48s %+8.1f%%\n", "overhead of ferry base over plain", 100*(ft.Seconds()-pt.Seconds())/pt.Seconds())

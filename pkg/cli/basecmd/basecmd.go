@@ -190,7 +190,10 @@ func (c *buildCmd) run(io cli.IO) error {
 			// stays at a newer commit of its history).
 			Current   bool             `json:"current"`
 			Published *share.Published `json:"published,omitempty"`
-		}{res.Record, res.Reused, !res.NotCurrent, published})
+			// First is the base of the first warm command a progressive
+			// build made current before this one.
+			First *firstBase `json:"first,omitempty"`
+		}{res.Record, res.Reused, !res.NotCurrent, published, firstOf(res)})
 	}
 	r := res.Record
 	verb := "built"
@@ -219,6 +222,9 @@ func (c *buildCmd) run(io cli.IO) error {
 	if !res.Reused {
 		fmt.Fprintf(io.Stdout, "  time    %s total: worktree %s, stamp %s, warm %s\n",
 			cli.Seconds(r.Timings.Total), cli.Seconds(r.Timings.Worktree), cli.Seconds(r.Timings.Stamp), cli.Seconds(r.Timings.Warm))
+	}
+	if f := firstOf(res); f != nil {
+		fmt.Fprintf(io.Stdout, "  first   %s, warm for %q, current after %s: agents spawned from then on forked it\n", f.ID, f.Warm, cli.Seconds(f.Seconds))
 	}
 	for i, w := range r.Warm {
 		label := "warm   "
@@ -345,14 +351,20 @@ func (c *listCmd) run(io cli.IO) error {
 	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
 	// INCOMPLETE counts what the warm build left unbuilt (targets that did
 	// not compile, a failed clippy command): `ferry base --json` names them.
-	fmt.Fprintln(tw, "CURRENT\tID\tSTATE\tINCOMPLETE\tCOMMIT\tSEED\tCARGO\tCREATED")
+	// WARM counts the commands a base is warm for (a progressive build's
+	// first base: the one it names).
+	fmt.Fprintln(tw, "CURRENT\tID\tSTATE\tINCOMPLETE\tWARM\tCOMMIT\tSEED\tCARGO\tCREATED")
 	for _, e := range list {
 		cur := ""
 		if e.Current {
 			cur = "*"
 		}
-		incomplete, commit, seed, cargo, created := "-", "-", "-", "-", "-"
+		incomplete, warm, commit, seed, cargo, created := "-", "-", "-", "-", "-", "-"
 		if e.Record != nil {
+			warm = fmt.Sprint(len(e.Record.Warm))
+			if len(e.Record.Warm) == 1 {
+				warm = e.Record.Warm[0].Command
+			}
 			if n := len(e.Record.Incomplete); n > 0 {
 				incomplete = fmt.Sprint(n)
 			}
@@ -363,7 +375,7 @@ func (c *listCmd) run(io cli.IO) error {
 			cargo = e.Record.Toolchain.CargoVersion
 			created = e.Record.Created.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cur, e.ID, e.State, incomplete, commit, seed, cargo, created)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cur, e.ID, e.State, incomplete, warm, commit, seed, cargo, created)
 	}
 	return tw.Flush()
 }
@@ -697,4 +709,20 @@ func (c *keyCmd) run(io cli.IO) error {
 	fmt.Fprintf(io.Stdout, "key     %s\nprefix  %s\n  (rustc %s, %s, %d warm command(s), %s, freshness %s)\n",
 		k.Key, k.Prefix, k.Rustc, k.Target, len(k.Warm), k.Isolation, k.Freshness)
 	return nil
+}
+
+// firstBase is what `ferry base --json` says of a progressive build's first
+// base.
+type firstBase struct {
+	ID      string  `json:"id"`
+	Warm    string  `json:"warm"`    // its one warm command
+	Seconds float64 `json:"seconds"` // from the start of the build until it was current
+}
+
+func firstOf(res *base.Result) *firstBase {
+	f := res.First
+	if f == nil || len(f.Warm) == 0 {
+		return nil
+	}
+	return &firstBase{ID: f.ID, Warm: f.Warm[0].Command, Seconds: res.FirstSeconds}
 }

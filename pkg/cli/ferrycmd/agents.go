@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ferrydev/ferry/pkg/agent"
+	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/cli"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
@@ -174,6 +175,9 @@ type listEntry struct {
 	// agent's build output now; empty while it cannot (an overlay agent
 	// without a live namespace).
 	HostTarget string `json:"host_target"`
+	// BaseWarm are the commands the agent's base is warm for (one, for a
+	// progressive build's first base).
+	BaseWarm []string `json:"base_warm"`
 	// Problem says why a damaged agent's record cannot be read, and the
 	// fix.
 	Problem string `json:"problem,omitempty"`
@@ -205,6 +209,12 @@ func listAgents(args []string, io cli.IO) int {
 				e := listEntry{Record: r, Tool: r.Tool, Session: r.Session}
 				e.Busy, _ = agent.Busy(fc.Store, r.Name)
 				e.HostTarget, _ = agent.HostTarget(fc.Store, r)
+				e.BaseWarm = []string{}
+				if b, err := base.Read(fc.Store, r.Base); err == nil {
+					for _, w := range b.Warm {
+						e.BaseWarm = append(e.BaseWarm, w.Command)
+					}
+				}
 				if b, err := fork.ByName(r.Backend); err == nil {
 					e.PrivateBytes, _ = b.PrivateBytes(fork.Paths{AgentDir: fc.Store.Agent(r.Name).Dir})
 				}

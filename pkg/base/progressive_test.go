@@ -1,0 +1,91 @@
+package base_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/pkg/base"
+	"github.com/ferrydev/ferry/pkg/config"
+)
+
+// A progressive build makes the base of its first warm command ready and
+// current before the rest warm: a spawn in between forks it. The full base
+// is then built at the same commit seeded from it, so its first command
+// compiles nothing (every artifact the first base holds keeps its mtime),
+// and it replaces the first as current.
+func TestProgressiveBaseIsCurrentAfterItsFirstCommand(t *testing.T) {
+	e := setupLight(t)
+	if err := os.WriteFile(filepath.Join(e.repo.Dir, "ferry.toml"),
+		[]byte("[base]\nwarm = [\"cargo build --workspace\", \"cargo test --workspace --no-run\"]\nprogressive = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	settings, err := config.Load(e.repo.Dir, e.vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	var during string
+	var first *base.Record
+	res, err := base.Build(context.Background(), base.Options{
+		Repo: e.g, Settings: settings, Store: e.store, Progress: &log,
+		OnFirstReady: func(r *base.Record) {
+			first = r
+			during, _ = e.store.Current()
+		},
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	r := res.Record
+	if first == nil || res.First == nil || res.First.ID != first.ID || res.FirstSeconds <= 0 {
+		t.Fatalf("no first base reported: hook %v, result %+v\n%s", first, res, log.String())
+	}
+	if len(first.Warm) != 1 || first.Warm[0].Command != "cargo build --workspace" || first.Commit != r.Commit || first.ID == r.ID {
+		t.Fatalf("first base %s warm %+v at %s; want the first command alone at %s", first.ID, first.Warm, first.Commit, r.Commit)
+	}
+	if during != first.ID {
+		t.Fatalf("current while the rest warmed = %q, want the first base %s", during, first.ID)
+	}
+	if cur, _ := e.store.Current(); cur != r.ID || len(r.Warm) != 2 {
+		t.Fatalf("current = %q, want the full base %s, warm for both commands (%+v)", cur, r.ID, r.Warm)
+	}
+	if r.Seed != first.ID {
+		t.Fatalf("the full base's seed = %q, want the first base %s\n%s", r.Seed, first.ID, log.String())
+	}
+	if !strings.Contains(log.String(), "warm for its first command") {
+		t.Errorf("the log does not say the full base was seeded from the first:\n%s", log.String())
+	}
+	// What the first command built, the full base did not build again.
+	libs, _ := filepath.Glob(filepath.Join(first.Target, "debug", "deps", "*.rlib"))
+	if len(libs) == 0 {
+		t.Fatalf("no libraries in the first base's target %s", first.Target)
+	}
+	for _, lib := range libs {
+		was, err1 := os.Stat(lib)
+		now, err2 := os.Stat(filepath.Join(r.Target, "debug", "deps", filepath.Base(lib)))
+		if err1 != nil || err2 != nil || !now.ModTime().Equal(was.ModTime()) {
+			t.Errorf("%s: rebuilt by the full base (%v, %v)", filepath.Base(lib), err1, err2)
+		}
+	}
+	// A second build of the commit reuses the full base, with no first step.
+	again, err := e.build(t, "")
+	if err != nil || !again.Reused || again.Record.ID != r.ID || again.First != nil {
+		t.Fatalf("again: %+v, %v; want the full base %s reused", again, err, r.ID)
+	}
+}
+
+// A list of warm commands is not progressive unless ferry.toml asks.
+func TestProgressiveOnlyWhenAsked(t *testing.T) {
+	e := setupLight(t, "cargo build --workspace", "cargo test --workspace --no-run")
+	res, err := e.build(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.First != nil || res.Record.Seed != "" {
+		t.Fatalf("a configured list built progressively: first %v, seed %q", res.First, res.Record.Seed)
+	}
+}
