@@ -54,9 +54,9 @@ type Options struct {
 	// OnFirstReady is called when a progressive build's first base is
 	// ready and current, before the full base is built on it.
 	OnFirstReady func(r *Record)
-	// first builds the base of the plan's first warm command only: the
-	// first step of a progressive build (Settings.Progressive).
-	first bool
+	// firstOnly builds the base of this one of the plan's warm commands
+	// alone: the first step of a progressive build (Settings.Progressive).
+	firstOnly string
 }
 
 // Result is what Build did.
@@ -155,6 +155,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	var seed *Record
 	p.SeedWhy = "cold: --cold"
+	if progressive(o, p) {
+		p.first = firstCommand(o, p)
+	}
 	if !o.Cold {
 		var held *lock.Lock
 		seed, held, p.SeedWhy = chooseSeed(o.Store, p, o.Settings.Prune, known)
@@ -203,18 +206,19 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 // command, not under --cold (which seeds from nothing), not already the
 // first step.
 func progressive(o Options, p *Plan) bool {
-	return o.Settings.Progressive && !o.Cold && !o.first && len(p.Warm) > 1
+	return o.Settings.Progressive && !o.Cold && o.firstOnly == "" && len(p.Warm) > 1
 }
 
-// buildFirst builds (or reuses) the base of p's first warm command, which
+// buildFirst builds (or reuses) the base of p's first warm command (the
+// one firstCommand chose), which
 // becomes current: agents spawn from it while the rest of p warms. It is
 // the seed the full build then takes (chooseSeed), as a layer at the same
 // commit. The first base's lock is taken under p's own, the lock order
 // every progressive build keeps.
 func buildFirst(ctx context.Context, o Options, p *Plan) (*Record, error) {
-	o.say("warming %q first: agents spawn from its base once it is ready; the other %d command(s) follow, seeded from it", p.Warm[0].Command, len(p.Warm)-1)
+	o.say("warming %q first: agents spawn from its base once it is ready; the other %d command(s) follow, seeded from it", p.Warm[p.first].Command, len(p.Warm)-1)
 	fo := o
-	fo.first, fo.Rebuild, fo.OnBuilding = true, false, nil
+	fo.firstOnly, fo.Rebuild, fo.OnBuilding = p.Warm[p.first].Command, false, nil
 	res, err := Build(ctx, fo)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/demand"
@@ -120,4 +121,38 @@ func (r *Record) ownWarmSeconds() float64 {
 		}
 	}
 	return total
+}
+
+// firstCommand is the index in p.Warm of the command a progressive build
+// warms first: of the commands of the plan's own (not those demand added),
+// the one agents ran most often within the demand window, as the demand
+// log counts calls; the first of them (cargo build) when the log names
+// none of them, or the settings do not learn.
+func firstCommand(o Options, p *Plan) int {
+	if !o.Settings.Learns() {
+		return 0
+	}
+	log, err := demand.Read(o.Store.DemandLog())
+	if err != nil {
+		return 0
+	}
+	// Counted by command and flags whatever the selection: a call of
+	// `cargo test` in a member counts for the generated `cargo test
+	// --workspace`, which warms its units too. Which command goes first is
+	// only a matter of when agents are warm, never of what they get.
+	bare := func(key string) string { return strings.Replace(key, " --workspace", "", 1) }
+	calls := map[string]int{}
+	for _, e := range demand.Since(log.Entries, time.Now().Add(-o.Settings.DemandWindow)) {
+		calls[bare(e.Command)]++
+	}
+	best, most := 0, 0
+	for i, w := range p.Warm {
+		if w.Demanded > 0 {
+			break // demand's own commands end the list
+		}
+		if k, ok := demand.KeyOf(w.Command); ok && calls[bare(k)] > most {
+			best, most = i, calls[bare(k)]
+		}
+	}
+	return best
 }

@@ -36,6 +36,9 @@ type Plan struct {
 	// Learned is what the plan learned from demand (demand.go), nil when
 	// the settings do not learn; the commands it picked end Warm.
 	Learned *Learned
+	// first is the index in Warm of the command a progressive build warms
+	// first (firstCommand); 0 unless Build chose another.
+	first int
 	// tree is the commit's tree (`git ls-tree -r`): what the index of a
 	// checkout of it holds, so the build need not list the index.
 	tree []git.Entry
@@ -118,8 +121,8 @@ func resolveAt(o Options, commit string) (*Plan, error) {
 		Fallback: iso.Warning(),
 		tree:     tree,
 	}
-	if o.first {
-		cmds = cmds[:1]
+	if o.firstOnly != "" {
+		cmds = []string{o.firstOnly}
 	}
 	why := "configured"
 	if o.Settings.WarmIsDefault {
@@ -139,7 +142,7 @@ func resolveAt(o Options, commit string) (*Plan, error) {
 	if p.UnitInputs, err = UnitInputs(tree, o.env(), src, cargoHome(o.env())); err != nil {
 		return nil, err
 	}
-	if !o.first {
+	if o.firstOnly == "" {
 		learn(o, p)
 	}
 	return p, nil
@@ -148,7 +151,7 @@ func resolveAt(o Options, commit string) (*Plan, error) {
 // firstFingerprint is the fingerprint of the base of p's first warm
 // command alone: a progressive build's first step (buildFirst).
 func (p *Plan) firstFingerprint() string {
-	return strings.TrimPrefix(ID(p.Commit, Fingerprint(p.Toolchain, p.Warm[:1], p.Modes)), p.Commit+"-")
+	return strings.TrimPrefix(ID(p.Commit, Fingerprint(p.Toolchain, p.Warm[p.first:p.first+1], p.Modes)), p.Commit+"-")
 }
 
 // plainSelectsLess reports whether a cargo call at the root of commit's
