@@ -218,7 +218,10 @@ func progressive(o Options, p *Plan) bool {
 func buildFirst(ctx context.Context, o Options, p *Plan) (*Record, error) {
 	o.say("warming %q first: agents spawn from its base once it is ready; the other %d command(s) follow, seeded from it", p.Warm[p.first].Command, len(p.Warm)-1)
 	fo := o
-	fo.firstOnly, fo.Rebuild, fo.OnBuilding = p.Warm[p.first].Command, false, nil
+	// Under --rebuild the first base is built again too: a first base
+	// that stays is the seed (chooseSeed), and one that did not verify is
+	// what --rebuild is for.
+	fo.firstOnly, fo.OnBuilding = p.Warm[p.first].Command, nil
 	res, err := Build(ctx, fo)
 	if err != nil {
 		return nil, err

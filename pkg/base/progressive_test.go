@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/failure"
 )
 
 // A progressive build makes the base of its first warm command ready and
@@ -87,5 +88,62 @@ func TestProgressiveOnlyWhenAsked(t *testing.T) {
 	}
 	if res.First != nil || res.Record.Seed != "" {
 		t.Fatalf("a configured list built progressively: first %v, seed %q", res.First, res.Record.Seed)
+	}
+}
+
+// A progressive build whose later command fails leaves its first base
+// ready and current: agents keep spawning warm. The next build seeds from
+// that first base; one changed since it was built is refused, naming the
+// fix, and `--rebuild` builds it again.
+func TestProgressiveFirstBaseOutlivesAFailure(t *testing.T) {
+	e := setupLight(t)
+	toml := func(second string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(e.repo.Dir, "ferry.toml"),
+			[]byte("[base]\nprogressive = true\nwarm = [\"cargo build --workspace\", \""+second+"\"]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	toml("exit 3")
+	var first *base.Record
+	settings, err := config.Load(e.repo.Dir, e.vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = base.Build(context.Background(), base.Options{Repo: e.g, Settings: settings, Store: e.store,
+		OnFirstReady: func(r *base.Record) { first = r }})
+	if err == nil || first == nil {
+		t.Fatalf("a failing second command: err %v, first %v; want the build to fail after its first base", err, first)
+	}
+	if cur, _ := e.store.Current(); cur != first.ID {
+		t.Fatalf("current = %q after the failure, want the first base %s", cur, first.ID)
+	}
+	if err := base.Verify(first); err != nil {
+		t.Fatalf("the first base after the failure: %v", err)
+	}
+
+	// Changed outside Ferry: not a seed, and not reused.
+	planted := filepath.Join(first.Target, "debug", "planted")
+	if err := os.WriteFile(planted, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	toml("true")
+	_, err = e.build(t, "")
+	if err == nil || !strings.Contains(err.Error(), first.ID) || !strings.Contains(failure.HintOf(err), "--rebuild") {
+		t.Fatalf("a changed first base: %v (hint %q); want it refused with the --rebuild fix", err, failure.HintOf(err))
+	}
+	settings, err = config.Load(e.repo.Dir, e.vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := base.Build(context.Background(), base.Options{Repo: e.g, Settings: settings, Store: e.store, Rebuild: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.First == nil || res.First.ID != first.ID || res.Record.Seed != first.ID {
+		t.Fatalf("--rebuild: first %v, seed %q; want the first base %s built again and seeding", res.First, res.Record.Seed, first.ID)
+	}
+	if _, err := os.Stat(planted); err == nil {
+		t.Fatal("the rebuilt first base still holds the planted file")
 	}
 }
