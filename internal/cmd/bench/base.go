@@ -26,10 +26,12 @@ func main() {
 	sandbox.Init()
 	bin := flag.String("bin", "bin", "directory holding Ferry's binaries")
 	n := flag.Int("n", 3, "repetitions of each measurement")
-	only := flag.String("only", "", "run one section: binaries, base, agents, hot, demand, overlay, refresh, pipeline, off, checksum, ctime, fleet, archive")
+	only := flag.String("only", "", "run one section: binaries, base, agents, hot, demand, overlay, refresh, pipeline, off, checksum, ctime, fleet, archive, scale")
 	large := flag.Int("large", 100, "extra crates in the larger generated workspace (0: skip it)")
 	xfs := flag.String("xfs", knobs.XFS(), "a directory on a filesystem with reflink, for the reflink figures")
 	sizes := flag.String("sizes", "1,2,4,8", "base target sizes of the spawn scaling table, as multiples of the fixture's")
+	scale := flag.String("scale", "10,100,500", "extra crates of the workspaces the scaling section generates")
+	crowds := flag.String("crowds", "1,8,32", "agents the scaling section spawns at once")
 	flag.Parse()
 	var err error
 	if *only == "" || *only == "binaries" {
@@ -70,6 +72,9 @@ func main() {
 	}
 	if err == nil && (*only == "" || *only == "archive") {
 		err = runArchive(*bin, *n, *large)
+	}
+	if err == nil && (*only == "" || *only == "scale") {
+		err = runScale(*bin, *scale, *crowds, *xfs)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: error:", err)
