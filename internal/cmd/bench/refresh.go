@@ -135,7 +135,15 @@ func runRefresh(bin string, n, large int, xfs string) error {
 		}
 		row(fmt.Sprintf("ferry base after a Cargo.toml change (%s)", seededWord(runs[0].manifestSeeded, "")), manifest)
 		row("  limit: incremental cargo build of that change, warm checkout", plainManifest)
-		fmt.Printf("  %-62s %8.2fx  (goal <= 1.3x)\n", "leaf refresh / incremental build", leaf.Seconds()/plainLeaf.Seconds())
+		// The goal: refresh <= max(1.3 x limit, limit + 0.3 s); the
+		// base's durability (fsync before base.json) stays inside it.
+		goal := max(1.3*plainLeaf.Seconds(), plainLeaf.Seconds()+0.3)
+		verdict := "within"
+		if leaf.Seconds() > goal {
+			verdict = "over"
+		}
+		fmt.Printf("  %-62s %8.2fx\n", "leaf refresh / incremental build", leaf.Seconds()/plainLeaf.Seconds())
+		fmt.Printf("  %-62s %+8.2fs  (goal: refresh <= max(1.3x, +0.3s) = %.2fs: %s)\n", "leaf refresh - incremental build", leaf.Seconds()-plainLeaf.Seconds(), goal, verdict)
 		fmt.Printf("  %-62s %8.1fx\n", "cold base / leaf refresh", cold.Seconds()/leaf.Seconds())
 		added := medianBytes(runs, func(r refreshRun) int64 { return r.addedBytes })
 		fmt.Printf("  %-62s %7.1f MB\n", "disk the leaf refresh took (filesystem free space, median)", float64(added)/1e6)
