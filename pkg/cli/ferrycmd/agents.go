@@ -13,6 +13,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/pipeline"
+	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // resolveAgent returns the named agent, or the one whose worktree holds the
@@ -248,7 +249,13 @@ func listAgents(args []string, io cli.IO) int {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			cur, _ := currentBase(fc.Store)
 			for _, e := range out {
+				switch {
+				case e.Problem == "" && cur != nil && e.Base != cur.ID && len(e.BaseWarm) < len(cur.Warm) && strings.HasPrefix(e.Base, cur.Commit+"-"):
+					fmt.Fprintf(io.Stderr, "ferry list: agent %s: its base is warm for %s only (spawned while the rest of its commit's base warmed); a new agent gets base %s, warm for %d commands\n",
+						e.Name, strings.Join(e.BaseWarm, ", "), cli.Short(cur.ID), len(cur.Warm))
+				}
 				switch {
 				case e.Problem != "":
 					fmt.Fprintf(io.Stderr, "ferry list: agent %s: %s\n", e.Name, e.Problem)
@@ -336,4 +343,14 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// currentBase is the store's current base's record, nil when there is none
+// or it cannot be read.
+func currentBase(s *store.Store) (*base.Record, error) {
+	id, err := s.Current()
+	if err != nil || id == "" {
+		return nil, err
+	}
+	return base.Read(s, id)
 }
