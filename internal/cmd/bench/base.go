@@ -32,6 +32,7 @@ func main() {
 	sizes := flag.String("sizes", "1,2,4,8", "base target sizes of the spawn scaling table, as multiples of the fixture's")
 	scale := flag.String("scale", "10,100,500", "extra crates of the workspaces the scaling section generates")
 	crowds := flag.String("crowds", "1,8,32", "agents the scaling section spawns at once")
+	chain := flag.Int("chain", 100, "extra crates in one dependency chain, the scaling section's deep workspace (0: skip it)")
 	flag.Parse()
 	var err error
 	if *only == "" || *only == "binaries" {
@@ -74,7 +75,7 @@ func main() {
 		err = runArchive(*bin, *n, *large)
 	}
 	if err == nil && (*only == "" || *only == "scale") {
-		err = runScale(*bin, *scale, *crowds, *xfs)
+		err = runScale(*bin, *scale, *crowds, *chain, *xfs)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: error:", err)

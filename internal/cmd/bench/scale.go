@@ -22,6 +22,7 @@ import (
 // scaleRow is what one workspace size measured, once each.
 type scaleRow struct {
 	crates                             int
+	chained                            bool // the extra crates form one chain, whose last crate is the root edit's
 	baseCold, plainCold                time.Duration
 	leaf, plainLeaf, chain, plainChain time.Duration
 	spawn, first                       time.Duration
@@ -40,7 +41,7 @@ type crowd struct {
 // runScale measures how Ferry grows with the workspace (generated leaf
 // crates beside the fixture's chain) and with agents spawned at once:
 // base, refreshes, spawn, first build and disk, each beside plain cargo.
-func runScale(bin string, sizes, crowds string, xfs string) error {
+func runScale(bin string, sizes, crowds string, chain int, xfs string) error {
 	if err := fixture.CheckTools(""); err != nil {
 		return err
 	}
@@ -73,7 +74,14 @@ func runScale(bin string, sizes, crowds string, xfs string) error {
 	}
 	var rows []scaleRow
 	for _, n := range ns {
-		r, err := scaleOne(bin, root, storeRoot, n, ks)
+		r, err := scaleOne(bin, root, storeRoot, n, false, ks)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	if chain > 0 {
+		r, err := scaleOne(bin, root, storeRoot, chain, true, nil)
 		if err != nil {
 			return err
 		}
@@ -83,12 +91,15 @@ func runScale(bin string, sizes, crowds string, xfs string) error {
 	return nil
 }
 
-func scaleOne(bin, root, storeRoot string, n int, ks []int) (scaleRow, error) {
-	r := scaleRow{crates: n}
+func scaleOne(bin, root, storeRoot string, n int, chained bool, ks []int) (scaleRow, error) {
+	r := scaleRow{crates: n, chained: chained}
 	name := fmt.Sprintf("scale-%d", n)
+	if chained {
+		name += "-chain"
+	}
 	w := &ws{name: name, dir: filepath.Join(root, name), bin: bin, home: filepath.Join(storeRoot, name, "home")}
 	var err error
-	if w.repo, err = fixture.Generate(filepath.Join(w.dir, "repo"), fixture.Options{ExtraCrates: n}); err != nil {
+	if w.repo, err = fixture.Generate(filepath.Join(w.dir, "repo"), fixture.Options{ExtraCrates: n, ChainExtras: chained}); err != nil {
 		return r, err
 	}
 	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte(fmt.Sprintf("[base]\nwarm = [%q]\n", benchWarm)), 0o644); err != nil {
@@ -133,11 +144,17 @@ func scaleOne(bin, root, storeRoot string, n int, ks []int) (scaleRow, error) {
 	}
 
 	// Refreshes: a leaf crate's edit, then the chain's root's, each beside
-	// the same edit built in the warm plain checkout (the limit).
+	// the same edit built in the warm plain checkout (the limit). In a
+	// chained workspace the first extra crate is the leaf (only app
+	// depends on it) and the last the root (every extra crate does).
+	rootLib := fixture.LibPath(fixture.ChainC)
+	if chained {
+		rootLib = fixture.LibPath(fixture.ExtraCrateName(n - 1))
+	}
 	for _, edit := range []struct {
 		lib        string
 		ferry, cpl *time.Duration
-	}{{fixture.LibPath(fixture.ExtraCrateName(0)), &r.leaf, &r.plainLeaf}, {fixture.LibPath(fixture.ChainC), &r.chain, &r.plainChain}} {
+	}{{fixture.LibPath(fixture.ExtraCrateName(0)), &r.leaf, &r.plainLeaf}, {rootLib, &r.chain, &r.plainChain}} {
 		line := "\n// bench edit\n"
 		if *edit.cpl, err = sh(plain, plainEnv, fmt.Sprintf("printf %q >> %s && %s", line, edit.lib, benchWarm)); err != nil {
 			return r, err
@@ -276,15 +293,20 @@ func physical(dir string) (int64, error) {
 func printScale(rows []scaleRow, where string) {
 	fmt.Printf("\n== Scaling with the workspace: generated leaf crates beside the fixture's chain (store on %s; %d CPUs; one round each)\n", where, runtime.NumCPU())
 	fmt.Printf("  %6s %10s %10s %8s %10s %10s %8s %10s %10s %7s %8s %11s %11s\n",
-		"crates", "base cold", "plain cold", "ratio", "refr leaf", "plain leaf", "over", "refr chain", "plain chain", "over", "spawn", "1st build", "agent disk")
+		"crates", "base cold", "plain cold", "ratio", "refr leaf", "plain leaf", "over", "refr root", "plain root", "over", "spawn", "1st build", "agent disk")
 	for _, r := range rows {
-		fmt.Printf("  %6d %9.1fs %9.1fs %7.2fx %9.2fs %9.2fs %+7.2fs %9.2fs %10.2fs %+6.2fs %7.3fs %10.3fs %8.1f MB (plain %.0f MB)\n",
-			r.crates, r.baseCold.Seconds(), r.plainCold.Seconds(), r.baseCold.Seconds()/r.plainCold.Seconds(),
+		crates := strconv.Itoa(r.crates)
+		if r.chained {
+			crates += "c"
+		}
+		fmt.Printf("  %6s %9.1fs %9.1fs %7.2fx %9.2fs %9.2fs %+7.2fs %9.2fs %10.2fs %+6.2fs %7.3fs %10.3fs %8.1f MB (plain %.0f MB)\n",
+			crates, r.baseCold.Seconds(), r.plainCold.Seconds(), r.baseCold.Seconds()/r.plainCold.Seconds(),
 			r.leaf.Seconds(), r.plainLeaf.Seconds(), (r.leaf - r.plainLeaf).Seconds(),
 			r.chain.Seconds(), r.plainChain.Seconds(), (r.chain - r.plainChain).Seconds(),
 			r.spawn.Seconds(), r.first.Seconds(), float64(r.agentDisk)/1e6, float64(r.plainDisk)/1e6)
 	}
-	fmt.Printf("  (refr: ferry base after the edit is committed; plain: the same edit built in a warm plain checkout; over: refresh minus plain)\n")
+	fmt.Printf("  (refr: ferry base after the edit is committed; plain: the same edit built in a warm plain checkout; over: refresh minus plain;\n")
+	fmt.Printf("   root: chain-c, under 3 crates, or, for Nc (N crates in one chain), the chain's last, under all N)\n")
 	fmt.Printf("\n== Agents spawned at once, then their first builds at once\n")
 	fmt.Printf("  %6s %6s %12s %12s %12s %12s %10s\n", "crates", "agents", "spawn med", "spawn max", "1st med", "1st max", "compiled")
 	for _, r := range rows {
