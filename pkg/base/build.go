@@ -57,6 +57,9 @@ type Options struct {
 	// firstOnly builds the base of this one of the plan's warm commands
 	// alone: the first step of a progressive build (Settings.Progressive).
 	firstOnly string
+	// firstInputs is the unit inputs the first step records: the full
+	// plan's (buildFirst).
+	firstInputs string
 }
 
 // Result is what Build did.
@@ -221,7 +224,10 @@ func buildFirst(ctx context.Context, o Options, p *Plan) (*Record, error) {
 	// Under --rebuild the first base is built again too: a first base
 	// that stays is the seed (chooseSeed), and one that did not verify is
 	// what --rebuild is for.
-	fo.firstOnly, fo.OnBuilding = p.Warm[p.first].Command, nil
+	// It records p's unit inputs, which hash in the commands demand
+	// added: all its units are units of p's commit, so it seeds p as a
+	// base with the same inputs does, with nothing to prune.
+	fo.firstOnly, fo.firstInputs, fo.OnBuilding = p.Warm[p.first].Command, p.UnitInputs, nil
 	res, err := Build(ctx, fo)
 	if err != nil {
 		return nil, err

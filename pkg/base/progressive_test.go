@@ -3,13 +3,17 @@ package base_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
@@ -145,5 +149,52 @@ func TestProgressiveFirstBaseOutlivesAFailure(t *testing.T) {
 	}
 	if _, err := os.Stat(planted); err == nil {
 		t.Fatal("the rebuilt first base still holds the planted file")
+	}
+}
+
+// With commands demand added, the full base's unit inputs hash them in;
+// the first base (which warms none of them) records the same inputs, and
+// seeds the full base as one with the same inputs does, not as one across
+// inputs, which only an observed base may be.
+func TestProgressiveSeedsDespiteDemandedCommands(t *testing.T) {
+	e := setupLight(t)
+	cmd, ok := demand.Normalize([]string{"check", "--all-targets"}, ".")
+	if !ok {
+		t.Fatal("cargo check --all-targets: not a command demand counts")
+	}
+	if err := e.store.Init(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := demand.Append(e.store.DemandLog(), demand.Entry{Time: time.Now(), Agent: fmt.Sprintf("a%d", i), Command: cmd.String(), Cmd: cmd}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settings, err := config.Load(e.repo.Dir, e.vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	res, err := base.Build(context.Background(), base.Options{Repo: e.g, Settings: settings, Store: e.store, Progress: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	r := res.Record
+	if !slices.ContainsFunc(r.Warm, func(w base.WarmCommand) bool { return w.Demanded > 0 }) {
+		t.Fatalf("no demanded command warmed: %+v", r.Warm)
+	}
+	if res.First == nil || r.Seed != res.First.ID || r.SeedBy == "" {
+		t.Fatalf("first %v, seed %q: the full base was not seeded from the first\n%s", res.First != nil, r.Seed, log.String())
+	}
+	// Demand's command is in the inputs both record: without it they
+	// would differ.
+	settings.Demand = false
+	plain, err := base.Resolve(base.Options{Repo: e.g, Settings: settings, Store: e.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.First.UnitInputs != r.UnitInputs || plain.UnitInputs == r.UnitInputs {
+		t.Fatalf("unit inputs: first %s, full %s, without demand %s; want the first's the full's, and demand's command in them",
+			res.First.UnitInputs, r.UnitInputs, plain.UnitInputs)
 	}
 }

@@ -144,6 +144,10 @@ func resolveAt(o Options, commit string) (*Plan, error) {
 	}
 	if o.firstOnly == "" {
 		learn(o, p)
+	} else if o.firstInputs != "" {
+		// The full plan's: its first base is its seed with the same
+		// inputs, whatever demand added to them (buildFirst).
+		p.UnitInputs = o.firstInputs
 	}
 	return p, nil
 }
