@@ -213,20 +213,18 @@ func progressive(o Options, p *Plan) bool {
 }
 
 // buildFirst builds (or reuses) the base of p's first warm command (the
-// one firstCommand chose), which
-// becomes current: agents spawn from it while the rest of p warms. It is
-// the seed the full build then takes (chooseSeed), as a layer at the same
-// commit. The first base's lock is taken under p's own, the lock order
-// every progressive build keeps.
+// one firstCommand chose), which becomes current: agents spawn from it
+// while the rest of p warms. It is the seed the full build then takes
+// (chooseSeed), as a layer at the same commit. It records p's unit inputs,
+// which hash in the commands demand added: all its units are units of p's
+// commit, so it seeds p as a base with the same inputs does, with nothing
+// to prune. Under --rebuild it is built again too: a first base that
+// verifies is the seed (chooseSeed) and is not built at all, and one that
+// does not is what --rebuild is for. Its lock is taken under p's own, the
+// lock order every progressive build keeps.
 func buildFirst(ctx context.Context, o Options, p *Plan) (*Record, error) {
 	o.say("warming %q first: agents spawn from its base once it is ready; the other %d command(s) follow, seeded from it", p.Warm[p.first].Command, len(p.Warm)-1)
 	fo := o
-	// Under --rebuild the first base is built again too: a first base
-	// that stays is the seed (chooseSeed), and one that did not verify is
-	// what --rebuild is for.
-	// It records p's unit inputs, which hash in the commands demand
-	// added: all its units are units of p's commit, so it seeds p as a
-	// base with the same inputs does, with nothing to prune.
 	fo.firstOnly, fo.firstInputs, fo.OnBuilding = p.Warm[p.first].Command, p.UnitInputs, nil
 	res, err := Build(ctx, fo)
 	if err != nil {
