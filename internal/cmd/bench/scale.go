@@ -73,6 +73,7 @@ func runScale(bin string, sizes, crowds string, chain int, xfs string) error {
 		}
 	}
 	var rows []scaleRow
+	defer func() { printScale(rows, where) }() // what was measured, also when a size fails
 	for _, n := range ns {
 		r, err := scaleOne(bin, root, storeRoot, n, false, ks)
 		if err != nil {
@@ -87,9 +88,13 @@ func runScale(bin string, sizes, crowds string, chain int, xfs string) error {
 		}
 		rows = append(rows, r)
 	}
-	printScale(rows, where)
 	return nil
 }
+
+// scaleWarm is the scaling section's warm command: the libraries and
+// binaries, whose targets stay small enough for a 500-crate workspace's
+// base, agents and plain checkout to fit on a small test filesystem.
+const scaleWarm = "cargo build --workspace"
 
 func scaleOne(bin, root, storeRoot string, n int, chained bool, ks []int) (scaleRow, error) {
 	r := scaleRow{crates: n, chained: chained}
@@ -98,11 +103,14 @@ func scaleOne(bin, root, storeRoot string, n int, chained bool, ks []int) (scale
 		name += "-chain"
 	}
 	w := &ws{name: name, dir: filepath.Join(root, name), bin: bin, home: filepath.Join(storeRoot, name, "home")}
+	// Each size's files go before the next size's are made.
+	defer os.RemoveAll(w.dir)
+	defer os.RemoveAll(filepath.Dir(w.home))
 	var err error
 	if w.repo, err = fixture.Generate(filepath.Join(w.dir, "repo"), fixture.Options{ExtraCrates: n, ChainExtras: chained}); err != nil {
 		return r, err
 	}
-	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte(fmt.Sprintf("[base]\nwarm = [%q]\n", benchWarm)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(w.repo.Dir, "ferry.toml"), []byte(fmt.Sprintf("[base]\nwarm = [%q]\n", scaleWarm)), 0o644); err != nil {
 		return r, err
 	}
 	if _, err := w.repo.Git("add", "ferry.toml"); err != nil {
@@ -121,7 +129,7 @@ func scaleOne(bin, root, storeRoot string, n int, chained bool, ks []int) (scale
 	}
 	plainEnv := append(os.Environ(), "CARGO_TARGET_DIR="+filepath.Join(plain, "target"))
 	fmt.Fprintf(os.Stderr, "bench: scale: %d extra crates: plain cargo, cold\n", n)
-	if r.plainCold, err = sh(plain, plainEnv, benchWarm); err != nil {
+	if r.plainCold, err = sh(plain, plainEnv, scaleWarm); err != nil {
 		return r, err
 	}
 	if r.plainDisk, err = physical(filepath.Join(plain, "target")); err != nil {
@@ -156,7 +164,7 @@ func scaleOne(bin, root, storeRoot string, n int, chained bool, ks []int) (scale
 		ferry, cpl *time.Duration
 	}{{fixture.LibPath(fixture.ExtraCrateName(0)), &r.leaf, &r.plainLeaf}, {rootLib, &r.chain, &r.plainChain}} {
 		line := "\n// bench edit\n"
-		if *edit.cpl, err = sh(plain, plainEnv, fmt.Sprintf("printf %q >> %s && %s", line, edit.lib, benchWarm)); err != nil {
+		if *edit.cpl, err = sh(plain, plainEnv, fmt.Sprintf("printf %q >> %s && %s", line, edit.lib, scaleWarm)); err != nil {
 			return r, err
 		}
 		if err := w.repo.Append(edit.lib, line); err != nil {
@@ -234,7 +242,7 @@ func shimBuild(w *ws, tree string) (time.Duration, int, error) {
 			env[j] = "PATH=" + filepath.Join(w.home, "bin") + ":" + kv[5:]
 		}
 	}
-	c := exec.Command("sh", "-c", benchWarm)
+	c := exec.Command("sh", "-c", scaleWarm)
 	c.Dir, c.Env = tree, env
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
@@ -242,7 +250,7 @@ func shimBuild(w *ws, tree string) (time.Duration, int, error) {
 	err := c.Run()
 	d := time.Since(t)
 	if err != nil {
-		return d, 0, fmt.Errorf("%s in %s: %v\n%s", benchWarm, tree, err, out.String())
+		return d, 0, fmt.Errorf("%s in %s: %v\n%s", scaleWarm, tree, err, out.String())
 	}
 	n := 0
 	sc := bufio.NewScanner(&out)
@@ -291,7 +299,10 @@ func physical(dir string) (int64, error) {
 }
 
 func printScale(rows []scaleRow, where string) {
-	fmt.Printf("\n== Scaling with the workspace: generated leaf crates beside the fixture's chain (store on %s; %d CPUs; one round each)\n", where, runtime.NumCPU())
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Printf("\n== Scaling with the workspace: generated leaf crates beside the fixture's chain, warm %q (store on %s; %d CPUs; one round each)\n", scaleWarm, where, runtime.NumCPU())
 	fmt.Printf("  %6s %10s %10s %8s %10s %10s %8s %10s %10s %7s %8s %11s %11s\n",
 		"crates", "base cold", "plain cold", "ratio", "refr leaf", "plain leaf", "over", "refr root", "plain root", "over", "spawn", "1st build", "agent disk")
 	for _, r := range rows {
