@@ -234,12 +234,7 @@ func (w *ws) round(i int, shared string) (agentRun, error) {
 	}
 	var a struct{ Worktree string }
 	json.Unmarshal(out, &a)
-	shimEnv := w.env()
-	for j, kv := range shimEnv {
-		if strings.HasPrefix(kv, "PATH=") {
-			shimEnv[j] = "PATH=" + filepath.Join(w.home, "bin") + ":" + kv[5:]
-		}
-	}
+	shimEnv := w.shimEnv()
 	if r.first, err = sh(a.Worktree, shimEnv, benchWarm); err != nil {
 		return r, err
 	}

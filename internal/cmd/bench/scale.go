@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/internal/fixture"
+	"github.com/ferrydev/ferry/pkg/diskuse"
 	"github.com/ferrydev/ferry/pkg/fork"
 )
 
@@ -236,14 +237,8 @@ func spawnCrowd(w *ws, k int) (crowd, error) {
 // shimBuild runs the warm command in an agent's worktree through the
 // shim, as an agent's shell does, and counts the crates cargo compiled.
 func shimBuild(w *ws, tree string) (time.Duration, int, error) {
-	env := w.env()
-	for j, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			env[j] = "PATH=" + filepath.Join(w.home, "bin") + ":" + kv[5:]
-		}
-	}
 	c := exec.Command("sh", "-c", scaleWarm)
-	c.Dir, c.Env = tree, env
+	c.Dir, c.Env = tree, w.shimEnv()
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	t := time.Now()
@@ -285,17 +280,11 @@ func agentPhysical(w *ws, name string) (int64, error) {
 	return 0, fmt.Errorf("ferry stats --disk: no agent %s", name)
 }
 
-// physical is what du says dir takes on disk, in bytes.
+// physical is what dir takes on disk, in bytes (package diskuse, which
+// ferry stats --disk counts with).
 func physical(dir string) (int64, error) {
-	out, err := exec.Command("du", "-s", "-B1", dir).Output()
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(out))
-	if len(f) == 0 {
-		return 0, fmt.Errorf("du %s: no answer", dir)
-	}
-	return strconv.ParseInt(f[0], 10, 64)
+	u, err := diskuse.New().Add(dir)
+	return u.Physical, err
 }
 
 func printScale(rows []scaleRow, where string) {
