@@ -95,29 +95,37 @@ func TestProgressiveOnlyWhenAsked(t *testing.T) {
 	}
 }
 
-// A progressive build whose later command fails leaves its first base
-// ready and current: agents keep spawning warm. The next build seeds from
-// that first base; one changed since it was built is refused, naming the
-// fix, and `--rebuild` builds it again.
+// A progressive build stopped after its first base (here interrupted)
+// leaves that base ready and current: agents keep spawning warm. The next
+// build seeds from it; one changed since it was built is refused, naming
+// the fix, and `--rebuild` builds it again. A later command that fails
+// does not hold the base back: it is kept, the failure recorded as
+// incomplete, and the commands after it warm.
 func TestProgressiveFirstBaseOutlivesAFailure(t *testing.T) {
 	e := setupLight(t)
-	toml := func(second string) {
+	toml := func(later ...string) {
 		t.Helper()
+		warm := `"cargo build --workspace"`
+		for _, c := range later {
+			warm += fmt.Sprintf(", %q", c)
+		}
 		if err := os.WriteFile(filepath.Join(e.repo.Dir, "ferry.toml"),
-			[]byte("[base]\nprogressive = true\nwarm = [\"cargo build --workspace\", \""+second+"\"]\n"), 0o644); err != nil {
+			[]byte("[base]\nprogressive = true\nwarm = ["+warm+"]\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	toml("exit 3")
+	toml("true")
 	var first *base.Record
 	settings, err := config.Load(e.repo.Dir, e.vars)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = base.Build(context.Background(), base.Options{Repo: e.g, Settings: settings, Store: e.store,
-		OnFirstReady: func(r *base.Record) { first = r }})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err = base.Build(ctx, base.Options{Repo: e.g, Settings: settings, Store: e.store,
+		OnFirstReady: func(r *base.Record) { first = r; cancel() }})
 	if err == nil || first == nil {
-		t.Fatalf("a failing second command: err %v, first %v; want the build to fail after its first base", err, first)
+		t.Fatalf("interrupted after its first base: err %v, first %v; want the build to fail after its first base", err, first)
 	}
 	if cur, _ := e.store.Current(); cur != first.ID {
 		t.Fatalf("current = %q after the failure, want the first base %s", cur, first.ID)
@@ -131,7 +139,6 @@ func TestProgressiveFirstBaseOutlivesAFailure(t *testing.T) {
 	if err := os.WriteFile(planted, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	toml("true")
 	_, err = e.build(t, "")
 	if err == nil || !strings.Contains(err.Error(), first.ID) || !strings.Contains(failure.HintOf(err), "--rebuild") {
 		t.Fatalf("a changed first base: %v (hint %q); want it refused with the --rebuild fix", err, failure.HintOf(err))
@@ -149,6 +156,39 @@ func TestProgressiveFirstBaseOutlivesAFailure(t *testing.T) {
 	}
 	if _, err := os.Stat(planted); err == nil {
 		t.Fatal("the rebuilt first base still holds the planted file")
+	}
+
+	// A later command fails: the base is ready without it, and the
+	// command after it warmed.
+	marker := filepath.Join(t.TempDir(), "after")
+	toml("exit 3", "touch "+marker)
+	res, err = e.build(t, "")
+	if err != nil {
+		t.Fatalf("a failing later command: %v; want the base kept", err)
+	}
+	if !slices.Contains(res.Record.Incomplete, "exit 3") {
+		t.Errorf("incomplete = %q, want the failed command", res.Record.Incomplete)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the command after the failed one did not run: %v", err)
+	}
+	if cur, _ := e.store.Current(); cur != res.Record.ID {
+		t.Errorf("current = %q, want the kept base %s", cur, res.Record.ID)
+	}
+	if err := base.Verify(res.Record); err != nil {
+		t.Errorf("the kept base: %v", err)
+	}
+	if n := len(res.Record.Warm); n != 3 || res.Record.Warm[1].ExitCode != 3 {
+		t.Errorf("warm records %+v, want three, the second exiting 3", res.Record.Warm)
+	}
+
+	// Its first command failing discards it: nothing would serve agents.
+	if err := os.WriteFile(filepath.Join(e.repo.Dir, "ferry.toml"),
+		[]byte("[base]\nprogressive = true\nwarm = [\"exit 4\", \"true\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.build(t, ""); failure.KindOf(err) != failure.BuildFailed {
+		t.Errorf("a failing first command: %v, want the build failed", err)
 	}
 }
 

@@ -77,7 +77,8 @@ func warmOne(ctx context.Context, o Options, p *Plan, r *Record, w WarmCommand, 
 	}
 	werr := &WarmError{Command: w.Command, ExitCode: code, Seconds: w.Seconds, Failed: w.Failed}
 	blocking, keep := judge(w, failed, built)
-	if !keep {
+	later := !keep && laterCommand(o, p, w)
+	if !keep && !later {
 		hint := discardHint(p, w, failed, blocking, clippyCommand(w.Command) && built)
 		return failure.Wrap(failure.BuildFailed, werr, hint, "the base of %s was not built", short(p.Commit))
 	}
@@ -88,8 +89,8 @@ func warmOne(ctx context.Context, o Options, p *Plan, r *Record, w WarmCommand, 
 	}
 	var msg string
 	if len(failed) == 0 {
-		// Only the generated clippy command gets here: its failure has
-		// always only warned, whatever it was.
+		// The generated clippy command, whose failure has always only
+		// warned, or a later command of a progressive plan.
 		msg = fmt.Sprintf("warm command %q exited with status %d after %.1fs; the base is ready without it", w.Command, code, w.Seconds)
 		r.Incomplete = append(r.Incomplete, w.Command)
 	} else {
@@ -109,9 +110,21 @@ func warmOne(ctx context.Context, o Options, p *Plan, r *Record, w WarmCommand, 
 			msg += " (and cargo stopped at the first failure: add --keep-going to the command to build everything else)"
 		}
 	}
+	if later {
+		msg += fmt.Sprintf(" (a progressive base is kept once its first command, %q, is warm; what failed is recorded as incomplete)", p.Warm[p.first].Command)
+	}
 	r.Warnings = append(r.Warnings, msg)
 	o.say("warning: %s", msg)
 	return nil
+}
+
+// laterCommand reports whether w is a warm command of a progressive plan
+// other than its first: a base the first command warmed serves agents, so
+// a later command that fails does not hold it back. It is recorded as
+// incomplete, and the commands after it warm
+// as they would have. Only the first command's failure discards the base.
+func laterCommand(o Options, p *Plan, w WarmCommand) bool {
+	return o.Settings.Progressive && len(p.Warm) > 1 && w.Command != p.Warm[p.first].Command
 }
 
 // Cargo caches what it learns by running rustc (rustc -vV, the target
