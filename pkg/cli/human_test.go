@@ -35,3 +35,16 @@ func TestEventLine(t *testing.T) {
 		}
 	}
 }
+
+// A short base id keeps part of the fingerprint: a commit's first base and
+// its full one differ only there.
+func TestShortBase(t *testing.T) {
+	commit := strings.Repeat("ab", 20)
+	first, full := ShortBase(commit+"-0123456789abcdef"), ShortBase(commit+"-fedcba9876543210")
+	if first != "abababababab-01234567" || full == first {
+		t.Errorf("ShortBase = %q and %q", first, full)
+	}
+	if got := ShortBase("abc"); got != "abc" {
+		t.Errorf("ShortBase(abc) = %q", got)
+	}
+}

@@ -370,7 +370,7 @@ func (c *listCmd) run(io cli.IO) error {
 			}
 			commit = cli.Short(e.Record.Commit)
 			if e.Record.Seed != "" {
-				seed = cli.Short(e.Record.Seed)
+				seed = cli.ShortBase(e.Record.Seed)
 			}
 			cargo = e.Record.Toolchain.CargoVersion
 			created = e.Record.Created.Local().Format(time.DateTime)

@@ -243,7 +243,7 @@ func listAgents(args []string, io cli.IO) int {
 				if e.Busy {
 					busy = "busy"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.State, cli.Short(e.Base), e.Backend,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.State, cli.ShortBase(e.Base), e.Backend,
 					cli.Bytes(e.PrivateBytes+e.SandboxBytes), busy, orDash(e.Tool), orDash(e.Session), e.Worktree)
 			}
 			if err := tw.Flush(); err != nil {
@@ -254,7 +254,7 @@ func listAgents(args []string, io cli.IO) int {
 				switch {
 				case e.Problem == "" && cur != nil && e.Base != cur.ID && len(e.BaseWarm) < len(cur.Warm) && strings.HasPrefix(e.Base, cur.Commit+"-"):
 					fmt.Fprintf(io.Stderr, "ferry list: agent %s: its base is warm for %s only (spawned while the rest of its commit's base warmed); a new agent gets base %s, warm for %d commands\n",
-						e.Name, strings.Join(e.BaseWarm, ", "), cur.ID, len(cur.Warm)) // the whole id: the first base's has the same commit
+						e.Name, strings.Join(e.BaseWarm, ", "), cur.ID, len(cur.Warm))
 				}
 				switch {
 				case e.Problem != "":
