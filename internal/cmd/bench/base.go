@@ -249,7 +249,12 @@ func sandboxCost(dir string, n int) (time.Duration, time.Duration, error) {
 	return median(in), median(out), nil
 }
 
+// median is the middle of ds, which it sorts; 0 when nothing was measured
+// (a refresh on reflink measures no layered depths).
 func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	return ds[len(ds)/2]
 }
