@@ -121,8 +121,8 @@ func warmOne(ctx context.Context, o Options, p *Plan, r *Record, w WarmCommand, 
 // laterCommand reports whether w is a warm command of a progressive plan
 // other than its first: a base the first command warmed serves agents, so
 // a later command that fails does not hold it back. It is recorded as
-// incomplete, and the commands after it warm
-// as they would have. Only the first command's failure discards the base.
+// incomplete, and the commands after it warm as they would have. Only the
+// first command's failure discards the base.
 func laterCommand(o Options, p *Plan, w WarmCommand) bool {
 	return o.Settings.Progressive && len(p.Warm) > 1 && w.Command != p.Warm[p.first].Command
 }

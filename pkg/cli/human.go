@@ -22,7 +22,7 @@ func Short(id string) string {
 }
 
 // ShortBase shortens a base id (commit-fingerprint) for a table: the
-// commit's first 12 characters and the fingerprint's first 8. Two bases
+// commit's first 12 characters and the fingerprint's first 6. Two bases
 // of one commit (a progressive build's first base and its full one) share
 // the commit, so a short base id keeps part of the fingerprint.
 func ShortBase(id string) string {
@@ -30,7 +30,7 @@ func ShortBase(id string) string {
 	if !ok {
 		return Short(id)
 	}
-	return Short(commit) + "-" + fp[:min(8, len(fp))]
+	return Short(commit) + "-" + fp[:min(6, len(fp))]
 }
 
 // Seconds rounds a duration in seconds for people: "850µs", "12ms", "3.4s",

@@ -41,7 +41,7 @@ func TestEventLine(t *testing.T) {
 func TestShortBase(t *testing.T) {
 	commit := strings.Repeat("ab", 20)
 	first, full := ShortBase(commit+"-0123456789abcdef"), ShortBase(commit+"-fedcba9876543210")
-	if first != "abababababab-01234567" || full == first {
+	if first != "abababababab-012345" || full == first {
 		t.Errorf("ShortBase = %q and %q", first, full)
 	}
 	if got := ShortBase("abc"); got != "abc" {

@@ -115,11 +115,7 @@ func baseWords(id string) string {
 	if id == "" {
 		return "no base"
 	}
-	commit, fp, ok := strings.Cut(id, "-")
-	if !ok {
-		return cli.Short(id)
-	}
-	return cli.Short(commit) + "-" + fp[:min(len(fp), 6)]
+	return cli.ShortBase(id)
 }
 
 // rate words a hit rate: 87%, or - when nothing was counted.
