@@ -103,7 +103,7 @@ func Shared(t *testing.T) *World {
 
 func (w *World) Env(extra []string) []string {
 	// Overlay namespaces end with their last session unless a test asks
-	// for a holder (overlay_hold.go in package fork).
+	// for a holder (overlay_hold.go in package lifecycle).
 	return append(os.Environ(), append([]string{"FERRY_HOME=" + w.Home, "FERRY_WORKTREES=" + w.Worktrees, knobs.OverlayHold + "=0"}, extra...)...)
 }
 

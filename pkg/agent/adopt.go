@@ -18,6 +18,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -338,7 +339,7 @@ func reserveAdoption(o AdoptOptions, path, commit, branch, tool, backend, isolat
 		return nil, nil, nil, err
 	}
 	if _, err := os.Stat(s.Agent(name).Dir); err == nil {
-		if err := fork.RemoveTree(s.Agent(name).Dir); err != nil { // left by an adoption that died before its record
+		if err := platform.RemoveTree(s.Agent(name).Dir); err != nil { // left by an adoption that died before its record
 			return nil, nil, nil, err
 		}
 	}
@@ -360,7 +361,7 @@ func reserveAdoption(o AdoptOptions, path, commit, branch, tool, backend, isolat
 	}
 	if err := write(s, r); err != nil {
 		l.Release()
-		fork.RemoveTree(s.Agent(name).Dir)
+		platform.RemoveTree(s.Agent(name).Dir)
 		return nil, nil, nil, err
 	}
 	return r, l, nil, nil

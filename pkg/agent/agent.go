@@ -13,7 +13,7 @@
 // What the fork is, how a process enters the agent's sandbox, whether the
 // caller is in it already, who counts as a user of the fork and what rm
 // must hold before removing it belong to the fork backend the agent
-// recorded at spawn (fork.Lifecycle; the overlay's join-or-create protocol
+// recorded at spawn (lifecycle.Lifecycle; the overlay's join-or-create protocol
 // lives with it in package fork). This package, and package session for
 // the commands run for an agent, add what every agent shares (the
 // worktree's bind mount, the sealed store, busy.lock), ask the backend for
@@ -116,7 +116,7 @@ func Busy(s *store.Store, name string) (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	b, err := session.Backend(r)
+	b, err := session.Lifecycle(r)
 	if err != nil {
 		return false, nil
 	}

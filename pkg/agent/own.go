@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/lifecycle"
 	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/session"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -21,7 +21,7 @@ import (
 // worktree (Claude Code's Bash tool runs each command as one) looks for
 // ./target/debug/<bin>. So spawn makes one entry of Ferry's own in the
 // worktree: a symbolic link target -> the path the fork's backend names for
-// the host (fork.Lifecycle.HostLink: the fork's directory for reflink and
+// the host (lifecycle.Lifecycle.HostLink: the fork's directory for reflink and
 // copy, a link into the live namespace for an overlay).
 //
 // Cargo never uses it: the shim always sets CARGO_TARGET_DIR. It is made
@@ -60,11 +60,15 @@ const TargetLink = record.TargetLink
 
 // makeTargetLink makes the worktree's target link for agent r, or records
 // why it did not. The caller holds the agent lock.
-func makeTargetLink(repo *git.Repo, s *store.Store, r *Record, b fork.Backend) error {
+func makeTargetLink(repo *git.Repo, s *store.Store, r *Record) error {
 	if r.TargetLinkSkipped != "" {
 		return nil // decided before (Adopt)
 	}
-	dest, err := b.HostLink(session.Fork(s, r, nil))
+	l, err := session.Lifecycle(r)
+	if err != nil {
+		return err
+	}
+	dest, err := l.HostLink(session.Fork(s, r, nil))
 	if err != nil {
 		return err
 	}
@@ -136,7 +140,7 @@ func makeTargetDir(repo *git.Repo, s *store.Store, r *Record, dest string) error
 // entries at the top of the base's target but the nested workspaces'
 // (Ferry's), and the two profiles Cargo builds without being asked for
 // one, sorted.
-func targetNames(a fork.Agent) ([]string, error) {
+func targetNames(a lifecycle.Agent) ([]string, error) {
 	base, err := a.BaseTarget()
 	if err != nil {
 		return nil, err

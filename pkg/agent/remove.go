@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/lifecycle"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/session"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -126,7 +127,7 @@ func remove(repo *git.Repo, s *store.Store, name string, o RemoveOptions, keep f
 	// The backend keeps new sessions out while removing (busy.lock held
 	// exclusively, and an overlay's mount.lock), and refuses while
 	// processes still use the fork.
-	b, err := session.Backend(r)
+	b, err := session.Lifecycle(r)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +325,7 @@ func removeDamaged(repo *git.Repo, s *store.Store, name string) (*Removal, error
 				"processes still run for agent %q", name)
 		}
 	}
-	if fork.ScanMounted().AgentDir(files.Dir) {
+	if lifecycle.ScanMounted().AgentDir(files.Dir) {
 		return nil, failure.New(failure.Refused, "stop the agent's shells and builds and try again",
 			"a process still has agent %q's overlay mounted", name)
 	}
@@ -346,7 +347,7 @@ func removeDamaged(repo *git.Repo, s *store.Store, name string) (*Removal, error
 		return nil, err
 	}
 	agentLock.Release()
-	return rm, fork.RemoveTree(files.Dir)
+	return rm, platform.RemoveTree(files.Dir)
 }
 
 // dropRecord removes agent name's record and then, with the locks
@@ -360,7 +361,7 @@ func dropRecord(s *store.Store, name string, release func(), agentLock *lock.Loc
 	}
 	release()
 	agentLock.Release()
-	return fork.RemoveTree(s.Agent(name).Dir)
+	return platform.RemoveTree(s.Agent(name).Dir)
 }
 
 // present reports whether path is a directory.

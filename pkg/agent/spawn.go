@@ -24,6 +24,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -234,7 +235,7 @@ func reserve(o SpawnOptions, commit, branch, path, backend, isolation string, co
 		return nil, nil, err
 	} else if _, err := os.Stat(s.Agent(o.Name).Dir); err == nil {
 		// A directory without a record: spawn died before writing it.
-		if err := fork.RemoveTree(s.Agent(o.Name).Dir); err != nil {
+		if err := platform.RemoveTree(s.Agent(o.Name).Dir); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -268,7 +269,7 @@ func reserve(o SpawnOptions, commit, branch, path, backend, isolation string, co
 	}
 	if err := write(s, r); err != nil {
 		l.Release()
-		fork.RemoveTree(s.Agent(o.Name).Dir)
+		platform.RemoveTree(s.Agent(o.Name).Dir)
 		return nil, nil, err
 	}
 	return r, l, nil
@@ -550,7 +551,7 @@ func furnish(repo *git.Repo, s *store.Store, r *Record, b *base.Record, backend 
 		return err
 	}
 	failpoint.Hit("spawn/after-fork")
-	if err := makeTargetLink(repo, s, r, backend); err != nil {
+	if err := makeTargetLink(repo, s, r); err != nil {
 		return err
 	}
 	if err := placeFiles(r, place); err != nil {
@@ -806,7 +807,7 @@ func removeDir(s *store.Store, name string) error {
 	}
 	for _, e := range ents {
 		if p := filepath.Join(dir, e.Name()); p != s.Agent(name).Record && p != s.Agent(name).Lock {
-			if err := fork.RemoveTree(p); err != nil {
+			if err := platform.RemoveTree(p); err != nil {
 				return err
 			}
 		}
@@ -814,7 +815,7 @@ func removeDir(s *store.Store, name string) error {
 	if err := os.Remove(s.Agent(name).Record); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return fork.RemoveTree(dir)
+	return platform.RemoveTree(dir)
 }
 
 func since(t time.Time) float64 {

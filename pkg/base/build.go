@@ -14,10 +14,11 @@ import (
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/confine"
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/lifecycle"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -617,7 +618,7 @@ func warm(ctx context.Context, o Options, p *Plan, r *Record, seed *Record, conf
 	}
 	// What the warm commands wrote to $HOME, $CARGO_HOME and /tmp is
 	// theirs alone, and goes before the base is ready.
-	if err := fork.RemoveTree(store.BaseFiles(r.Dir).Private); err != nil {
+	if err := platform.RemoveTree(store.BaseFiles(r.Dir).Private); err != nil {
 		return err
 	}
 	r.WarmReference = r.ownWarmSeconds()
@@ -694,7 +695,7 @@ func unreadyDamaged(s *store.Store, id string) error {
 	files := s.Base(id)
 	// An overlay agent's idle namespace, kept for the host to reach its
 	// build output, must not stand in the way: end those holders first.
-	fork.EndHolders(s.AgentsDir(), files.Target)
+	lifecycle.EndHolders(s.AgentsDir(), files.Target)
 	if sandbox.MountedLower(files.Target) {
 		return failure.New(failure.Refused, "stop the processes of the overlay agents spawned from it (their shells and builds), then try again",
 			"base %s is in use as the lower layer of a running overlay agent", id)
@@ -728,7 +729,7 @@ func Discard(o Options, id string) error {
 	// RemoveTree: a layered refresh's overlay work dir holds a directory
 	// without permissions. In a link window: a layered refresh or a pull
 	// linked its seed's files into it.
-	if err := linking(o.Store, id, func() error { return fork.RemoveTree(dir) }); err != nil {
+	if err := linking(o.Store, id, func() error { return platform.RemoveTree(dir) }); err != nil {
 		return err
 	}
 	return atomicfile.SyncDir(o.Store.BasesDir())

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/record"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 	"github.com/ferrydev/ferry/pkg/warmset"
 )
 

@@ -220,7 +220,7 @@ func foldLayer(o Options, r *Record, laid task[fold.Stats]) error {
 			return err
 		}
 		failpoint.Hit("base/layer-moved")
-		return fork.RemoveTree(store.BaseFiles(r.Dir).Layer)
+		return platform.RemoveTree(store.BaseFiles(r.Dir).Layer)
 	})
 	if err != nil {
 		return err
@@ -241,7 +241,7 @@ type LayerCount = record.LayerCount
 // and the kernel refuses to mount over the marker a volatile mount leaves.
 func resetLayerWork(r *Record) error {
 	w := layerWork(r)
-	if err := fork.RemoveTree(w); err != nil {
+	if err := platform.RemoveTree(w); err != nil {
 		return err
 	}
 	return os.Mkdir(w, 0o755)

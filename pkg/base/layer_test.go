@@ -178,7 +178,7 @@ func TestLayeredRefresh(t *testing.T) {
 	for _, r := range chain[:len(chain)-1] {
 		// Removed as gc removes a base: in a link window, since the
 		// removal moves the change times of the inodes last shares.
-		if err := base.Linking(e.store, r.ID, func() error { return fork.RemoveTree(r.Target) }); err != nil {
+		if err := base.Linking(e.store, r.ID, func() error { return platform.RemoveTree(r.Target) }); err != nil {
 			t.Fatal(err)
 		}
 	}

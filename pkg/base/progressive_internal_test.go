@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/config"
-	"github.com/ferrydev/ferry/pkg/demand"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 

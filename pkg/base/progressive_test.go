@@ -13,8 +13,8 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
-	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 )
 
 // A progressive build makes the base of its first warm command ready and

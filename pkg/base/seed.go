@@ -19,6 +19,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/freshness"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/store"
 	"github.com/ferrydev/ferry/pkg/units"
 )
@@ -270,7 +271,7 @@ func cloneSeed(r, seed *Record) error {
 	if seed.UnitInputs != r.UnitInputs {
 		// Nested workspaces' target dirs are not observed, so nothing
 		// could prune them: they start empty.
-		if err := fork.RemoveTree(store.NestedTargets(r.Target)); err != nil {
+		if err := platform.RemoveTree(store.NestedTargets(r.Target)); err != nil {
 			return err
 		}
 	}
@@ -416,7 +417,7 @@ func (r *Record) relinking(s *store.Store, f func() error) error {
 
 // unseed empties r's target and stamps its checkout as a cold build's.
 func unseed(o Options, r *Record) error {
-	if err := r.relinking(o.Store, func() error { return fork.RemoveTree(r.Target) }); err != nil {
+	if err := r.relinking(o.Store, func() error { return platform.RemoveTree(r.Target) }); err != nil {
 		return err
 	}
 	if err := os.Mkdir(r.Target, 0o755); err != nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
-	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -100,7 +99,7 @@ func dropSpare(o Options) error {
 	// A worktree git had not registered yet (killed while adding) is a
 	// plain directory: remove it, then unregister whatever is left.
 	rerr := o.Repo.WorktreeRemove(sp.Src)
-	if err := fork.RemoveTree(sp.Dir); err != nil {
+	if err := platform.RemoveTree(sp.Dir); err != nil {
 		return err
 	}
 	if rerr != nil {

@@ -112,7 +112,10 @@ var budgets = []struct {
 		"github.com/ferrydev/ferry/pkg/agent":   "spawn, adopt and rm, and through them the base builder: the shim reads agent.json through package record and enters the sandbox through package session",
 		"github.com/ferrydev/ferry/pkg/base":    "the base builder: the shim reads base.json through package record",
 		"github.com/ferrydev/ferry/pkg/config":  "the settings, with the suggestions for ferry.toml's typos: an agent's calls follow its record, never the settings",
-		"github.com/ferrydev/ferry/pkg/warmset": "what Ferry learns from the demand log (warm sets, hit rates, why): the shim only records, through package demand",
+		"github.com/ferrydev/ferry/pkg/warmset": "what Ferry learns from the demand log (warm sets, hit rates, why): the shim only records, through package record/demand",
+		"github.com/ferrydev/ferry/pkg/fork":    "making, folding and measuring forks: the shim uses an agent's fork through package lifecycle",
+		"github.com/ferrydev/ferry/pkg/share":   "pulling and pushing bases between hosts",
+		"github.com/nats-io/":                   "NATS, client or server: the shim reads state files directly and never dials the bus",
 	}},
 	{"ferry-rustc", map[string]string{
 		"github.com/ferrydev/ferry/pkg/config": "the settings: the wrapper takes what it needs from its environment",

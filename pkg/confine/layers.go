@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
-	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -65,4 +64,4 @@ func readySlot(slot store.PrivateSlot, layers []sandbox.Layer) error {
 	return nil
 }
 
-func removeTree(dir string) error { return fork.RemoveTree(dir) }
+func removeTree(dir string) error { return platform.RemoveTree(dir) }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/ferrydev/ferry/pkg/platform"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,7 +58,7 @@ func copyAsClone(src, dst string) error {
 	if err := out.Close(); err != nil {
 		return err
 	}
-	return SetTimes(dst, &st)
+	return platform.SetTimes(dst, &st)
 }
 
 // CloningWalk is cloningCopy, for the external tests (conformance_test.go).

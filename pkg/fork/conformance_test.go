@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/pkg/config"
+	"github.com/ferrydev/ferry/pkg/lifecycle"
+	"github.com/ferrydev/ferry/pkg/store"
 
 	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/fork/forktest"
@@ -19,10 +21,41 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestEveryBackendHasALifecycle holds each registered backend to its
+// second registration, in package lifecycle's table, and to a lifecycle
+// that fits its forks: what a lifecycle says an agent's builds wrote
+// (Written, which the shim reads) is where the sandbox mounts the fork
+// (TargetSpec's directory) or its overlay's upper layer.
+func TestEveryBackendHasALifecycle(t *testing.T) {
+	for _, b := range fork.Backends() {
+		l, err := lifecycle.For(b.Name())
+		if err != nil {
+			t.Errorf("backend %s: %v (add it to the table in pkg/lifecycle/lifecycle.go)", b.Name(), err)
+			continue
+		}
+		checkLifecycleFits(t, b, l)
+	}
+}
+
+func checkLifecycleFits(t *testing.T, b fork.Backend, l lifecycle.Lifecycle) {
+	t.Helper()
+	dir := t.TempDir()
+	spec := b.TargetSpec(fork.Paths{BaseTarget: "/base/target", AgentDir: dir})
+	want := spec.Dir
+	if spec.Overlay != nil {
+		want = spec.Overlay.Upper
+	}
+	if got := l.Written(lifecycle.Agent{Name: "a", Files: store.AgentFiles(dir)}); got != want {
+		t.Errorf("backend %s: its lifecycle's Written is %s, where its fork's writes land is %s", b.Name(), got, want)
+	}
+}
+
 // TestAddingABackend follows docs/internals.md "Adding a fork backend"
 // with a new backend, the walk macOS's reflink backend takes (clonefile,
 // which Linux never takes on its own) forking copies: once implemented
-// (clonewalk_test.go) and registered, it is a name that ByName, Select,
+// (clonewalk_test.go) and registered (in fork's registry and lifecycle's
+// table, as a plain directory each session binds), it is a name that
+// ByName, Select,
 // Names and the settings ([agent] backend) accept, and it passes the
 // conformance suite: the tree, hard links, modes (a clone comes read-only
 // when its source is), times, refusals and cleanup.
@@ -39,6 +72,15 @@ func TestAddingABackend(t *testing.T) {
 		t.Fatalf("ferry.toml with [agent] backend = %q loads before the backend is registered", b.Name())
 	}
 	t.Cleanup(fork.RegisterForTest(b))
+	if _, err := lifecycle.For(b.Name()); err == nil {
+		t.Fatalf("lifecycle.For(%s) finds a lifecycle before its line in the table", b.Name())
+	}
+	t.Cleanup(lifecycle.RegisterForTest(b.Name(), lifecycle.Bind{}))
+	if l, err := lifecycle.For(b.Name()); err != nil {
+		t.Fatalf("lifecycle.For(%s) once registered: %v", b.Name(), err)
+	} else {
+		checkLifecycleFits(t, b, l)
+	}
 	if got, err := fork.ByName(b.Name()); err != nil || got != b {
 		t.Fatalf("ByName(%s) = %v, %v once registered", b.Name(), got, err)
 	}

@@ -16,7 +16,7 @@ import (
 // the copy shares extents; the files are new inodes either way.
 func Copy() Backend { return copyBackend{} }
 
-type copyBackend struct{ bindForks }
+type copyBackend struct{}
 
 func (copyBackend) Name() string { return NameCopy }
 

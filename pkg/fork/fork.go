@@ -73,21 +73,10 @@
 // the same rule (Auto, over each backend's Needs), so doctor describes the
 // backend spawn will really use, in that backend's words (Cost).
 //
-// A backend also owns how its forks are used once made (Lifecycle): how a
-// session enters the agent's sandbox, whether the caller is in it already,
-// which processes count as the fork's users, and what rm must hold and
-// check before removing it; Mounted is what gc checks. Package agent asks
-// the backend its agent recorded and never compares backend names
-// (TestNoBackendNameCompared fails on a comparison outside this package).
-// The reason is the overlay: its fork exists only inside a namespace every
-// process of the agent shares, so entering it is a protocol (mount.lock,
-// ns.json, a scan of every mountinfo, a volatile upper checked against the
-// boot, backoff and refusal; see overlay_session.go), its users include
-// processes that hold no lock but still see the mount, and removing it
-// must wait for them. Reflink and copy forks are plain directories,
-// bind-mounted per call, whose users are the holders of busy.lock. Keeping
-// each protocol with the backend whose fork needs it means a new backend
-// is one file here, not a branch in every caller.
+// A backend's forks, once made, follow a lifecycle (package lifecycle):
+// how a session enters the agent's sandbox, who uses the fork and what rm
+// must wait for. That package, not this one, is what the per-call shim
+// links; a backend registers its lifecycle there too (lifecycle.For).
 package fork
 
 import (
@@ -95,8 +84,6 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/lock"
-	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -132,9 +119,10 @@ type OverlaySpec struct {
 	Work  string
 }
 
-// Backend makes and measures forks of a base's target dir, and says how the
-// agent lifecycle uses them. Package agent asks its agent's backend (ByName,
-// with the name the agent recorded at spawn) and never compares names.
+// Backend makes and measures forks of a base's target dir. Package agent
+// asks its agent's backend (ByName, with the name the agent recorded at
+// spawn) and never compares names; how the forks are used once made is
+// the backend's lifecycle (lifecycle.For).
 type Backend interface {
 	// Name is the name an agent records at spawn: "reflink", "overlay" or
 	// "copy".
@@ -153,46 +141,6 @@ type Backend interface {
 	// agent's sessions, for diagnostics: "each fork is a full copy of the
 	// base's target".
 	Cost() string
-
-	Lifecycle
-}
-
-// Lifecycle is what the agent lifecycle needs from a backend once the fork
-// exists: how a session enters the agent's sandbox, whether the caller is
-// in it already, who uses the fork, and what removing it must wait for.
-// Reflink and copy forks are directories bind-mounted per call; the
-// overlay's is a mount that every process of the agent shares, entered by
-// the protocol in overlay_session.go.
-type Lifecycle interface {
-	// Enter prepares plan's command in a's sandbox: plan holds the
-	// worktree's bind mount, the sealed store and the command, and Enter
-	// adds the fork (TargetSpec's bind or overlay), takes what admits the
-	// session and hands it to the command. busy is the caller's shared
-	// hold on a's busy.lock: the session owns it once Enter succeeds, and
-	// the caller still does when Enter fails.
-	Enter(a Agent, plan sandbox.Plan, busy *lock.Lock) (*Session, error)
-	// InSandbox reports whether the canonical target this process sees
-	// is a's fork. (The caller checks the canonical checkout.)
-	InSandbox(a Agent) bool
-	// Users are the processes that use a's fork (holders of busy.lock,
-	// and whatever else the backend counts), lowest pid first, without
-	// this process. Best effort: for naming processes and for ferry list.
-	Users(a Agent) []int
-	// Exclude keeps new sessions out of a's fork and refuses
-	// (failure.Refused, naming them) while processes still use it: what rm
-	// must hold before it removes an agent. release lets sessions in
-	// again; it is safe to call more than once.
-	Exclude(a Agent) (release func(), err error)
-	// HostLink readies and returns what the link at the root of a's
-	// worktree names, so that a process outside any sandbox finds the
-	// agent's build output at ./target: the fork's directory (reflink,
-	// copy), or for an overlay the link Ferry points into its live
-	// namespace (made here, pointing at nothing until one lives).
-	HostLink(a Agent) (string, error)
-	// Reach returns the path through which a process outside any sandbox
-	// reaches a's fork now, and whether it does: always for a directory
-	// fork, only while a namespace lives for an overlay.
-	Reach(a Agent) (string, bool)
 }
 
 // Backend names.

@@ -1,11 +1,12 @@
 package fork
 
 import (
-	"github.com/ferrydev/ferry/internal/treetest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferrydev/ferry/internal/treetest"
 
 	"github.com/ferrydev/ferry/internal/unpriv"
 	"github.com/ferrydev/ferry/pkg/failure"

@@ -15,7 +15,7 @@ import (
 // TestNoBackendNameCompared fails when code outside this package compares a
 // fork backend's name (NameOverlay, NameReflink, NameCopy, or the literals
 // "overlay", "reflink", "copy") with ==, != or a switch case: what differs
-// between backends is asked of the backend (Backend, Lifecycle, Needs), so
+// between backends is asked of the backend (Backend, its lifecycle, Needs), so
 // that a backend's behaviour lives in one place. Showing or recording a name
 // is fine. Tests and internal/ (test, benchmark and demo code) are not
 // checked, nor is this package, which maps names to backends.

@@ -1,7 +1,6 @@
 package fork
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,18 +9,20 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/lifecycle"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
 // Overlay forks by copying nothing: the agent's target is an overlayfs with
 // the base target as its read-only lower layer and the agent's own upper/
 // and work/ dirs, mounted inside the agent's namespace (package sandbox,
-// and the join-or-create protocol in overlay_session.go). Spawn makes two empty
-// directories, so its cost does not grow with the target; the kernel copies
-// a file up into upper/ when Cargo first writes it, preserving its mtime,
-// and never writes to the lower. The fork exists only inside a namespace
-// that has it mounted: on the host, AgentDir/upper holds only what the agent
-// changed.
+// and the join-or-create protocol in package lifecycle). Spawn makes two
+// empty directories, so its cost does not grow with the target; the
+// kernel copies a file up into upper/ when Cargo first writes it,
+// preserving its mtime, and never writes to the lower. The fork exists
+// only inside a namespace that has it mounted: on the host, AgentDir/upper
+// holds only what the agent changed.
 func Overlay() Backend { return overlayBackend{} }
 
 type overlayBackend struct{}
@@ -69,24 +70,14 @@ func (overlayBackend) Fork(p Paths) (Stats, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			RemoveTree(tmp)
+			platform.RemoveTree(tmp)
 		}
 	}()
 	// The layers are made in tmp under their final names, then renamed.
+	if err := lifecycle.NewLayers(tmp, &st); err != nil {
+		return Stats{}, err
+	}
 	staged := store.AgentFiles(tmp)
-	for _, d := range []string{staged.Upper, staged.Work} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return Stats{}, err
-		}
-	}
-	// The upper dir is the root of the merged view, whose mode and times
-	// are then the upper's: give it the base target's.
-	if err := os.Chmod(staged.Upper, os.FileMode(st.Mode&0o777)); err != nil {
-		return Stats{}, err
-	}
-	if err := SetTimes(staged.Upper, &st); err != nil {
-		return Stats{}, err
-	}
 	// work first: an upper without its work dir is unusable, so its
 	// presence marks a finished fork. A plain rename would replace an empty
 	// directory that appeared since the check.
@@ -125,33 +116,6 @@ func expressible(path string) error {
 		return failure.New(failure.Refused,
 			"move Ferry's store to a path without , : or \\ (FERRY_HOME or [store] dir in ferry.toml), or use backend copy",
 			"overlay: %s holds a comma, colon or backslash, which overlayfs's mount options cannot express", path)
-	}
-	return nil
-}
-
-// ResetOverlay empties an overlay fork's layers, so that its view is the
-// base's target again: the state spawn left it in. New empty layers are made
-// beside the old ones and swapped in (RENAME_EXCHANGE), each swap atomic,
-// so a crash leaves every layer either old or new and a later reset
-// finishes the job. The caller ensures nothing has the overlay mounted.
-func ResetOverlay(p Paths) error {
-	tmp, err := os.MkdirTemp(p.AgentDir, ".reset.tmp-*")
-	if err != nil {
-		return err
-	}
-	defer RemoveTree(tmp)
-	if _, err := Overlay().Fork(Paths{BaseTarget: p.BaseTarget, AgentDir: tmp}); err != nil {
-		return fmt.Errorf("reset the overlay of %s: %w", p.AgentDir, err)
-	}
-	fresh := Paths{AgentDir: tmp}
-	for _, pair := range [][2]string{{fresh.Work(), p.Work()}, {fresh.Upper(), p.Upper()}} {
-		err := exchange(pair[0], pair[1])
-		if errors.Is(err, unix.ENOENT) {
-			err = os.Rename(pair[0], pair[1]) // a layer an earlier reset left missing
-		}
-		if err != nil {
-			return fmt.Errorf("reset the overlay of %s: %w", p.AgentDir, err)
-		}
 	}
 	return nil
 }

@@ -2,11 +2,12 @@ package fork
 
 import (
 	"errors"
-	"github.com/ferrydev/ferry/internal/treetest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferrydev/ferry/internal/treetest"
 
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/platform"

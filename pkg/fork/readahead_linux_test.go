@@ -1,12 +1,13 @@
 package fork
 
 import (
-	"github.com/ferrydev/ferry/internal/treetest"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/ferrydev/ferry/internal/treetest"
 
 	"golang.org/x/sys/unix"
 )

@@ -21,7 +21,7 @@ import (
 // file is made differs (reflinkTree).
 func Reflink() Backend { return reflinkBackend{} }
 
-type reflinkBackend struct{ bindForks }
+type reflinkBackend struct{}
 
 func (reflinkBackend) Name() string { return NameReflink }
 

@@ -11,9 +11,12 @@ import (
 // nothing and costs the target's size per agent, and Auto falls back to
 // the last one.
 //
-// A new backend is one file implementing Backend (with a Lifecycle:
-// bindForks for a fork that is a plain directory) and one entry here;
-// ByName, Select, Auto, Names and the settings' check ([agent] backend,
+// A new backend is one file implementing Backend, one entry here, and
+// one in package lifecycle's table naming how its forks are used once
+// made (lifecycle.Bind for a fork that is a plain directory), which the
+// per-call shim reads without linking this package;
+// TestEveryBackendHasALifecycle fails for a backend missing there. ByName,
+// Select, Auto, Names and the settings' check ([agent] backend,
 // FERRY_BACKEND) all read this list, and TestConformance runs the
 // conformance suite on every entry.
 var backends = []Backend{Reflink(), Overlay(), Copy()}

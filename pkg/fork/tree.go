@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/pkg/failure"
+	"github.com/ferrydev/ferry/pkg/platform"
 )
 
 // fillFunc makes the new, empty regular file dst hold the bytes of src.
@@ -173,7 +174,7 @@ func forkTree(p Paths, t *tree) (st Stats, err error) {
 		if err != nil {
 			// The error that matters is the one that stopped the fork; a
 			// failed cleanup leaves a .target.tmp-* that nothing reads.
-			_ = RemoveTree(tmp)
+			_ = platform.RemoveTree(tmp)
 		}
 	}()
 	t.links = map[fileID]string{}
@@ -263,7 +264,7 @@ func (t *tree) dir(src, dst string, st *unix.Stat_t) error {
 	if err := unix.Chmod(dst, uint32(st.Mode)&0o7777); err != nil {
 		return &os.PathError{Op: "chmod", Path: dst, Err: err}
 	}
-	return SetTimes(dst, st)
+	return platform.SetTimes(dst, st)
 }
 
 // file forks the regular file src to dst.
@@ -298,7 +299,7 @@ func (t *tree) file(src, dst string, st *unix.Stat_t) error {
 	if err := unix.Close(out); err != nil {
 		return &os.PathError{Op: "close", Path: dst, Err: err}
 	}
-	return SetTimes(dst, st)
+	return platform.SetTimes(dst, st)
 }
 
 // create makes dst, new, with the bytes of the regular file src, and
@@ -341,17 +342,7 @@ func (t *tree) symlink(src, dst string, st *unix.Stat_t) error {
 	if err := os.Symlink(text, dst); err != nil {
 		return err
 	}
-	return SetTimes(dst, st)
-}
-
-// SetTimes gives path (never followed) the access and modification times of
-// st, to the nanosecond.
-func SetTimes(path string, st *unix.Stat_t) error {
-	ts := []unix.Timespec{st.Atim, st.Mtim}
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return &os.PathError{Op: "utimensat", Path: path, Err: err}
-	}
-	return nil
+	return platform.SetTimes(dst, st)
 }
 
 // SpecialFile refuses a file in the base target that is not a regular file,
@@ -372,20 +363,4 @@ func SpecialFile(path string, mode uint32) error {
 		"a Cargo target dir holds only files, directories and symlinks, so something else wrote into the base; "+
 			"delete that base and build it again",
 		"%s is a %s, which a fork cannot reproduce", path, kind)
-}
-
-// RemoveTree removes dir and everything below it. A fork's directories take
-// their modes from the base, so some may be read-only, and overlayfs leaves
-// work/work with mode 0; make them writable and try again before giving up.
-func RemoveTree(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(path, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
 }

@@ -18,11 +18,6 @@ func exclusiveUnsupported(err error) bool {
 	return errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS)
 }
 
-// exchange swaps a and b atomically (renamex_np with RENAME_SWAP).
-func exchange(a, b string) error {
-	return unix.RenameatxNp(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_SWAP)
-}
-
 // willRead does nothing: macOS has no fadvise, and its read-ahead hint
 // (F_RDADVISE) takes a byte range per call, not worth a call per file.
 func willRead(int) {}

@@ -18,10 +18,5 @@ func exclusiveUnsupported(err error) bool {
 	return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS)
 }
 
-// exchange swaps a and b atomically (RENAME_EXCHANGE).
-func exchange(a, b string) error {
-	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
-}
-
 // willRead asks the kernel to read fd's pages ahead (fadvise WILLNEED).
 func willRead(fd int) { unix.Fadvise(fd, 0, 0, unix.FADV_WILLNEED) }

@@ -7,7 +7,7 @@
 // whose spawn died (state "creating", lock free) are rolled back, and agent
 // dirs left without a record by an interrupted rm are removed. A base that a
 // mounted fork still reads, and an agent dir a mounted fork still writes
-// into, are kept: package fork says which (fork.Mounted: an overlay that a
+// into, are kept: package fork says which (lifecycle.Mounted: an overlay that a
 // process of a removed overlay agent, in a namespace nested inside its
 // sandbox, still has mounted).
 //
@@ -104,9 +104,10 @@ import (
 	"github.com/ferrydev/ferry/pkg/base"
 	"github.com/ferrydev/ferry/pkg/config"
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/git"
+	"github.com/ferrydev/ferry/pkg/lifecycle"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
@@ -219,7 +220,7 @@ func RunWith(repo *git.Repo, s *store.Store, o Options) (*Result, error) {
 	if cur != "" {
 		roots[cur] = true
 	}
-	mounted := fork.ScanMounted()
+	mounted := lifecycle.ScanMounted()
 	if err := removeLeftovers(s, agents, mounted, dry, res); err != nil {
 		return nil, err
 	}
@@ -345,7 +346,7 @@ func noBaseDir(s *store.Store, id string) (bool, error) {
 // removeLeftovers removes agent dirs without a record (an rm or a spawn
 // interrupted after removing it), unless a mounted fork still writes there.
 // The caller holds the store lock, which spawn takes to create a record.
-func removeLeftovers(s *store.Store, agents []*agent.Record, mounted fork.Mounted, dry bool, res *Result) error {
+func removeLeftovers(s *store.Store, agents []*agent.Record, mounted lifecycle.Mounted, dry bool, res *Result) error {
 	ents, err := os.ReadDir(s.AgentsDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -370,7 +371,7 @@ func removeLeftovers(s *store.Store, agents []*agent.Record, mounted fork.Mounte
 			continue
 		}
 		if !dry {
-			if err := fork.RemoveTree(dir); err != nil {
+			if err := platform.RemoveTree(dir); err != nil {
 				return err
 			}
 		}
@@ -396,5 +397,5 @@ func deleteBase(repo *git.Repo, s *store.Store, id string) error {
 	// RemoveTree: a killed layered refresh leaves an overlay work dir
 	// holding a directory without permissions. In a link window: its
 	// files may be inodes other bases hold (a layered refresh's).
-	return base.Linking(s, id, func() error { return fork.RemoveTree(dir) })
+	return base.Linking(s, id, func() error { return platform.RemoveTree(dir) })
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/gc"
 	"github.com/ferrydev/ferry/pkg/git"
 	"github.com/ferrydev/ferry/pkg/lock"
+	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -52,7 +53,7 @@ func newEnv(t *testing.T) *env {
 	// Overlayfs leaves work/work with mode 0 and a fork may hold read-only
 	// dirs: an unprivileged user's TempDir cleanup could not remove them.
 	// (Runs before the TempDir's removal, which was registered first.)
-	t.Cleanup(func() { fork.RemoveTree(root) })
+	t.Cleanup(func() { platform.RemoveTree(root) })
 	e := &env{root: root}
 
 	src := filepath.Join(root, "repo")

@@ -38,9 +38,9 @@ import (
 
 	"github.com/ferrydev/ferry/pkg/agent"
 	"github.com/ferrydev/ferry/pkg/config"
-	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 	"github.com/ferrydev/ferry/pkg/store"
 	"github.com/ferrydev/ferry/pkg/warmset"
 )

@@ -15,3 +15,8 @@ func FilesystemType(path string) (string, error) {
 	}
 	return unix.ByteSliceToString(st.Fstypename[:]), nil
 }
+
+// Exchange swaps a and b atomically (renamex_np with RENAME_SWAP).
+func Exchange(a, b string) error {
+	return unix.RenameatxNp(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_SWAP)
+}

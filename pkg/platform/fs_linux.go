@@ -52,3 +52,8 @@ func filesystemName(magic uint32) string {
 	}
 	return fmt.Sprintf("0x%x", magic)
 }
+
+// Exchange swaps a and b atomically (renameat2 with RENAME_EXCHANGE).
+func Exchange(a, b string) error {
+	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+}

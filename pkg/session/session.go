@@ -5,13 +5,14 @@
 // (spawn, adopt, rm), which links the base builder: the shim starts on
 // every cargo call and links this package and package record instead.
 //
-// How a process enters an agent's sandbox is its fork backend's business
-// (fork.Lifecycle): a reflink or copy fork is bind-mounted in a namespace
-// of the call's own, an overlay fork is mounted once and joined by every
-// later process of the agent, under a protocol that lives with the overlay
-// backend in package fork. This package asks the backend the agent
-// recorded at spawn and adds what every agent shares: the worktree's bind
-// mount, the sealed store, and busy.lock.
+// How a process enters an agent's sandbox is its fork's lifecycle
+// (package lifecycle, by the backend the agent recorded at spawn): a
+// reflink or copy fork is bind-mounted in a namespace of the call's own,
+// an overlay fork is mounted once and joined by every later process of
+// the agent. This package adds what every agent shares: the worktree's
+// bind mount, the sealed store, and busy.lock. Neither package makes
+// forks (package fork does), so the shim links neither that nor the base
+// builder.
 package session
 
 import (
@@ -21,18 +22,19 @@ import (
 	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/confine"
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/lifecycle"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
-// Backend returns the backend agent r was forked with. A name this Ferry
-// does not know (a record written by a newer one) is refused: without its
-// backend nothing can tell how to enter the fork or who still uses it.
-func Backend(r *record.Agent) (fork.Backend, error) {
-	b, err := fork.ByName(r.Backend)
+// Lifecycle returns the lifecycle of agent r's fork, by the backend r was
+// forked with. A name this Ferry does not know (a record written by a
+// newer one) is refused: without it nothing can tell how to enter the fork
+// or who still uses it.
+func Lifecycle(r *record.Agent) (lifecycle.Lifecycle, error) {
+	b, err := lifecycle.For(r.Backend)
 	if err != nil {
 		return nil, failure.Wrap(failure.Refused, err, "use the Ferry that spawned it: a newer one knows the backend",
 			"agent %q records fork backend %q, which this Ferry does not know", r.Name, r.Backend)
@@ -42,8 +44,8 @@ func Backend(r *record.Agent) (fork.Backend, error) {
 
 // Fork is agent r's fork as its backend sees it; x, when set, the
 // session's confinement, whose private layers the backend mounts.
-func Fork(s *store.Store, r *record.Agent, x *confine.Session) fork.Agent {
-	a := fork.Agent{
+func Fork(s *store.Store, r *record.Agent, x *confine.Session) lifecycle.Agent {
+	a := lifecycle.Agent{
 		Name:  r.Name,
 		Files: s.Agent(r.Name),
 		Mount: s.MntTarget(),
@@ -74,16 +76,16 @@ func HoldBusy(s *store.Store, name string) (*lock.Lock, error) {
 // Command prepares argv to run in agent r's sandbox, at dir (a canonical or
 // host path), with env as its whole environment; for an agent that builds
 // at host paths, without a sandbox, at dir. The caller sets the
-// command's standard streams and runs it with fork.Session.Run; Close
+// command's standard streams and runs it with lifecycle.Session.Run; Close
 // releases what a session not run holds.
-func Command(s *store.Store, r *record.Agent, dir string, argv, env []string) (*fork.Session, error) {
+func Command(s *store.Store, r *record.Agent, dir string, argv, env []string) (*lifecycle.Session, error) {
 	if r.State != record.Ready {
 		return nil, record.NotReady(r)
 	}
 	// Nothing an agent runs reaches the bus: its address and credentials
 	// stay with Ferry (and the sandbox hides the bus's files).
 	env = cargoenv.WithoutBus(env)
-	b, err := Backend(r)
+	b, err := Lifecycle(r)
 	if err != nil {
 		return nil, err
 	}
@@ -91,15 +93,15 @@ func Command(s *store.Store, r *record.Agent, dir string, argv, env []string) (*
 	if err != nil {
 		return nil, err
 	}
-	var x *fork.Session
+	var x *lifecycle.Session
 	if r.HostPaths() {
 		// No sandbox: the shim sends cargo to the fork from the
 		// agent's record.
-		x, err = fork.Host(sandbox.Plan{Dir: dir, Argv: argv, Env: env}, busy)
+		x, err = lifecycle.Host(sandbox.Plan{Dir: dir, Argv: argv, Env: env}, busy)
 	} else if inSandbox(s, r, b) {
 		// A session of this agent starting another (ferry run from its
 		// shell): the namespace is already the agent's.
-		x, err = fork.Inside(sandbox.Plan{Dir: dir, Argv: argv, Env: env}, busy)
+		x, err = lifecycle.Inside(sandbox.Plan{Dir: dir, Argv: argv, Env: env}, busy)
 	} else {
 		x, err = enter(s, r, b, dir, argv, env, busy)
 	}
@@ -112,7 +114,7 @@ func Command(s *store.Store, r *record.Agent, dir string, argv, env []string) (*
 
 // enter builds the sandbox plan every agent shares and has the backend add
 // its fork and admit the session.
-func enter(s *store.Store, r *record.Agent, b fork.Backend, dir string, argv, env []string, busy *lock.Lock) (*fork.Session, error) {
+func enter(s *store.Store, r *record.Agent, b lifecycle.Lifecycle, dir string, argv, env []string, busy *lock.Lock) (*lifecycle.Session, error) {
 	if err := s.CheckWritable(); err != nil {
 		return nil, err
 	}
@@ -143,11 +145,11 @@ func enter(s *store.Store, r *record.Agent, b fork.Backend, dir string, argv, en
 // the canonical checkout is r's worktree and the canonical target is r's
 // fork (as its backend mounts it).
 func InSandbox(s *store.Store, r *record.Agent) bool {
-	b, err := Backend(r)
+	b, err := Lifecycle(r)
 	return err == nil && inSandbox(s, r, b)
 }
 
-func inSandbox(s *store.Store, r *record.Agent, b fork.Backend) bool {
+func inSandbox(s *store.Store, r *record.Agent, b lifecycle.Lifecycle) bool {
 	src, err := os.Stat(s.MntSrc())
 	if err != nil {
 		return false

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/store"
 )
@@ -18,7 +17,7 @@ import (
 // directory for reflink and copy agents, and for an overlay agent the
 // live namespace's view while one lives ("", false otherwise).
 func HostTarget(s *store.Store, r *record.Agent) (string, bool) {
-	b, err := Backend(r)
+	b, err := Lifecycle(r)
 	if err != nil || r.State != record.Ready {
 		return "", false
 	}
@@ -30,15 +29,11 @@ func HostTarget(s *store.Store, r *record.Agent) (string, bool) {
 // upper layer for an overlay agent (which holds only that). It needs no
 // live namespace, so the shim reads it after cargo has exited.
 func Written(s *store.Store, r *record.Agent) (string, error) {
-	b, err := Backend(r)
+	b, err := Lifecycle(r)
 	if err != nil {
 		return "", err
 	}
-	spec := b.TargetSpec(fork.Paths{AgentDir: s.Agent(r.Name).Dir})
-	if spec.Overlay != nil {
-		return spec.Overlay.Upper, nil
-	}
-	return spec.Dir, nil
+	return b.Written(Fork(s, r, nil)), nil
 }
 
 // RemapTarget is the target dir cargo gets for remap agent r's worktree

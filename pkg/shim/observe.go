@@ -12,9 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/internal/knobs"
-	"github.com/ferrydev/ferry/pkg/demand"
-	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/lifecycle"
 	"github.com/ferrydev/ferry/pkg/record"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 	"github.com/ferrydev/ferry/pkg/sandbox/inplace"
 	"github.com/ferrydev/ferry/pkg/session"
 	"github.com/ferrydev/ferry/pkg/store"
@@ -157,7 +157,7 @@ func (o *observation) message(body []byte, reason string, _ bool, paths []string
 // run runs agent a's session x (cargo with the call's arguments, stdout
 // not yet set) as a child of the shim, relays its stdout and records the
 // call. It returns cargo's exit status.
-func (o *observation) run(x *fork.Session) (int, error) {
+func (o *observation) run(x *lifecycle.Session) (int, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		x.Close()
@@ -171,8 +171,8 @@ func (o *observation) run(x *fork.Session) (int, error) {
 
 	cpu0 := childCPU()
 	var wait func() (int, error)
-	if (x.Mode == fork.EnterBind || x.Mode == fork.EnterJoin) && inplace.Linked {
-		proc, err := inplace.Start(x.Cmd, x.Mode == fork.EnterJoin, pw)
+	if (x.Mode == lifecycle.EnterBind || x.Mode == lifecycle.EnterJoin) && inplace.Linked {
+		proc, err := inplace.Start(x.Cmd, x.Mode == lifecycle.EnterJoin, pw)
 		// The child holds busy.lock (and mount.lock) now; the agent lock
 		// goes, as it does at the exec when the shim becomes cargo.
 		x.Close()

@@ -43,7 +43,7 @@ import (
 	"github.com/ferrydev/ferry/pkg/cargoenv"
 	"github.com/ferrydev/ferry/pkg/cli/report"
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/lifecycle"
 	"github.com/ferrydev/ferry/pkg/record"
 	"github.com/ferrydev/ferry/pkg/sandbox/inplace"
 	"github.com/ferrydev/ferry/pkg/session"
@@ -307,14 +307,14 @@ func (c *Call) runForAgent(cargo string, a *record.Agent, s *store.Store, top st
 	if obs != nil {
 		return obs.run(x)
 	}
-	if x.Mode == fork.EnterBind && inplace.Linked {
+	if x.Mode == lifecycle.EnterBind && inplace.Linked {
 		// A namespace of the call's own: this process enters it and becomes
 		// cargo (package inplace says why), keeping busy.lock.
 		err := inplace.Exec(x.Cmd)
 		x.Close()
 		return 0, err
 	}
-	if x.Mode == fork.EnterJoin && inplace.Linked {
+	if x.Mode == lifecycle.EnterJoin && inplace.Linked {
 		// An overlay's live namespace: this process joins it and becomes
 		// cargo, keeping busy.lock and mount.lock; the agent lock goes at
 		// the exec, once busy.lock keeps rm out.

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/demand"
 	"github.com/ferrydev/ferry/pkg/record"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 )
 
 // Policy is how a base learns from demand ([base] demand-min,

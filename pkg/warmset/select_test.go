@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/demand"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/demand"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 )
 
 // Rate is a hit rate: of the units first builds built, how many were

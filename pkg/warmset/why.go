@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ferrydev/ferry/pkg/demand"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 )
 
 // Why Cargo compiled a unit of an agent's build, told from what its

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferrydev/ferry/pkg/demand"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 )
 
 func write(t *testing.T, root, rel, content string) {

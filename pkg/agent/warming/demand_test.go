@@ -11,7 +11,7 @@ import (
 	"github.com/ferrydev/ferry/internal/agenttest"
 	"github.com/ferrydev/ferry/internal/fixture"
 	"github.com/ferrydev/ferry/internal/testenv"
-	"github.com/ferrydev/ferry/pkg/demand"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 	"github.com/ferrydev/ferry/pkg/warmset"
 )
 

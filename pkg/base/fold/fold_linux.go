@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/platform"
+
+	"golang.org/x/sys/unix"
 )
 
 // Stats counts what Fold did.
@@ -429,13 +430,13 @@ func (l Layers) copyUpDirs(rel string) error {
 		if err := os.Mkdir(up, 0o700); err != nil {
 			return err
 		}
-		if err := fork.SetTimes(parent, &pst); err != nil {
+		if err := platform.SetTimes(parent, &pst); err != nil {
 			return err
 		}
 		if err := unix.Chmod(up, st.Mode&0o7777); err != nil {
 			return &os.PathError{Op: "chmod", Path: up, Err: err}
 		}
-		if err := fork.SetTimes(up, &st); err != nil {
+		if err := platform.SetTimes(up, &st); err != nil {
 			return err
 		}
 	}

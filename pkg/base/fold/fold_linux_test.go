@@ -2,13 +2,14 @@ package fold
 
 import (
 	"bytes"
-	"github.com/ferrydev/ferry/internal/treetest"
-	"github.com/ferrydev/ferry/pkg/fork"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferrydev/ferry/internal/treetest"
+	"github.com/ferrydev/ferry/pkg/fork"
 
 	"golang.org/x/sys/unix"
 )

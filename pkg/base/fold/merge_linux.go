@@ -8,9 +8,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ferrydev/ferry/pkg/platform"
 	"golang.org/x/sys/unix"
-
-	"github.com/ferrydev/ferry/pkg/fork"
 )
 
 // Folding in two steps. Fold's cost grows with the lower layer: it makes
@@ -249,7 +248,7 @@ func (m *merger) drop(nfd int, n, npath string) error {
 	if err != nil {
 		return err
 	}
-	return fork.RemoveTree(np)
+	return platform.RemoveTree(np)
 }
 
 // count adds an entry of next's, removed or replaced, to what was dropped.

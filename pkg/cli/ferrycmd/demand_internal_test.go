@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrydev/ferry/pkg/demand"
+	"github.com/ferrydev/ferry/pkg/record/demand"
 	"github.com/ferrydev/ferry/pkg/warmset"
 )
 

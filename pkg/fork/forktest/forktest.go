@@ -19,11 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/pkg/fork"
+	"github.com/ferrydev/ferry/pkg/platform"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/internal/treetest"
 	"github.com/ferrydev/ferry/pkg/failure"
-	"github.com/ferrydev/ferry/pkg/fork"
 )
 
 const mib = 1 << 20
@@ -392,7 +394,7 @@ func testExistingTarget(t *testing.T, b fork.Backend, store string) {
 					}
 					noLeftovers(t, p.AgentDir)
 					treetest.DirHolds(t, p.AgentDir, filepath.Base(path))
-					if err := fork.RemoveTree(path); err != nil {
+					if err := platform.RemoveTree(path); err != nil {
 						t.Fatal(err)
 					}
 				})

@@ -1,4 +1,4 @@
-package fork
+package lifecycle
 
 import (
 	"bytes"
@@ -83,7 +83,7 @@ func hold(a Agent) *sandbox.Hold {
 
 // HostLink makes the agent dir's host-target link, leading to its plain
 // directory until a namespace lives, and returns it.
-func (overlayBackend) HostLink(a Agent) (string, error) {
+func (Overlay) HostLink(a Agent) (string, error) {
 	if _, err := os.Lstat(a.Files.HostTarget); errors.Is(err, fs.ErrNotExist) {
 		if err := plainHostTarget(a); err != nil {
 			return "", err
@@ -142,7 +142,7 @@ func holder(a Agent) int {
 // no process uses the overlay (mount.lock free: no namespace is being
 // made either, whose holder would point it at its view); best effort, so
 // a store the caller cannot write keeps the link as it is.
-func (overlayBackend) Reach(a Agent) (string, bool) {
+func (Overlay) Reach(a Agent) (string, bool) {
 	pid := holder(a)
 	if pid == 0 {
 		if l, err := lock.TryTake(a.Files.MountLock); err == nil {

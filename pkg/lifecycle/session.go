@@ -1,4 +1,4 @@
-package fork
+package lifecycle
 
 import (
 	"fmt"
@@ -14,9 +14,9 @@ import (
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
-// Agent is one agent's fork as the agent lifecycle hands it to its backend:
-// who it is, where its files are, and how to find the base it was forked
-// from. Package agent fills it from the agent's record.
+// Agent is one agent's fork as a Lifecycle is handed it: who it is, where
+// its files are, and how to find the base it was forked from. Package
+// session fills it from the agent's record (session.Fork).
 type Agent struct {
 	Name  string
 	Files store.Agent // its paths in the store (store.Store.Agent)
@@ -171,16 +171,16 @@ func (x *Session) releaseAgentLock() {
 	x.agentLock.Release() // safe when nil or released
 }
 
-// bindForks is the lifecycle of a backend whose fork is a plain directory,
+// Bind is the lifecycle of a backend whose fork is a plain directory,
 // AgentDir/target (reflink, copy): each session bind-mounts it in a
 // namespace of its own, and busy.lock alone counts the fork's users.
 // Bind-mount sandboxes are safe to create per call (seed, Sandbox).
-type bindForks struct{}
+type Bind struct{}
 
 // Enter bind-mounts the fork on the canonical target and prepares the
 // command in a new namespace, with the private layers of a free slot,
 // whose lock the command holds.
-func (bindForks) Enter(a Agent, plan sandbox.Plan, busy *lock.Lock) (*Session, error) {
+func (Bind) Enter(a Agent, plan sandbox.Plan, busy *lock.Lock) (*Session, error) {
 	plan.Binds = append(plan.Binds, sandbox.Bind{Source: a.Files.Target, Target: a.Mount})
 	layers, slot, err := takeSlot(a)
 	if err != nil {
@@ -204,17 +204,17 @@ func (bindForks) Enter(a Agent, plan sandbox.Plan, busy *lock.Lock) (*Session, e
 
 // InSandbox reports whether the canonical target this process sees is the
 // fork's directory (its bind mount).
-func (bindForks) InSandbox(a Agent) bool {
+func (Bind) InSandbox(a Agent) bool {
 	t, err1 := os.Stat(a.Mount)
 	h, err2 := os.Stat(a.Files.Target)
 	return err1 == nil && err2 == nil && os.SameFile(t, h)
 }
 
 // Users are the processes holding busy.lock.
-func (bindForks) Users(a Agent) []int { return otherPids(lock.Holders(a.Files.Busy)) }
+func (Bind) Users(a Agent) []int { return otherPids(lock.Holders(a.Files.Busy)) }
 
 // Exclude takes busy.lock exclusively, refusing while a process holds it.
-func (bindForks) Exclude(a Agent) (func(), error) {
+func (Bind) Exclude(a Agent) (func(), error) {
 	busy, err := excludeBusy(a)
 	if err != nil {
 		return nil, err
@@ -224,10 +224,13 @@ func (bindForks) Exclude(a Agent) (func(), error) {
 
 // HostLink is the fork's directory: a host process reads and runs what
 // the agent built there, as the sandbox sees it on the canonical target.
-func (bindForks) HostLink(a Agent) (string, error) { return a.Files.Target, nil }
+func (Bind) HostLink(a Agent) (string, error) { return a.Files.Target, nil }
+
+// Written is the fork's directory.
+func (Bind) Written(a Agent) string { return a.Files.Target }
 
 // Reach is the fork's directory, while it exists.
-func (bindForks) Reach(a Agent) (string, bool) {
+func (Bind) Reach(a Agent) (string, bool) {
 	fi, err := os.Stat(a.Files.Target)
 	return a.Files.Target, err == nil && fi.IsDir()
 }

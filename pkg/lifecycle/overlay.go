@@ -1,4 +1,4 @@
-package fork
+package lifecycle
 
 import (
 	"errors"
@@ -26,10 +26,10 @@ import (
 // and two overlays on one upper dir must never be mounted at once (the
 // kernel only warns, and the two views diverge). So every process of an
 // overlay agent runs in one shared namespace, entered by this protocol,
-// which lives here, with the backend whose fork needs it, rather than in
-// packages agent and session: the agent lifecycle and its sessions ask the
-// backend how to enter, who uses the fork and what removing it must wait
-// for, and never need to know that a backend mounts anything.
+// which lives here, with the lifecycle of the forks that need it, rather
+// than in packages agent and session: they ask the lifecycle how to enter,
+// who uses the fork and what removing it must wait for, and never need to
+// know that a backend mounts anything.
 //
 //   - Every process using the overlay holds mount.lock shared through an
 //     inherited descriptor (as every process run for any agent holds
@@ -49,6 +49,15 @@ import (
 //
 // Users, Exclude and Mounted count the same processes: those holding
 // busy.lock or mount.lock, and those that still see the overlay.
+
+// Overlay is the lifecycle of the overlay backend's forks: the base's
+// target as the lower layer under the agent's own upper/, mounted once in
+// a namespace that every process of the agent shares (the protocol above).
+type Overlay struct{}
+
+// Written is the upper layer, which holds only what the agent's builds
+// wrote.
+func (Overlay) Written(a Agent) string { return a.Files.Upper }
 
 // EnterPatience bounds how long an overlay agent's Enter waits for an
 // overlay that is mounted but cannot be joined to go away.
@@ -95,7 +104,7 @@ func overlayOf(a Agent) (sandbox.Overlay, error) {
 	if err != nil {
 		return sandbox.Overlay{}, err
 	}
-	p := Paths{BaseTarget: lower, AgentDir: dir}
+	files := store.AgentFiles(dir)
 	// The view is made where missing (an agent spawned by an older Ferry);
 	// inside a sandbox the store is read-only and the namespace is joined,
 	// where it exists already.
@@ -103,18 +112,18 @@ func overlayOf(a Agent) (sandbox.Overlay, error) {
 	if err := os.Mkdir(view, 0o755); err != nil && !errors.Is(err, fs.ErrExist) && !errors.Is(err, unix.EROFS) {
 		return sandbox.Overlay{}, err
 	}
-	for _, d := range []string{p.Upper(), p.Work()} {
+	for _, d := range []string{files.Upper, files.Work} {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
 			return sandbox.Overlay{}, failure.New(failure.Refused, "remove the agent with `ferry rm --force "+a.Name+"` and spawn it again",
 				"overlay agent %q has no %s", a.Name, d)
 		}
 	}
-	return sandbox.Overlay{Lower: lower, Upper: p.Upper(), Work: p.Work(), Target: mnt, View: view, Volatile: true}, nil
+	return sandbox.Overlay{Lower: lower, Upper: files.Upper, Work: files.Work, Target: mnt, View: view, Volatile: true}, nil
 }
 
 // Enter mounts the agent's overlay in a new namespace or joins the live one
 // (the protocol above), under the agent lock.
-func (overlayBackend) Enter(a Agent, plan sandbox.Plan, busy *lock.Lock) (*Session, error) {
+func (Overlay) Enter(a Agent, plan sandbox.Plan, busy *lock.Lock) (*Session, error) {
 	ov, err := overlayOf(a)
 	if err != nil {
 		return nil, err
@@ -279,12 +288,12 @@ func trustUpper(a Agent, ov sandbox.Overlay) error {
 	if rec, err := readNS(a); err == nil && rec.Boot != "" && rec.Boot == platform.BootID() {
 		// Same boot: the overlay recreates work/work on mount anyway.
 		inner := filepath.Join(ov.Work, "work") // overlayfs's own layout: not a store path
-		if err := RemoveTree(inner); err != nil {
+		if err := platform.RemoveTree(inner); err != nil {
 			return fmt.Errorf("clear agent %s's volatile mark: %w", a.Name, err)
 		}
 		return nil
 	}
-	if err := ResetOverlay(Paths{BaseTarget: ov.Lower, AgentDir: filepath.Dir(ov.Upper)}); err != nil {
+	if err := ResetOverlay(ov.Lower, filepath.Dir(ov.Upper)); err != nil {
 		return fmt.Errorf("agent %s's overlay was last mounted before a reboot, so its upper may hold unflushed writes: %w", a.Name, err)
 	}
 	return nil
@@ -377,7 +386,7 @@ func mountUsers(mountPath, upper, work string) []int {
 
 // InSandbox reports whether the canonical target this process sees is the
 // agent's overlay.
-func (overlayBackend) InSandbox(a Agent) bool {
+func (Overlay) InSandbox(a Agent) bool {
 	ov, err := overlayOf(a)
 	if err != nil {
 		return false
@@ -393,7 +402,7 @@ func (overlayBackend) InSandbox(a Agent) bool {
 // Users are the processes holding busy.lock or mount.lock, and those that
 // see the agent's overlay (in a nested namespace, without either lock).
 // Best effort: only processes this one may inspect are seen.
-func (overlayBackend) Users(a Agent) []int {
+func (Overlay) Users(a Agent) []int {
 	dir := a.Files.Dir
 	if d, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = d // as the kernel prints it in mountinfo
@@ -409,7 +418,7 @@ func (overlayBackend) Users(a Agent) []int {
 // Exclude takes busy.lock and mount.lock exclusively, which keeps new
 // sessions and new mounts out, and refuses while a process still uses the
 // overlay: one in a nested namespace may see it without holding either.
-func (b overlayBackend) Exclude(a Agent) (func(), error) {
+func (b Overlay) Exclude(a Agent) (func(), error) {
 	busy, err := excludeBusy(a)
 	if err != nil {
 		return nil, err
@@ -487,3 +496,52 @@ func (m Mounted) AgentDir(dir string) bool {
 // BaseTarget reports whether a mounted fork still reads the base target
 // dir.
 func (m Mounted) BaseTarget(dir string) bool { return sandbox.MountedLowerIn(m.live, dir) }
+
+// NewLayers makes dir/upper and dir/work, empty, as an overlay fork's
+// layers over a base target whose stat is base: the upper dir is the root
+// of the merged view, whose mode and times are then the upper's, so it
+// gets the base target's. dir is the caller's own new directory.
+func NewLayers(dir string, base *unix.Stat_t) error {
+	files := store.AgentFiles(dir)
+	for _, d := range []string{files.Upper, files.Work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(files.Upper, os.FileMode(base.Mode&0o777)); err != nil {
+		return err
+	}
+	return platform.SetTimes(files.Upper, base)
+}
+
+// ResetOverlay empties the overlay layers of the agent at agentDir, so that
+// its view is the base's target (baseTarget) again: the state spawn left it
+// in. New empty layers are made beside the old ones and swapped in
+// (RENAME_EXCHANGE), each swap atomic, so a crash leaves every layer
+// either old or new and a later reset finishes the job. The caller ensures
+// nothing has the overlay mounted.
+func ResetOverlay(baseTarget, agentDir string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(baseTarget, &st); err != nil {
+		return fmt.Errorf("reset the overlay of %s: %w", agentDir, &os.PathError{Op: "stat", Path: baseTarget, Err: err})
+	}
+	tmp, err := os.MkdirTemp(agentDir, ".reset.tmp-*")
+	if err != nil {
+		return err
+	}
+	defer platform.RemoveTree(tmp)
+	if err := NewLayers(tmp, &st); err != nil {
+		return fmt.Errorf("reset the overlay of %s: %w", agentDir, err)
+	}
+	fresh, old := store.AgentFiles(tmp), store.AgentFiles(agentDir)
+	for _, pair := range [][2]string{{fresh.Work, old.Work}, {fresh.Upper, old.Upper}} {
+		err := platform.Exchange(pair[0], pair[1])
+		if errors.Is(err, unix.ENOENT) {
+			err = os.Rename(pair[0], pair[1]) // a layer an earlier reset left missing
+		}
+		if err != nil {
+			return fmt.Errorf("reset the overlay of %s: %w", agentDir, err)
+		}
+	}
+	return nil
+}
