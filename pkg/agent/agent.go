@@ -12,9 +12,9 @@
 //
 // What the fork is, how a process enters the agent's sandbox, whether the
 // caller is in it already, who counts as a user of the fork and what rm
-// must hold before removing it belong to the fork backend the agent
-// recorded at spawn (lifecycle.Lifecycle; the overlay's join-or-create protocol
-// lives with it in package fork). This package, and package session for
+// must hold before removing it belong to the lifecycle of the fork backend
+// the agent recorded at spawn (package lifecycle, which also holds the
+// overlay's join-or-create protocol). This package, and package session for
 // the commands run for an agent, add what every agent shares (the
 // worktree's bind mount, the sealed store, busy.lock), ask the backend for
 // the rest and never compare backend names. agent.json's format and its

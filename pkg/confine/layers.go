@@ -13,8 +13,8 @@ import (
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
-// Private layers are mounted volatile, as overlay forks are (package fork
-// says why: without it the end of every namespace would sync the whole
+// Private layers are mounted volatile, as overlay forks are (package
+// lifecycle says why: without it the end of every namespace would sync the whole
 // filesystem of the store, hundreds of milliseconds under load). The
 // kernel then marks each work dir and refuses to mount it again, and after
 // a crash an upper may hold torn files with fresh mtimes: a registry source

@@ -21,7 +21,7 @@
 // outside this order, held shared by every process run for an agent (and,
 // for mount.lock, every process using an overlay agent's mount), and only
 // ever try-locked exclusively: by rm and gc, and by the overlay backend's
-// enter protocol (package fork) under the agent lock, which may turn its
+// enter protocol (package lifecycle) under the agent lock, which may turn its
 // exclusive hold shared (Downgrade) once the new namespace runs. A process entering an agent takes
 // busy.lock shared before it waits for the agent lock; that cannot deadlock
 // because the agent lock's other holders (spawn, rm) only try busy.lock.

@@ -104,7 +104,7 @@ type Overlay struct {
 	// that unmounting (and syncfs) otherwise does. The kernel leaves
 	// work/work/incompat/volatile behind and refuses to mount over it
 	// again: the caller decides whether the upper can be trusted (see
-	// the overlay backend's Enter in package fork) and clears it. A kernel without the option gets the
+	// the overlay lifecycle's Enter in package lifecycle) and clears it. A kernel without the option gets the
 	// mount without it.
 	Volatile bool `json:"volatile"`
 }

@@ -22,7 +22,7 @@
 // Only the shim links this package (a cgo package makes a binary run C
 // first in every process). An overlay's namespace is created once, by a
 // sandbox child (it mounts the overlay and starts the namespace's holder),
-// and joined by later calls (package fork): ExecJoin joins it in place the
+// and joined by later calls (package lifecycle): ExecJoin joins it in place the
 // same way, the constructor entering the namespace from the descriptors Go
 // opened, checking the plan's mounts and the sealed store as a joined
 // child's Go code does, and execing the command. (A sandbox child started
