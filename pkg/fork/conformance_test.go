@@ -55,10 +55,9 @@ func checkLifecycleFits(t *testing.T, b fork.Backend, l lifecycle.Lifecycle) {
 // which Linux never takes on its own) forking copies: once implemented
 // (clonewalk_test.go) and registered (in fork's registry and lifecycle's
 // table, as a plain directory each session binds), it is a name that
-// ByName, Select,
-// Names and the settings ([agent] backend) accept, and it passes the
-// conformance suite: the tree, hard links, modes (a clone comes read-only
-// when its source is), times, refusals and cleanup.
+// ByName, Select, Names and the settings ([agent] backend) accept, and it
+// passes the conformance suite: the tree, hard links, modes (a clone comes
+// read-only when its source is), times, refusals and cleanup.
 func TestAddingABackend(t *testing.T) {
 	b := fork.CloningWalk
 	if _, err := fork.ByName(b.Name()); err == nil {
