@@ -692,3 +692,65 @@ func TestExclude(t *testing.T) {
 		t.Errorf("exclude file holds %q", b)
 	}
 }
+
+// Another process locking and unlocking a worktree while Worktrees lists
+// them never fails the listing. git checks that a lock file exists, then
+// reads it, and dies when it vanished in between; a concurrent base build
+// that took the spare checkout failed a discard that way. The lock file
+// here comes and goes as fast as the machine allows, which loses git that
+// race within a few hundred listings.
+func TestWorktreesWhileAnotherProcessUnlocks(t *testing.T) {
+	dir, r := newRepo(t)
+	head := gitT(t, dir, "rev-parse", "HEAD")
+	wt := filepath.Join(tempDir(t), "spare")
+	if err := r.WorktreeAddDetached(wt, head); err != nil {
+		t.Fatal(err)
+	}
+	locked := filepath.Join(dir, ".git", "worktrees", "spare", "locked")
+	stop := make(chan struct{})
+	toggled := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				toggled <- n
+				return
+			default:
+			}
+			os.WriteFile(locked, []byte("ferry spare"), 0o644)
+			os.Remove(locked)
+			n++
+		}
+	}()
+	const listings = 300
+	var failed []error
+	for range listings {
+		if _, err := r.Worktrees(); err != nil {
+			failed = append(failed, err)
+		}
+	}
+	close(stop)
+	n := <-toggled
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d listings failed while the lock file came and went %d times; the first: %v", len(failed), listings, n, failed[0])
+	}
+	if n < listings {
+		t.Fatalf("the lock file came and went only %d times in %d listings: the race was not run", n, listings)
+	}
+}
+
+func TestLockFileRace(t *testing.T) {
+	for stderr, want := range map[string]bool{
+		"fatal: failed to read '.git/worktrees/src6/locked': No such file or directory":   true,
+		"fatal: failed to read '/r/.git/worktrees/a b/locked': No such file or directory": true,
+		"fatal: failed to read '.git/worktrees/src6/locked': Permission denied":           false,
+		"fatal: failed to read '.git/worktrees/src6/gitdir': No such file or directory":   false,
+		"fatal: not a git repository": false,
+		"":                            false,
+	} {
+		if got := lockFileRace(stderr); got != want {
+			t.Errorf("lockFileRace(%q) = %v, want %v", stderr, got, want)
+		}
+	}
+}

@@ -26,8 +26,21 @@ type Worktree struct {
 }
 
 // Worktrees lists the repository's worktrees, the main one first.
+//
+// git reads each worktree's lock file after seeing that it exists, and
+// dies when another process unlocked that worktree in between (a
+// concurrent base build taking the spare checkout does). That race, and
+// only it, is asked again: the listing is not wrong, only early.
 func (r *Repo) Worktrees() ([]Worktree, error) {
-	out, err := run(r.Top, "worktree", "list", "--porcelain", "-z")
+	var out []byte
+	var err error
+	for try := 0; ; try++ {
+		out, err = run(r.Top, "worktree", "list", "--porcelain", "-z")
+		if err == nil || try == listTries-1 || !lockFileRace(stderrOf(err)) {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * time.Millisecond)
+	}
 	if err != nil {
 		return nil, wrapf(err, "list worktrees of %s", r.Top)
 	}
@@ -36,6 +49,21 @@ func (r *Repo) Worktrees() ([]Worktree, error) {
 		return nil, fmt.Errorf("list worktrees of %s: %w", r.Top, err)
 	}
 	return wts, nil
+}
+
+// listTries bounds how often Worktrees asks again after losing the race
+// on a lock file; each try waits a millisecond longer than the last.
+const listTries = 20
+
+// lockFileRace reports whether git's standard error is its death on a
+// worktree's lock file that vanished between its check and its read.
+func lockFileRace(stderr string) bool {
+	path, ok := strings.CutPrefix(stderr, "fatal: failed to read '")
+	if !ok {
+		return false
+	}
+	path, rest, ok := strings.Cut(path, "'")
+	return ok && filepath.Base(path) == "locked" && strings.Contains(rest, "No such file or directory")
 }
 
 // parseWorktrees reads `worktree list --porcelain -z`: NUL-terminated
