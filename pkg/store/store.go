@@ -59,7 +59,7 @@ type Meta struct {
 	Created   time.Time `json:"created"`
 }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+var unsafeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]+`) })
 
 // Key returns the store key of the repository whose git common dir is
 // commonDir: a readable name and the first 12 hex digits of the SHA-256 of
@@ -71,7 +71,7 @@ func Key(commonDir string) string {
 		name = filepath.Base(filepath.Dir(commonDir))
 	}
 	name = strings.TrimSuffix(name, ".git")
-	name = strings.Trim(unsafeName.ReplaceAllString(name, "-"), "-.")
+	name = strings.Trim(unsafeName().ReplaceAllString(name, "-"), "-.")
 	if name == "" {
 		name = "repo"
 	}

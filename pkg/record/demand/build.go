@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -127,7 +126,9 @@ func packageOf(id string) (name, version string) {
 // hashed matches a file name Cargo gives a unit's outputs: a stem ending
 // in -<16 hex digits> (libfoo-0123456789abcdef.rlib, foo-0123….d), or a
 // build script's directory (build/foo-0123456789abcdef/…).
-var hashed = regexp.MustCompile(`-([0-9a-f]{16})(?:\.[^/]*)?$`)
+// Compiled on first use, as are this package's other patterns: the shim
+// links the package, and a call that records nothing compiles none.
+var hashed = lazyRegexp(`-([0-9a-f]{16})(?:\.[^/]*)?$`)
 
 // unitDir finds the fingerprint directory of the unit whose outputs are
 // files (absolute, below target): <profile dir>/.fingerprint/<package
@@ -147,14 +148,14 @@ func unitDir(pkg string, files []string, target string) string {
 			switch p {
 			case "deps", "examples":
 				if i == len(parts)-2 {
-					if m := hashed.FindStringSubmatch(parts[i+1]); m != nil {
+					if m := hashed().FindStringSubmatch(parts[i+1]); m != nil {
 						return strings.Join(parts[:i], "/") + "/.fingerprint/" + pkg + "-" + m[1]
 					}
 				}
 			case "build":
 				// build/<pkg>-<hash>/build-script-build: the script's compile unit.
 				if i+1 < len(parts) {
-					if m := hashed.FindStringSubmatch(parts[i+1]); m != nil {
+					if m := hashed().FindStringSubmatch(parts[i+1]); m != nil {
 						return strings.Join(parts[:i], "/") + "/.fingerprint/" + pkg + "-" + m[1]
 					}
 				}
@@ -188,7 +189,7 @@ func FindDir(fork string, files []string, u Unit, since time.Time) string {
 	var found []string
 	for _, e := range ents {
 		n := e.Name()
-		if !strings.HasPrefix(n, u.Name+"-") || !hashed.MatchString(n) || len(n) != len(u.Name)+17 {
+		if !strings.HasPrefix(n, u.Name+"-") || !hashed().MatchString(n) || len(n) != len(u.Name)+17 {
 			continue
 		}
 		fps, err := os.ReadDir(filepath.Join(fp, n))

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Command is a cargo call as demand counts it: what decides the units it
@@ -407,10 +408,14 @@ func quote(w string) string {
 }
 
 var (
-	argForm  = regexp.MustCompile(`^(--[a-z-]+)(?:=([A-Za-z0-9_.,:/+@%-]+))?$`)
-	lintForm = regexp.MustCompile(`^(?:-[DWAF]|--cap-lints) [A-Za-z0-9_:-]+$`)
-	dirForm  = regexp.MustCompile(`^[A-Za-z0-9_.+@%-]+(?:/[A-Za-z0-9_.+@%-]+)*$`)
+	argForm  = lazyRegexp(`^(--[a-z-]+)(?:=([A-Za-z0-9_.,:/+@%-]+))?$`)
+	lintForm = lazyRegexp(`^(?:-[DWAF]|--cap-lints) [A-Za-z0-9_:-]+$`)
+	dirForm  = lazyRegexp(`^[A-Za-z0-9_.+@%-]+(?:/[A-Za-z0-9_.+@%-]+)*$`)
 )
+
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // valid reports whether c is a command Normalize makes: known options with
 // plain values, lint options, and a directory inside the checkout.
@@ -418,17 +423,17 @@ func (c Command) valid() bool {
 	if _, ok := subcommands[c.Sub]; !ok || subcommands[c.Sub] != c.Sub {
 		return false
 	}
-	if c.Dir != "." && (!dirForm.MatchString(c.Dir) || path.Clean(c.Dir) != c.Dir || c.Dir == ".." || strings.HasPrefix(c.Dir, "../")) {
+	if c.Dir != "." && (!dirForm().MatchString(c.Dir) || path.Clean(c.Dir) != c.Dir || c.Dir == ".." || strings.HasPrefix(c.Dir, "../")) {
 		return false
 	}
 	for _, a := range c.Args {
-		m := argForm.FindStringSubmatch(a)
+		m := argForm().FindStringSubmatch(a)
 		if m == nil || !(m[2] == "" && unitFlags[m[1]] || m[2] != "" && unitValues[m[1]]) {
 			return false
 		}
 	}
 	for _, l := range c.Lints {
-		if !lintForm.MatchString(l) {
+		if !lintForm().MatchString(l) {
 			return false
 		}
 	}
