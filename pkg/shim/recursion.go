@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ferrydev/ferry/pkg/cargoenv"
+	"github.com/ferrydev/ferry/pkg/digest"
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
@@ -56,7 +56,7 @@ const (
 
 // callDigest names one cargo call: which cargo, where, with what arguments.
 func callDigest(cargo, dir string, args []string) string {
-	h := sha256.New()
+	h := digest.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d", cargo, dir, len(args))
 	for _, a := range args {
 		fmt.Fprintf(h, "\x00%s", a)

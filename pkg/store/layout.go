@@ -1,12 +1,12 @@
 package store
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/ferrydev/ferry/pkg/digest"
 	"github.com/ferrydev/ferry/pkg/remap"
 )
 
@@ -341,7 +341,7 @@ func (p Private) Tmp() string { return filepath.Join(p.Dir, "tmp") }
 // RootKey names a host directory in a private dir: its last element (to be
 // read) and a hash of the whole path (to be unique).
 func RootKey(root string) string {
-	sum := sha256.Sum256([]byte(filepath.Clean(root)))
+	sum := digest.Sum256([]byte(filepath.Clean(root)))
 	name := strings.Map(func(r rune) rune {
 		if r == '/' || r == '\x00' {
 			return '_'

@@ -23,7 +23,6 @@
 package store
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -36,6 +35,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/digest"
 	"github.com/ferrydev/ferry/pkg/failure"
 )
 
@@ -75,7 +75,7 @@ func Key(commonDir string) string {
 	if name == "" {
 		name = "repo"
 	}
-	sum := sha256.Sum256([]byte(commonDir))
+	sum := digest.Sum256([]byte(commonDir))
 	return name + "-" + hex.EncodeToString(sum[:])[:12]
 }
 

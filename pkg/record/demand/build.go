@@ -1,7 +1,6 @@
 package demand
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,13 +13,14 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/pkg/atomicfile"
+	"github.com/ferrydev/ferry/pkg/digest"
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/units"
 )
 
 // key names a command in an agent's directory of seen commands.
 func key(command string) string {
-	sum := sha256.Sum256([]byte(command))
+	sum := digest.Sum256([]byte(command))
 	return hex.EncodeToString(sum[:8])
 }
 
