@@ -413,6 +413,8 @@ var (
 	dirForm  = lazyRegexp(`^[A-Za-z0-9_.+@%-]+(?:/[A-Za-z0-9_.+@%-]+)*$`)
 )
 
+// lazyRegexp returns expr compiled on the first call, and the same
+// regexp on every later one.
 func lazyRegexp(expr string) func() *regexp.Regexp {
 	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }
