@@ -2,9 +2,7 @@ package docs_test
 
 import (
 	"go/build"
-	"io/fs"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -21,19 +19,7 @@ func TestDarwinArchitecturesBuildTheSameFiles(t *testing.T) {
 	}
 	amd64, arm64 := ctx("amd64"), ctx("arm64")
 	files := 0
-	err := filepath.WalkDir(r, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != r && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
+	err := walkGoFiles(r, func(path string) error {
 		files++
 		dir, name := filepath.Split(path)
 		a, err := amd64.MatchFile(dir, name)

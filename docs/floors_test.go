@@ -67,17 +67,8 @@ func holdSection(t *testing.T, page, begin, end, want, what, test string) {
 func packageImports(t *testing.T, r string) map[string][]string {
 	t.Helper()
 	imports := map[string][]string{}
-	err := filepath.WalkDir(r, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != r && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+	err := walkGoFiles(r, func(path string) error {
+		if strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
@@ -107,6 +98,27 @@ func packageImports(t *testing.T, r string) map[string][]string {
 		t.Fatal(err)
 	}
 	return imports
+}
+
+// walkGoFiles calls fn with the path of every Go file below r, as go
+// build sees the module: directories whose names start with "." or "_",
+// and testdata, are left out.
+func walkGoFiles(r string, fn func(path string) error) error {
+	return filepath.WalkDir(r, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != r && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		return fn(path)
+	})
 }
 
 // floors gives each package its floor; an import cycle fails the test.
