@@ -15,18 +15,26 @@ import (
 	"github.com/ferrydev/ferry/pkg/store"
 )
 
-// Layered refreshes. A seeded refresh starts from its seed's target. Where
-// the store's filesystem clones files (XFS, btrfs) cloneSeed reflinks it,
-// which costs per file, not per byte. Elsewhere (ext4, most Linux machines)
-// a copy costs the target's bytes twice over, in time and on disk: 36 s of a
-// 52.6 s refresh of a 6.6 GB target. There a refresh builds on an overlay
-// instead. The seed's target is the read-only lower layer, the new base's
-// layer/upper the upper one, and the warm commands see the merged view at
-// the canonical target path and write only into the upper. Once they are
-// done, the upper is folded into a plain target (fold.Fold): what the build
-// did not change becomes hard links of the seed's files. So the refresh
-// costs the change plus one link per unchanged file, and takes on disk the
-// bytes the build wrote.
+// Layered refreshes. A seeded refresh starts from its seed's target. It
+// builds on an overlay of it where it can: the seed's target is the
+// read-only lower layer, the new base's layer/upper the upper one, and the
+// warm commands see the merged view at the canonical target path and write
+// only into the upper. Once they are done, the upper is folded into a plain
+// target (fold.Fold): what the build did not change becomes hard links of
+// the seed's files. So the refresh costs the change plus one link per
+// unchanged file, and takes on disk the bytes the build wrote; and the links
+// are laid while the warm commands run (finishing.prefold), not before them.
+//
+// Where the store's filesystem clones files (XFS, btrfs), cloneSeed could
+// reflink the seed's target instead, which costs per file, not per byte,
+// but before the warm commands can start: on the benchmark's large
+// workspace on XFS (7,600 target files) the clone took 0.5 s of a refresh
+// whose incremental build takes 0.65 s, and a layered refresh there came
+// to 1.05-1.19 s where the clone's took 1.46-1.72 s. So a store that
+// clones files clones only where no overlay is had (bases built at host
+// paths, [base] layered off, no unprivileged overlay). Elsewhere (ext4) a
+// copy costs the target's bytes twice over, in time and on disk: 36 s of a
+// 52.6 s refresh of a 6.6 GB target.
 //
 // The ready base is then a plain directory like any other: agents fork it,
 // the seal covers it, publishing sends it, gc removes it, and none of them
@@ -70,37 +78,42 @@ type SeedHost struct {
 }
 
 // SeedMethod says how a refresh on h starts from its seed's target, and,
-// when it copies, why it does not do better. A probe that cannot run
-// leaves the copy, with the probe's error as the reason.
+// when it copies, why it does not do better. Layered first, then a clone,
+// then a copy. A probe that cannot run leaves the next method, with the
+// probe's error as the reason.
 func SeedMethod(h SeedHost) (method, why string) {
+	var without string // why there is no layer
+	switch {
+	case h.HostPaths:
+		without = "bases build at host paths, without the user namespace an overlay is mounted in"
+	case !h.Layered:
+		without = "[base] layered is off"
+	case strings.ContainsAny(h.StoreDir, ",:\\"):
+		without = "its path holds , : or \\, which overlayfs's mount options cannot name"
+	default:
+		b := h.Overlay
+		var err error
+		if h.OverlayProbe != nil {
+			b, err = h.OverlayProbe()
+		}
+		switch {
+		case err != nil:
+			without = "the overlay probe failed: " + err.Error()
+		case b != nil:
+			without = fmt.Sprintf("an unprivileged overlay does not mount there (%s): %s", strings.TrimSuffix(b.Problem, "."), b.Remedy)
+		default:
+			return SeedByLayer, ""
+		}
+	}
 	if h.Clones {
 		return SeedByReflink, ""
 	}
-	if h.HostPaths {
-		return SeedByCopy, "the store's filesystem cannot clone files, and bases build at host paths, without the user namespace an overlay is mounted in"
-	}
-	if !h.Layered {
-		return SeedByCopy, "the store's filesystem cannot clone files, and [base] layered is off"
-	}
-	if strings.ContainsAny(h.StoreDir, ",:\\") {
-		return SeedByCopy, "the store's filesystem cannot clone files, and its path holds , : or \\, which overlayfs's mount options cannot name"
-	}
-	b := h.Overlay
-	if h.OverlayProbe != nil {
-		var err error
-		if b, err = h.OverlayProbe(); err != nil {
-			return SeedByCopy, "the store's filesystem cannot clone files, and the overlay probe failed: " + err.Error()
-		}
-	}
-	if b != nil {
-		return SeedByCopy, fmt.Sprintf("the store's filesystem cannot clone files, and an unprivileged overlay does not mount there (%s): %s", strings.TrimSuffix(b.Problem, "."), b.Remedy)
-	}
-	return SeedByLayer, ""
+	return SeedByCopy, "the store's filesystem cannot clone files, and " + without
 }
 
 // probeSeeding starts the probes SeedMethod needs of store dir on this
-// machine: whether files clone there, and, when they do not and bases are
-// layered, whether an overlay mounts. A refresh starts them with its
+// machine: whether files clone there, and, when bases are layered, whether
+// an overlay mounts. A refresh starts them with its
 // checkout, before the plan resolves: each runs a process or a child of
 // its own (6-11 ms on the benchmark's large workspace), which used to run
 // after the seed was chosen, while the build waited for it.
@@ -112,7 +125,7 @@ func probeSeeding(dir string, layered bool) task[SeedHost] {
 			return h, err
 		}
 		h.Clones = clones == nil
-		if !h.Clones && layered && !strings.ContainsAny(dir, ",:\\") {
+		if layered && !strings.ContainsAny(dir, ",:\\") {
 			b, err := platform.Real().OverlayBlocker(dir)
 			h.OverlayProbe = func() (*platform.Blocker, error) { return b, err }
 		}

@@ -17,32 +17,25 @@ import (
 	"github.com/ferrydev/ferry/internal/knobs"
 	"github.com/ferrydev/ferry/internal/testenv"
 	"github.com/ferrydev/ferry/pkg/base"
-	"github.com/ferrydev/ferry/pkg/fork"
 	"github.com/ferrydev/ferry/pkg/gc"
 	"github.com/ferrydev/ferry/pkg/lock"
 	"github.com/ferrydev/ferry/pkg/platform"
 	"github.com/ferrydev/ferry/pkg/sandbox"
 )
 
-// needLayers skips t unless a store under dir gets layered refreshes: its
-// filesystem cannot clone files (where it can, refreshes clone) and an
-// unprivileged overlay mounts there. The probes are the host's own.
+// needLayers skips t unless a store under dir gets layered refreshes: an
+// unprivileged overlay mounts there (the host's own probe).
 func needLayers(t *testing.T, dir string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
-	}
-	if ok, err := fork.CanReflink(dir); err != nil {
-		t.Fatal(err)
-	} else if ok {
-		t.Skipf("%s clones files: refreshes there clone their seed, with no layer", dir)
 	}
 	b, err := platform.Real().OverlayBlocker(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b != nil {
-		t.Skipf("no unprivileged overlay in %s (%v): refreshes there copy their seed", dir, b)
+		t.Skipf("no unprivileged overlay in %s (%v): refreshes there clone or copy their seed", dir, b)
 	}
 }
 
@@ -89,7 +82,7 @@ func privateBytes(t *testing.T, root string) (private, total int64) {
 	return private, total
 }
 
-// On a store that cannot clone files, a refresh builds on an overlay of its
+// Where an overlay mounts, a refresh builds on an overlay of its
 // seed's target and folds it into a plain target. Three refreshes deep,
 // each base compiles only what its edit reaches, prints its own sources'
 // marker, holds no layer and no whiteout, shares the inodes of what it did
@@ -367,5 +360,37 @@ func TestRefreshKeepsItsSeedFromGC(t *testing.T) {
 	}
 	if err := base.Verify(seed.Record); err != nil {
 		t.Errorf("the seed after gc: %v", err)
+	}
+}
+
+// A refresh builds on a layer wherever an overlay is had, clones where it
+// is not and files clone, and copies otherwise, saying why.
+func TestSeedMethodOrder(t *testing.T) {
+	blocked := &platform.Blocker{Problem: "No overlay here.", Remedy: "mount one"}
+	probeFails := func() (*platform.Blocker, error) { return nil, errors.New("no probe") }
+	for _, c := range []struct {
+		name      string
+		h         base.SeedHost
+		want, why string
+	}{
+		{"clones, overlay mounts", base.SeedHost{StoreDir: "/s", Clones: true, Layered: true}, base.SeedByLayer, ""},
+		{"no clones, overlay mounts", base.SeedHost{StoreDir: "/s", Layered: true}, base.SeedByLayer, ""},
+		{"clones, overlay blocked", base.SeedHost{StoreDir: "/s", Clones: true, Layered: true, Overlay: blocked}, base.SeedByReflink, ""},
+		{"clones, overlay probe fails", base.SeedHost{StoreDir: "/s", Clones: true, Layered: true, OverlayProbe: probeFails}, base.SeedByReflink, ""},
+		{"clones, host paths", base.SeedHost{StoreDir: "/s", Clones: true, Layered: true, HostPaths: true}, base.SeedByReflink, ""},
+		{"clones, layered off", base.SeedHost{StoreDir: "/s", Clones: true}, base.SeedByReflink, ""},
+		{"no clones, overlay blocked", base.SeedHost{StoreDir: "/s", Layered: true, Overlay: blocked}, base.SeedByCopy, "(No overlay here): mount one"},
+		{"no clones, overlay probe fails", base.SeedHost{StoreDir: "/s", Layered: true, OverlayProbe: probeFails}, base.SeedByCopy, "the overlay probe failed: no probe"},
+		{"no clones, host paths", base.SeedHost{StoreDir: "/s", Layered: true, HostPaths: true}, base.SeedByCopy, "host paths"},
+		{"no clones, layered off", base.SeedHost{StoreDir: "/s"}, base.SeedByCopy, "[base] layered is off"},
+		{"no clones, a comma in the path", base.SeedHost{StoreDir: "/s,t", Layered: true}, base.SeedByCopy, "overlayfs's mount options cannot name"},
+	} {
+		method, why := base.SeedMethod(c.h)
+		if method != c.want || (c.why == "") != (why == "") || !strings.Contains(why, c.why) {
+			t.Errorf("%s: %s (%q), want %s (%q)", c.name, method, why, c.want, c.why)
+		}
+		if method == base.SeedByCopy && !strings.HasPrefix(why, "the store's filesystem cannot clone files, and ") {
+			t.Errorf("%s: the copy's reason %q does not say the store cannot clone", c.name, why)
+		}
 	}
 }

@@ -61,7 +61,7 @@ var settings = []setting{
 		apply: func(s *Settings, v float64, _ origin) error { s.DemandBudget = v; return nil }},
 	def[bool]{key: "base.prune", example: "true", doc: "seed across unit inputs from an observed base, pruning what is unused", field: func(t *tables) **bool { return &t.Base.Prune },
 		apply: func(s *Settings, v bool, _ origin) error { s.Prune = v; return nil }},
-	def[bool]{key: "base.layered", example: "true", doc: "where the store cannot clone files, refresh on an overlay of the seed, not a copy", field: func(t *tables) **bool { return &t.Base.Layered },
+	def[bool]{key: "base.layered", example: "true", doc: "refresh on an overlay of the seed, linking in what the build left alone, rather than cloning or copying the seed first", field: func(t *tables) **bool { return &t.Base.Layered },
 		apply: func(s *Settings, v bool, _ origin) error { s.Layered = v; return nil }},
 	def[bool]{key: "base.progressive", example: "true", computed: "true for the generated warm commands, false for a list", doc: "a cold base is ready to spawn from after its first warm command; the rest follow as the full base, seeded from it",
 		current: func(s *Settings) string { return strconv.FormatBool(s.Progressive) },
