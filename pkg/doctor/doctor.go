@@ -880,7 +880,7 @@ func checkRefresh(h platform.Host, dir string, clones, hostPaths, layered bool) 
 		OverlayProbe: func() (*platform.Blocker, error) { return h.OverlayBlocker(dir) }})
 	switch method {
 	case base.SeedByReflink:
-		c.Detail = "a refresh clones its seed's target (reflink): it costs a link per file and the blocks its build writes"
+		c.Detail = "a refresh clones its seed's target (reflink): its warm commands wait for a clone of every file, and it takes on disk the blocks its build writes"
 	case base.SeedByLayer:
 		c.Detail = "a refresh builds on an overlay of its seed's target and links the unchanged files in (layered): it costs the change, and takes on disk what its build writes"
 	default:

@@ -250,7 +250,7 @@ func sandboxCost(dir string, n int) (time.Duration, time.Duration, error) {
 }
 
 // median is the middle of ds, which it sorts; 0 when nothing was measured
-// (a refresh on reflink measures no layered depths).
+// (a refresh that is not layered measures no layered depths).
 func median(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// The refresh section takes the median of depths a reflink store never
-// measures: nothing measured is 0, which its table skips, not a panic.
+// The refresh section takes the median of depths a refresh that is not
+// layered never measures: nothing measured is 0, which its table skips, not a panic.
 func TestMedian(t *testing.T) {
 	if got := median(nil); got != 0 {
 		t.Errorf("median(nil) = %v, want 0", got)
