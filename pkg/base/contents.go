@@ -119,23 +119,15 @@ type hashed struct {
 
 // hashAll returns the SHA-256 of each of files in target, taking reused's
 // answer where it has one, on as many goroutines as there are cores. Each
-// goroutine takes a directory at a time and opens its files relative to
-// it: opening every file by its full path took a third longer on
-// BenchmarkSealBase.
+// goroutine takes a batch of one directory's files at a time (hashBatches)
+// and opens them relative to it: opening every file by its full path took
+// a third longer on BenchmarkSealBase.
 func hashAll(target string, files []file, reused func(file) string) []hashed {
 	out := make([]hashed, len(files))
-	var dirs []string
-	byDir := map[string][]int{}
-	for i, f := range files {
-		d := path.Dir(f.rel)
-		if _, ok := byDir[d]; !ok {
-			dirs = append(dirs, d)
-		}
-		byDir[d] = append(byDir[d], i)
-	}
-	next := make(chan string, len(dirs))
-	for _, d := range dirs {
-		next <- d
+	batches := hashBatches(files)
+	next := make(chan []int, len(batches))
+	for _, b := range batches {
+		next <- b
 	}
 	close(next)
 	var wg sync.WaitGroup
@@ -144,8 +136,8 @@ func hashAll(target string, files []file, reused func(file) string) []hashed {
 		go func() {
 			defer wg.Done()
 			buf := make([]byte, 1<<20)
-			for d := range next {
-				idx := byDir[d]
+			for idx := range next {
+				d := path.Dir(files[idx[0]].rel)
 				dfd, err := unix.Open(filepath.Join(target, filepath.FromSlash(d)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 				for _, i := range idx {
 					f := files[i]
@@ -169,6 +161,45 @@ func hashAll(target string, files []file, reused func(file) string) []hashed {
 	}
 	wg.Wait()
 	return out
+}
+
+// Batch limits of hashAll: a directory's files go to the goroutines in
+// batches of at most hashBatchFiles files or hashBatchBytes bytes, so that
+// a target's deps/, which holds most of its files and most of its bytes,
+// is hashed on every core and not on one.
+const (
+	hashBatchFiles = 64
+	hashBatchBytes = 8 << 20
+)
+
+// hashBatches splits files into batches of indices, each of files in one
+// directory, within the batch limits (a file larger than hashBatchBytes is
+// a batch of its own). Batches of the same directory follow each other.
+func hashBatches(files []file) [][]int {
+	var dirs []string
+	byDir := map[string][]int{}
+	for i, f := range files {
+		d := path.Dir(f.rel)
+		if _, ok := byDir[d]; !ok {
+			dirs = append(dirs, d)
+		}
+		byDir[d] = append(byDir[d], i)
+	}
+	var batches [][]int
+	for _, d := range dirs {
+		var cur []int
+		var bytes int64
+		for _, i := range byDir[d] {
+			if len(cur) > 0 && (len(cur) == hashBatchFiles || bytes+files[i].size > hashBatchBytes) {
+				batches = append(batches, cur)
+				cur, bytes = nil, 0
+			}
+			cur = append(cur, i)
+			bytes += files[i].size
+		}
+		batches = append(batches, cur)
+	}
+	return batches
 }
 
 // hashFile returns the SHA-256 of the file name in the directory dfd,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -473,5 +474,53 @@ func BenchmarkVerify(b *testing.B) {
 		if err := Verify(r); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// hashBatches keeps each batch in one directory and within its limits, and
+// hands out every file once: a deps/ of many files, or of a few large ones,
+// is split, so that every core hashes some of it.
+func TestHashBatches(t *testing.T) {
+	var files []file
+	for i := range 200 {
+		files = append(files, file{rel: fmt.Sprintf("debug/deps/f%03d", i), size: 1000})
+	}
+	for i := range 5 {
+		files = append(files, file{rel: fmt.Sprintf("debug/deps/big%d", i), size: hashBatchBytes/2 + 1})
+	}
+	files = append(files, file{rel: "debug/huge", size: 3 * hashBatchBytes}, file{rel: "debug/small", size: 1})
+	files = append(files, file{rel: "debug/deps/late", size: 1}) // a directory's files need not come together
+	batches := hashBatches(files)
+	seen := make([]int, len(files))
+	deps := 0
+	for _, b := range batches {
+		if len(b) == 0 || len(b) > hashBatchFiles {
+			t.Errorf("a batch of %d files", len(b))
+		}
+		var bytes int64
+		dir := path.Dir(files[b[0]].rel)
+		for _, i := range b {
+			seen[i]++
+			bytes += files[i].size
+			if d := path.Dir(files[i].rel); d != dir {
+				t.Errorf("a batch holds files of %s and %s", dir, d)
+			}
+		}
+		if len(b) > 1 && bytes > hashBatchBytes {
+			t.Errorf("a batch of %d files holds %d bytes", len(b), bytes)
+		}
+		if dir == "debug/deps" {
+			deps++
+		}
+	}
+	for i, n := range seen {
+		if n != 1 {
+			t.Errorf("%s is in %d batches", files[i].rel, n)
+		}
+	}
+	// 201 small files make 4 batches of at most 64; the 5 large ones, two
+	// to a batch at most, 3 more.
+	if deps < 7 {
+		t.Errorf("deps/ went out in %d batches, want at least 7", deps)
 	}
 }
