@@ -35,6 +35,7 @@ type refreshRun struct {
 	// layered = false), where the leaf refresh was layered, with its limit.
 	copied, plainCopied time.Duration
 	copiedBytes         int64
+	copiedBy            string // copy, or reflink where the store clones files
 	// An agent's spawn and first build from the base one and eight
 	// layered refreshes deep (round 1 only).
 	depth1, depth8 []time.Duration
@@ -126,12 +127,16 @@ func runRefresh(bin string, n, large int, xfs string) error {
 		row("    after them (the checkout's check, seal, writeback)", medLeaf(func(l leafRefresh) time.Duration { return l.after }))
 		row("  cloning the base's target alone", clone)
 		layered := runs[0].leafBy == "layer"
+		how := "copying" // the refresh with [base] layered = false
+		if runs[0].copiedBy == "reflink" {
+			how = "cloning"
+		}
 		if layered {
 			copied := med(func(r refreshRun) time.Duration { return r.copied })
 			plainCopied := med(func(r refreshRun) time.Duration { return r.plainCopied })
-			row("ferry base after another one-leaf edit, copying ([base] layered = false)", copied)
+			row(fmt.Sprintf("ferry base after another one-leaf edit, %s ([base] layered = false)", how), copied)
 			row("  limit: incremental cargo build of that edit, warm checkout", plainCopied)
-			fmt.Printf("  %-62s %8.2fx\n", "layered refresh / copying refresh (each over its limit)", (leaf.Seconds()/plainLeaf.Seconds())/(copied.Seconds()/plainCopied.Seconds()))
+			fmt.Printf("  %-62s %8.2fx\n", fmt.Sprintf("layered refresh / %s refresh (each over its limit)", how), (leaf.Seconds()/plainLeaf.Seconds())/(copied.Seconds()/plainCopied.Seconds()))
 		}
 		row(fmt.Sprintf("ferry base after a Cargo.toml change (%s)", seededWord(runs[0].manifestSeeded, "")), manifest)
 		row("  limit: incremental cargo build of that change, warm checkout", plainManifest)
@@ -152,7 +157,7 @@ func runRefresh(bin string, n, large int, xfs string) error {
 			fmt.Printf("  %-62s %8.2fx  (goal <= 2x)\n", "  disk taken / bytes written", float64(added)/float64(written))
 		}
 		if layered {
-			fmt.Printf("  %-62s %7.1f MB\n", "disk the copying refresh took", float64(medianBytes(runs, func(r refreshRun) int64 { return r.copiedBytes }))/1e6)
+			fmt.Printf("  %-62s %7.1f MB\n", "disk the "+how+" refresh took", float64(medianBytes(runs, func(r refreshRun) int64 { return r.copiedBytes }))/1e6)
 		}
 		if d1, d8 := median(runs[0].depth1), median(runs[0].depth8); d1 > 0 && d8 > 0 {
 			row(fmt.Sprintf("agent spawn + first build, base 1 layered refresh deep (median of %d)", len(runs[0].depth1)), d1)
@@ -327,10 +332,11 @@ func refreshRound(bin, dir string, opts fixture.Options, n int, depth bool) (ref
 		if err != nil {
 			return r, err
 		}
-		if _, by := seededBy(ch.rec); by != "copy" {
-			return r, fmt.Errorf("the refresh with [base] layered = false started from its seed by %q, not a copy", by)
+		_, by := seededBy(ch.rec)
+		if by != "copy" && by != "reflink" {
+			return r, fmt.Errorf("the refresh with [base] layered = false started from its seed by %q, not a copy or a clone", by)
 		}
-		r.copied, r.plainCopied, r.copiedBytes = ch.refresh, ch.plain, ch.added
+		r.copied, r.plainCopied, r.copiedBytes, r.copiedBy = ch.refresh, ch.plain, ch.added, by
 	}
 	manifest := fixture.CrateDir(fixture.ChainC) + "/Cargo.toml"
 	ch, err := change(func() error { return repo.Append(manifest, "\n[features]\nextra = []\n") }, "manifest change")
