@@ -285,6 +285,13 @@ func reuse(o Options, id string, known verified) (*Result, error) {
 		return nil, err
 	}
 	if o.Rebuild {
+		exposed, err := ExposeSharedWrites(o.Store, id)
+		for _, e := range exposed {
+			o.say("made base %s partial: it shares a file written outside Ferry's sandboxes with base %s (the next build of its commit builds it again)", e, id)
+		}
+		if err != nil {
+			return nil, err
+		}
 		if err := unready(o.Store, r); err != nil {
 			return nil, err
 		}

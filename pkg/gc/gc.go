@@ -122,6 +122,10 @@ type Result struct {
 	Reaped        []string `json:"reaped"`         // abandoned hook-created agents removed
 	Leftovers     []string `json:"leftovers"`      // agent dirs without a record, removed
 	SweptLocks    []string `json:"swept_locks"`    // ids whose bases/<id>.lock had no base dir, removed
+	// Exposed lists the ready bases made partial before a deletion: they
+	// share a file written outside Ferry's sandboxes with a base gc
+	// deleted, which would have hidden the write (base.ExposeSharedWrites).
+	Exposed []string `json:"exposed"`
 	// HookAgents is every hook-created agent, reaped or kept, and why.
 	HookAgents []Verdict `json:"hook_agents"`
 	// Damaged lists the records that cannot be read (an agent's
@@ -152,7 +156,7 @@ func RunWith(repo *git.Repo, s *store.Store, o Options) (*Result, error) {
 	dry := o.DryRun
 	res := &Result{DryRun: dry, Bases: []string{}, Kept: []string{}, SkippedLocked: []string{},
 		SkippedInUse: []string{}, Agents: []string{}, Reaped: []string{}, Leftovers: []string{}, SweptLocks: []string{},
-		HookAgents: []Verdict{}, Damaged: []string{}}
+		Exposed: []string{}, HookAgents: []Verdict{}, Damaged: []string{}}
 	if _, err := os.Stat(s.Dir); errors.Is(err, fs.ErrNotExist) {
 		return res, nil
 	}
@@ -257,6 +261,12 @@ func RunWith(repo *git.Repo, s *store.Store, o Options) (*Result, error) {
 			bl.Release()
 			res.Bases = append(res.Bases, id)
 			continue
+		}
+		exposed, err := base.ExposeSharedWrites(s, id)
+		res.Exposed = append(res.Exposed, exposed...)
+		if err != nil {
+			bl.Release()
+			return nil, err
 		}
 		if err := deleteBase(repo, s, id); err != nil {
 			bl.Release()

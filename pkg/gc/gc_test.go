@@ -257,7 +257,7 @@ func (e *env) branchExists(name string) bool {
 // lists are sorted first (gc reports in name order).
 func checkResult(t *testing.T, res *gc.Result, want gc.Result) {
 	t.Helper()
-	for _, l := range []*[]string{&want.Bases, &want.Kept, &want.SkippedLocked, &want.SkippedInUse, &want.Agents, &want.Reaped, &want.Leftovers, &want.SweptLocks, &want.Damaged} {
+	for _, l := range []*[]string{&want.Bases, &want.Kept, &want.SkippedLocked, &want.SkippedInUse, &want.Agents, &want.Reaped, &want.Leftovers, &want.SweptLocks, &want.Exposed, &want.Damaged} {
 		if *l == nil {
 			*l = []string{}
 		}

@@ -97,6 +97,9 @@ func (c *grammar) run(io cli.IO) error {
 	for _, id := range res.SweptLocks {
 		fmt.Fprintf(io.Stdout, "%s the lock file of removed base %s\n", verb, id)
 	}
+	for _, id := range res.Exposed {
+		fmt.Fprintf(io.Stdout, "made base %s partial: it shares a file written outside Ferry's sandboxes with a deleted base (the next build of its commit builds it again)\n", id)
+	}
 	for _, id := range res.SkippedLocked {
 		fmt.Fprintf(io.Stdout, "skipped base %s: being built\n", id)
 	}
