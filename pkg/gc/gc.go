@@ -22,6 +22,13 @@
 // starting), removed when free. Only regular files named like a base's lock
 // are swept; anything else in bases/ is not Ferry's to delete.
 //
+// Before it deletes a ready base, gc checks it (base.ExposeSharedWrites):
+// when a file of it was written from outside Ferry's sandboxes, the
+// deletion would move the change time of that inode, which other bases
+// may link, into a link window, and their checks would pass the write. So
+// then every other base is checked first, and each that shows the write is
+// made partial (Result.Exposed).
+//
 // gc never runs `git worktree prune`, which would also drop the user's own
 // worktrees whose directories are temporarily missing: it unregisters only
 // the base checkouts and agent worktrees it deletes.
