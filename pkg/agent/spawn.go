@@ -750,6 +750,8 @@ func Rollback(repo *git.Repo, s *store.Store, r *Record) error { return rollback
 func rollback(repo *git.Repo, s *store.Store, r *Record) error {
 	var errs []error
 	if r.MadeWorktree {
+		// The spawn's git may outlive it: look once it is done.
+		git.SettleWorktree(r.Worktree)
 		if wt, ok, err := repo.FindWorktree(r.Worktree); err != nil {
 			errs = append(errs, err)
 		} else if ok && (wt.Branch == r.Branch || wt.Adding()) {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/pkg/failure"
 )
@@ -352,6 +353,66 @@ func TestWorktreeLifecycle(t *testing.T) {
 		t.Error("removing an unregistered existing directory succeeded")
 	}
 	if _, err := os.Stat(unrelated); err != nil {
+		t.Error("unregistered directory was touched:", err)
+	}
+}
+
+// A worktree directory that git no longer lists while a git still works in
+// it, as a `git worktree add` that fails leaves it while it deletes what it
+// made (its admin dir first, then the directory; a spawn killed mid-add
+// leaves its git to die so on its next write), is waited for: its removal
+// is not an error once that git has deleted it.
+func TestWorktreeRemoveWhileAFailedAddDeletesIt(t *testing.T) {
+	_, r := newRepo(t)
+	dying := filepath.Join(tempDir(t), "dying")
+	write(t, filepath.Join(dying, "src", "lib.rs"), "pub fn f() {}\n")
+	// The stand-in for the failing git: a git working in the directory
+	// until the directory is deleted (then its input closes).
+	git := exec.Command("git", "-C", dying, "hash-object", "--stdin")
+	in, err := git.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := git.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); git.Wait() })
+	// It works there once it has changed into the directory.
+	for start, cwd := time.Now(), ""; cwd != dying; cwd, _ = os.Readlink(fmt.Sprintf("/proc/%d/cwd", git.Process.Pid)) {
+		if time.Since(start) > time.Minute {
+			t.Fatalf("git never worked in %s (it is in %q)", dying, cwd)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	deleted := time.AfterFunc(500*time.Millisecond, func() {
+		os.RemoveAll(dying)
+		in.Close()
+	})
+	defer deleted.Stop()
+	if err := r.WorktreeRemove(dying); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dying); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("directory left: %v", err)
+	}
+	// A shell left in a directory git does not list is no git: the
+	// removal is refused at once, and the directory left alone.
+	plain := filepath.Join(tempDir(t), "plain")
+	write(t, filepath.Join(plain, "keep"), "mine\n")
+	shell := exec.Command("sleep", "30")
+	shell.Dir = plain
+	if err := shell.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shell.Process.Kill(); shell.Wait() })
+	start := time.Now()
+	if err := r.WorktreeRemove(plain); err == nil || !strings.Contains(err.Error(), "not a registered worktree") {
+		t.Errorf("removing an unregistered directory: %v", err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Errorf("waited %v for a process that is no git", waited)
+	}
+	if _, err := os.Stat(filepath.Join(plain, "keep")); err != nil {
 		t.Error("unregistered directory was touched:", err)
 	}
 }

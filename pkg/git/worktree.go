@@ -238,8 +238,15 @@ func (r *Repo) WorktreeUnlock(path string) error {
 // whose gitdir file points at path/.git); other worktrees with missing
 // directories stay registered, which `git worktree prune` would not
 // guarantee. A path that is gone and not registered is already removed and
-// not an error. The main worktree is never removed.
-func (r *Repo) WorktreeRemove(path string) error {
+// not an error. A directory that is there and not registered is refused,
+// unless a git works in it (adding it, or deleting what a failed add
+// made): it is looked at again once that git is done. The main worktree is
+// never removed.
+func (r *Repo) WorktreeRemove(path string) error { return r.worktreeRemove(path, true) }
+
+// worktreeRemove is WorktreeRemove; settle: a directory git does not list
+// while a git works in it is looked at again once that git is done.
+func (r *Repo) worktreeRemove(path string, settle bool) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fmt.Errorf("remove worktree %s: %w", path, err)
@@ -284,6 +291,14 @@ func (r *Repo) WorktreeRemove(path string) error {
 		return nil
 	}
 	if wt == nil {
+		if settle && gitAt(want) {
+			// A git adding it has not registered it yet, or one that
+			// failed (a spawn killed mid-add leaves its git to die on its
+			// next write) is deleting what it made: its admin dir first,
+			// then the directory. See what it leaves.
+			waitAdding(want)
+			return r.worktreeRemove(abs, false)
+		}
 		return fmt.Errorf("remove worktree %s: not a registered worktree of %s", abs, r.Top)
 	}
 	if wt.Adding() {
@@ -348,8 +363,26 @@ func waitAdding(path string) {
 	}
 }
 
-// gitAt reports whether a process works in path or names it on its
-// command line.
+// SettleWorktree waits, for AddPatience at most, while a git works in the
+// worktree at path or names it on its command line: a `git worktree add`
+// that outlived the process that ran it (a spawn killed mid-add) is still
+// adding it, or deleting what it made after failing. Once it returns, git
+// lists the worktree or not for good (unless something else adds it).
+func SettleWorktree(path string) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return
+	}
+	if want, err := ResolvePath(abs); err == nil {
+		abs = want
+	}
+	waitAdding(abs)
+}
+
+// gitAt reports whether a git process works in path or names it on its
+// command line. Other processes (a shell left in the directory) do not
+// count: whatever a git runs there (hooks, filters) runs while that git
+// does.
 func gitAt(path string) bool {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -360,6 +393,9 @@ func gitAt(path string) bool {
 			continue
 		}
 		proc := "/proc/" + e.Name() // procfs: not a store path
+		if comm, err := os.ReadFile(proc + "/comm"); err != nil || !bytes.HasPrefix(comm, []byte("git")) {
+			continue
+		}
 		if cwd, err := os.Readlink(proc + "/cwd"); err == nil && (cwd == path || strings.HasPrefix(cwd, path+"/")) {
 			return true
 		}
