@@ -380,27 +380,44 @@ func some(names []string) string {
 // *failure.Error of kind Refused wrapping a *ChangedError, with the fix in
 // its hint.
 func Verify(r *Record) error {
+	_, err := verifyListing(r, false)
+	return err
+}
+
+// verifyListing is Verify; with collect it also returns the target's
+// regular files as the check listed them (nil for a seal older than
+// SealVersion), for a refresh seeded from r to take r's digests by
+// (Reuse).
+func verifyListing(r *Record, collect bool) ([]file, error) {
 	if r.TargetSeal.Digest == "" {
-		return failure.Wrap(failure.Refused, &ChangedError{ID: r.ID, Target: r.Target, Err: errNoSeal},
+		return nil, failure.Wrap(failure.Refused, &ChangedError{ID: r.ID, Target: r.Target, Err: errNoSeal},
 			"build it again with this Ferry: `ferry base --rebuild --rev "+short(r.Commit)+"`", "base %s cannot be trusted", r.ID)
 	}
-	if ce := check(r); ce != nil {
-		return changed(r, ce)
+	ce, files := checkListing(r, collect)
+	if ce != nil {
+		return nil, changed(r, ce)
 	}
-	return nil
+	return files, nil
 }
 
 // check lists r's target and returns what differs from its seal, nil when
 // nothing does.
 func check(r *Record) *ChangedError {
+	ce, _ := checkListing(r, false)
+	return ce
+}
+
+// checkListing is check; with collect it also returns the regular files
+// the listing found.
+func checkListing(r *Record, collect bool) (*ChangedError, []file) {
 	rec := r.TargetSeal
-	found, w, err := listing(r.Target, rec.Version, r.Created, rec.Sealed, false)
+	found, w, err := listing(r.Target, rec.Version, r.Created, rec.Sealed, collect)
 	ce := &ChangedError{ID: r.ID, Target: r.Target, Recorded: rec, Found: found, Err: err}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			ce.Err = fs.ErrNotExist
 		}
-		return ce
+		return ce, nil
 	}
 	ce.Newer = w.newer
 	if len(w.late) > 0 {
@@ -412,9 +429,9 @@ func check(r *Record) *ChangedError {
 		}
 	}
 	if sameListing(found, rec) && len(ce.Newer) == 0 {
-		return nil
+		return nil, w.files
 	}
-	return ce
+	return ce, nil
 }
 
 // changed is the refusal of r, changed as ce says.

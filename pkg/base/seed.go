@@ -198,7 +198,9 @@ func chooseSeed(s *store.Store, p *Plan, prune bool, known verified) (seed *Reco
 			l.Release()
 			continue
 		}
-		if !known.of(r) && Verify(r) != nil {
+		if known.of(r) {
+			r.checked = known.files
+		} else if r.checked, err = verifyListing(r, true); err != nil {
 			l.Release()
 			continue // a changed base seeds nothing
 		}
@@ -225,6 +227,7 @@ type verified struct {
 	id      string
 	created time.Time
 	seal    TargetSeal
+	files   []file // its regular files, as the check listed them
 }
 
 // verifyCurrent checks the current base's seal, and returns it when it
@@ -238,10 +241,14 @@ func verifyCurrent(s *store.Store) verified {
 		return verified{}
 	}
 	r, err := Read(s, id)
-	if err != nil || Verify(r) != nil {
+	if err != nil {
 		return verified{}
 	}
-	return verified{id: r.ID, created: r.Created, seal: r.TargetSeal}
+	files, err := verifyListing(r, true)
+	if err != nil {
+		return verified{}
+	}
+	return verified{id: r.ID, created: r.Created, seal: r.TargetSeal, files: files}
 }
 
 // of reports whether v is ready base r as it was checked: the same base,
