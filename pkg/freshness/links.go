@@ -4,10 +4,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/ferrydev/ferry/pkg/git"
+	"golang.org/x/sys/unix"
 )
 
 // maxHops bounds the symlinks one resolution follows, as the kernel's
@@ -155,10 +158,25 @@ func retargeted(agentRoot, baseRoot string, agentIndex, baseTree []git.Entry) []
 			}
 		}
 	}
+	var rest []string
 	for p := range paths {
-		if !links[p] && (isSymlink(agentRoot, p) || isSymlink(baseRoot, p)) {
-			links[p] = true
+		if !links[p] {
+			rest = append(rest, p)
 		}
+	}
+	var agentLinks map[string]bool
+	done := make(chan struct{})
+	go func() {
+		agentLinks = symlinks(agentRoot, rest)
+		close(done)
+	}()
+	baseLinks := symlinks(baseRoot, rest)
+	<-done
+	for p := range agentLinks {
+		links[p] = true
+	}
+	for p := range baseLinks {
+		links[p] = true
 	}
 	var out []linkCheck
 	for p := range links {
@@ -174,6 +192,58 @@ func retargeted(agentRoot, baseRoot string, agentIndex, baseTree []git.Entry) []
 func isSymlink(root, rel string) bool {
 	fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(rel)))
 	return err == nil && fi.Mode()&os.ModeSymlink != 0
+}
+
+// symlinks returns which of paths (slash-separated, relative to root) are
+// symlinks in root, as isSymlink of each would tell: each parent directory
+// is opened once (following links, as lstat follows the components above
+// the last) and its entries are stat'ed relative to it, not following the
+// last, on a few goroutines; a directory that does not open is left to
+// isSymlink. A stat by the full path resolved every
+// component again: on BenchmarkVerify the serial lstats were 13% of the
+// comparison's CPU.
+func symlinks(root string, paths []string) map[string]bool {
+	byDir := map[string][]string{}
+	for _, p := range paths {
+		d, name := path.Split(p)
+		byDir[d] = append(byDir[d], name)
+	}
+	dirs := make(chan string, len(byDir))
+	for d := range byDir {
+		dirs <- d
+	}
+	close(dirs)
+	var mu sync.Mutex
+	out := map[string]bool{}
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(byDir)) {
+		wg.Go(func() {
+			var st unix.Stat_t
+			for d := range dirs {
+				fd, err := unix.Open(filepath.Join(root, filepath.FromSlash(d)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+				for _, name := range byDir[d] {
+					var link bool
+					if err == nil {
+						link = unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+					} else {
+						// Not there, or searchable but not readable:
+						// lstat tells, as before.
+						link = isSymlink(root, d+name)
+					}
+					if link {
+						mu.Lock()
+						out[d+name] = true
+						mu.Unlock()
+					}
+				}
+				if err == nil {
+					unix.Close(fd)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // exclusion is the set of agent paths that a retargeted link leads to, in

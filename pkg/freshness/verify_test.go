@@ -680,3 +680,37 @@ func TestSameBytes(t *testing.T) {
 		}
 	}
 }
+
+// symlinks, which stats each directory's entries relative to it, finds
+// exactly the links a full-path lstat of each path finds: through a
+// linked directory, below a link that dangles or a regular file, and in a
+// directory that is not there.
+func TestSymlinksIsLstat(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"d1/sub", "d2"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"a.txt", "d1/x.txt", "d1/sub/y.txt", "d2/z.txt"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, to := range map[string]string{"link": "a.txt", "dlink": "d1", "d1/sub/up": "../x.txt", "gone": "nowhere", "d2/loop": "loop"} {
+		if err := os.Symlink(to, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths := []string{"a.txt", "link", "dlink", "dlink/x.txt", "dlink/sub", "dlink/sub/up", "dlink/sub/y.txt",
+		"d1/sub/up", "d1/x.txt", "gone", "gone/x", "a.txt/x", "d2/loop", "d2/loop/x", "missing/x", "missing/deeper/y", "d2", "d2/z.txt"}
+	got := symlinks(root, paths)
+	for _, p := range paths {
+		if want := isSymlink(root, p); got[p] != want {
+			t.Errorf("%s: symlinks says %t, lstat %t", p, got[p], want)
+		}
+	}
+	if len(got) != 6 { // link, dlink, dlink/sub/up, d1/sub/up, gone, d2/loop
+		t.Errorf("found %d links: %v", len(got), got)
+	}
+}
