@@ -37,6 +37,41 @@ func lstatMeta(path string) (meta, error) {
 	return metaOf(&st), nil
 }
 
+// place is a path as a directory's descriptor and a name in it (stat'ed
+// and opened relative to the directory, which resolves one component and
+// not every one again), or, with AT_FDCWD, as its full path.
+type place struct {
+	dfd  int
+	name string // relative to dfd
+	path string // the full path, for errors
+}
+
+// pathPlace is the place of a full path.
+func pathPlace(p string) place { return place{dfd: unix.AT_FDCWD, name: p, path: p} }
+
+// lstat is lstatMeta of the place.
+func (p place) lstat() (meta, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(p.dfd, p.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return meta{}, &os.PathError{Op: "lstat", Path: p.path, Err: err}
+	}
+	return metaOf(&st), nil
+}
+
+// open opens the place's regular file as openNoFollow does.
+func (p place) open() (fd, error) {
+	for {
+		n, err := unix.Openat(p.dfd, p.name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &os.PathError{Op: "open", Path: p.path, Err: err}
+		}
+		return fd(n), nil
+	}
+}
+
 // fd is a descriptor openNoFollow opened, used through plain system
 // calls. An *os.File made from a descriptor opened O_NONBLOCK costs two
 // more calls per file (fcntl, and an epoll_ctl that fails for a regular

@@ -170,20 +170,21 @@ func Verify(in Input) (*StampPlan, error) {
 		plan.skipped = append(plan.skipped, Skip{p, ReasonUnmerged})
 	}
 	results := make([]fileResult, len(todo))
-	work := make(chan int)
+	batches := compareBatches(todo)
+	work := make(chan []int, len(batches))
+	for _, b := range batches {
+		work <- b
+	}
+	close(work)
 	var wg sync.WaitGroup
-	for range min(8, max(1, len(todo))) {
+	for range min(8, len(batches)) {
 		wg.Go(func() {
 			var bufs compareBuffers
-			for i := range work {
-				results[i] = v.compareFile(todo[i], &bufs)
+			for b := range work {
+				v.compareDir(todo, b, results, &bufs)
 			}
 		})
 	}
-	for i := range todo {
-		work <- i
-	}
-	close(work)
 	wg.Wait()
 	for i, r := range results {
 		if r.reason != "" {
@@ -274,23 +275,81 @@ type fileResult struct {
 	reason string
 }
 
-// compareFile compares the agent's file rel with the base checkout's, byte
+// compareBatch bounds the files of one directory a comparing goroutine
+// takes at a time, so that a directory of many files is compared on
+// every goroutine.
+const compareBatch = 64
+
+// compareBatches splits the indices of paths (slash-separated) into
+// batches of files of one directory, at most compareBatch each.
+func compareBatches(paths []string) [][]int {
+	var dirs []string
+	byDir := map[string][]int{}
+	for i, p := range paths {
+		d := path.Dir(p)
+		if _, ok := byDir[d]; !ok {
+			dirs = append(dirs, d)
+		}
+		byDir[d] = append(byDir[d], i)
+	}
+	var out [][]int
+	for _, d := range dirs {
+		for idx := byDir[d]; len(idx) > 0; {
+			n := min(len(idx), compareBatch)
+			out = append(out, idx[:n])
+			idx = idx[n:]
+		}
+	}
+	return out
+}
+
+// compareDir compares the files todo[i] for each i of batch, all in one
+// directory, into results[i]: each stat'ed and opened relative to the
+// directory in both checkouts (by its full path where a directory does
+// not open). The directories' own paths resolve as the full paths do:
+// precheck found both real directories.
+func (v *verifier) compareDir(todo []string, batch []int, results []fileResult, bufs *compareBuffers) {
+	dir := path.Dir(todo[batch[0]])
+	if dir == "." {
+		dir = ""
+	}
+	adir, aerr := openNoFollow(v.agentPath(dir), true)
+	bdir, berr := openNoFollow(v.basePath(dir), true)
+	for _, i := range batch {
+		rel := todo[i]
+		a, b := pathPlace(v.agentPath(rel)), pathPlace(v.basePath(rel))
+		if aerr == nil {
+			a.dfd, a.name = int(adir), path.Base(rel)
+		}
+		if berr == nil {
+			b.dfd, b.name = int(bdir), path.Base(rel)
+		}
+		results[i] = compareFile(a, b, bufs)
+	}
+	if aerr == nil {
+		adir.close()
+	}
+	if berr == nil {
+		bdir.close()
+	}
+}
+
+// compareFile compares the agent's file a with the base checkout's b, byte
 // for byte. The agent file's metadata is taken before reading and must be
 // the same after, and the descriptor read must be the inode lstat saw.
-func (v *verifier) compareFile(rel string, bufs *compareBuffers) fileResult {
-	ap, bp := v.agentPath(rel), v.basePath(rel)
-	before, err := lstatMeta(ap)
+func compareFile(a, b place, bufs *compareBuffers) fileResult {
+	before, err := a.lstat()
 	if err != nil || !before.isRegular() {
 		return fileResult{reason: ReasonNotRegular}
 	}
-	bm, err := lstatMeta(bp)
+	bm, err := b.lstat()
 	if err != nil || !bm.isRegular() {
 		return fileResult{reason: ReasonBaseNotRegular}
 	}
 	if before.size != bm.size {
 		return fileResult{reason: ReasonContent}
 	}
-	same, err := bufs.sameBytes(ap, before, bp, bm)
+	same, err := bufs.sameBytes(a, before, b, bm)
 	if err != nil {
 		if errors.Is(err, errRacy) {
 			return fileResult{reason: ReasonRacy}
@@ -300,7 +359,7 @@ func (v *verifier) compareFile(rel string, bufs *compareBuffers) fileResult {
 	if !same {
 		return fileResult{reason: ReasonContent}
 	}
-	after, err := lstatMeta(ap)
+	after, err := a.lstat()
 	if err != nil || after != before {
 		return fileResult{reason: ReasonRacy}
 	}
@@ -318,7 +377,7 @@ type compareBuffers struct{ a, b []byte }
 
 // sameBytes streams both files and compares them; each must still be the
 // inode described by its meta once open.
-func (bufs *compareBuffers) sameBytes(ap string, am meta, bp string, bm meta) (bool, error) {
+func (bufs *compareBuffers) sameBytes(ap place, am meta, bp place, bm meta) (bool, error) {
 	af, err := openChecked(ap, am)
 	if err != nil {
 		return false, err
@@ -361,15 +420,15 @@ func (bufs *compareBuffers) sameBytes(ap string, am meta, bp string, bm meta) (b
 	}
 }
 
-func openChecked(p string, want meta) (fd, error) {
-	f, err := openNoFollow(p, false)
+func openChecked(p place, want meta) (fd, error) {
+	f, err := p.open()
 	if err != nil {
 		return -1, err
 	}
 	got, err := f.meta()
 	if err != nil {
 		f.close()
-		return -1, &os.PathError{Op: "fstat", Path: p, Err: err}
+		return -1, &os.PathError{Op: "fstat", Path: p.path, Err: err}
 	}
 	if got.dev != want.dev || got.ino != want.ino {
 		f.close()

@@ -643,7 +643,7 @@ func TestSameBytes(t *testing.T) {
 			check(t, err)
 			bm, err := lstatMeta(b)
 			check(t, err)
-			return bufs.sameBytes(a, am, b, bm)
+			return bufs.sameBytes(pathPlace(a), am, pathPlace(b), bm)
 		}
 		if same, err := compare(); err != nil || !same {
 			t.Errorf("size %d: equal files compared %t, %v", size, same, err)
@@ -665,7 +665,7 @@ func TestSameBytes(t *testing.T) {
 		for _, p := range []string{a, b} {
 			check(t, os.WriteFile(p, append(slices.Clone(data), 'x'), 0o644))
 		}
-		if same, err := bufs.sameBytes(a, am, b, bm); err != errRacy {
+		if same, err := bufs.sameBytes(pathPlace(a), am, pathPlace(b), bm); err != errRacy {
 			t.Errorf("size %d: files grown after lstat compared %t, %v; want errRacy", size, same, err)
 		}
 		// And one byte shorter.
@@ -674,7 +674,7 @@ func TestSameBytes(t *testing.T) {
 				check(t, os.WriteFile(p, data[:size-1], 0o644))
 			}
 			am.size, bm.size = int64(size), int64(size)
-			if same, err := bufs.sameBytes(a, am, b, bm); err != errRacy {
+			if same, err := bufs.sameBytes(pathPlace(a), am, pathPlace(b), bm); err != errRacy {
 				t.Errorf("size %d: files shrunk after lstat compared %t, %v; want errRacy", size, same, err)
 			}
 		}
