@@ -90,9 +90,6 @@ type Record struct {
 	// reuse is, while a refresh builds, the seed whose content digests
 	// its seal may take (contents.go); nil otherwise.
 	reuse *Reuse
-	// checked is, for a seed, its target's regular files as the check
-	// before the build listed them (chooseSeed); nil otherwise.
-	checked []file
 }
 
 // FreshnessEnv is what Cargo needs in the base's warm commands and every

@@ -32,8 +32,7 @@ import (
 // Hashing reads the whole target, on as many goroutines as there are
 // cores. A refresh takes its seed's digest for a file it can prove is the
 // seed's, unchanged since the refresh took it: the seed's file at the same
-// path (as the check before the build listed it, when there was one) has
-// the same size and mtime, and the refresh's file is the seed's
+// path has the same size and mtime, and the refresh's file is the seed's
 // inode (a layered refresh links it) or a clone whose change time is
 // before the clone ended (every write or chmod after it moves the change
 // time past that). So a refresh hashes what its warm build wrote, not its
@@ -94,50 +93,22 @@ func (u *Reuse) digests() func(f file) string {
 		return nil // hashed: a refresh seals what it holds, whatever its seed's record
 	}
 	cloned := u.Cloned.Add(-cloneMargin)
-	seedFile := u.seedFiles(seedFiles.Target)
 	return func(f file) string {
 		sum, ok := recorded["target/"+f.rel]
 		if !ok {
 			return ""
 		}
-		sf, ok := seedFile(f.rel)
-		if !ok || sf.size != f.size || !sf.mtime.Equal(f.mtime) {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(seedFiles.Target, filepath.FromSlash(f.rel)), &st); err != nil {
 			return ""
 		}
-		if sf.ino == f.ino || (!u.Cloned.IsZero() && f.ctime.Before(cloned)) {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != f.size || !time.Unix(st.Mtim.Unix()).Equal(f.mtime) {
+			return ""
+		}
+		if st.Ino == f.ino || (!u.Cloned.IsZero() && f.ctime.Before(cloned)) {
 			return sum
 		}
 		return ""
-	}
-}
-
-// seedFiles returns the seed's regular file at a path of its target
-// (under target): from the listing the check before the build made when
-// there is one (Record.checked), so that the seal stats no file twice,
-// else as lstat finds it now. The listing's is the file as it was when the
-// seed was found unchanged: a write to a file the refresh shares with its
-// seed that changed its size or mtime during the build is hashed, where
-// lstat, seeing the shared inode as it is now, would have passed it.
-func (u *Reuse) seedFiles(target string) func(rel string) (file, bool) {
-	if checked := u.Seed.checked; checked != nil {
-		byRel := make(map[string]*file, len(checked))
-		for i := range checked {
-			byRel[checked[i].rel] = &checked[i]
-		}
-		return func(rel string) (file, bool) {
-			f, ok := byRel[rel]
-			if !ok {
-				return file{}, false
-			}
-			return *f, true
-		}
-	}
-	return func(rel string) (file, bool) {
-		var st unix.Stat_t
-		if err := unix.Lstat(filepath.Join(target, filepath.FromSlash(rel)), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return file{}, false
-		}
-		return file{rel: rel, size: st.Size, mtime: time.Unix(st.Mtim.Unix()), ctime: time.Unix(st.Ctim.Unix()), ino: st.Ino}, true
 	}
 }
 

@@ -380,44 +380,27 @@ func some(names []string) string {
 // *failure.Error of kind Refused wrapping a *ChangedError, with the fix in
 // its hint.
 func Verify(r *Record) error {
-	_, err := verifyListing(r, false)
-	return err
-}
-
-// verifyListing is Verify; with collect it also returns the target's
-// regular files as the check listed them (nil for a seal older than
-// SealVersion), for a refresh seeded from r to take r's digests by
-// (Reuse).
-func verifyListing(r *Record, collect bool) ([]file, error) {
 	if r.TargetSeal.Digest == "" {
-		return nil, failure.Wrap(failure.Refused, &ChangedError{ID: r.ID, Target: r.Target, Err: errNoSeal},
+		return failure.Wrap(failure.Refused, &ChangedError{ID: r.ID, Target: r.Target, Err: errNoSeal},
 			"build it again with this Ferry: `ferry base --rebuild --rev "+short(r.Commit)+"`", "base %s cannot be trusted", r.ID)
 	}
-	ce, files := checkListing(r, collect)
-	if ce != nil {
-		return nil, changed(r, ce)
+	if ce := check(r); ce != nil {
+		return changed(r, ce)
 	}
-	return files, nil
+	return nil
 }
 
 // check lists r's target and returns what differs from its seal, nil when
 // nothing does.
 func check(r *Record) *ChangedError {
-	ce, _ := checkListing(r, false)
-	return ce
-}
-
-// checkListing is check; with collect it also returns the regular files
-// the listing found.
-func checkListing(r *Record, collect bool) (*ChangedError, []file) {
 	rec := r.TargetSeal
-	found, w, err := listing(r.Target, rec.Version, r.Created, rec.Sealed, collect)
+	found, w, err := listing(r.Target, rec.Version, r.Created, rec.Sealed, false)
 	ce := &ChangedError{ID: r.ID, Target: r.Target, Recorded: rec, Found: found, Err: err}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			ce.Err = fs.ErrNotExist
 		}
-		return ce, nil
+		return ce
 	}
 	ce.Newer = w.newer
 	if len(w.late) > 0 {
@@ -429,9 +412,9 @@ func checkListing(r *Record, collect bool) (*ChangedError, []file) {
 		}
 	}
 	if sameListing(found, rec) && len(ce.Newer) == 0 {
-		return nil, w.files
+		return nil
 	}
-	return ce, nil
+	return ce
 }
 
 // changed is the refusal of r, changed as ce says.

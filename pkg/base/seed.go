@@ -198,9 +198,7 @@ func chooseSeed(s *store.Store, p *Plan, prune bool, known verified) (seed *Reco
 			l.Release()
 			continue
 		}
-		if known.of(r) {
-			r.checked = known.files
-		} else if r.checked, err = verifyListing(r, true); err != nil {
+		if !known.of(r) && Verify(r) != nil {
 			l.Release()
 			continue // a changed base seeds nothing
 		}
@@ -227,7 +225,6 @@ type verified struct {
 	id      string
 	created time.Time
 	seal    TargetSeal
-	files   []file // its regular files, as the check listed them
 }
 
 // verifyCurrent checks the current base's seal, and returns it when it
@@ -241,14 +238,10 @@ func verifyCurrent(s *store.Store) verified {
 		return verified{}
 	}
 	r, err := Read(s, id)
-	if err != nil {
+	if err != nil || Verify(r) != nil {
 		return verified{}
 	}
-	files, err := verifyListing(r, true)
-	if err != nil {
-		return verified{}
-	}
-	return verified{id: r.ID, created: r.Created, seal: r.TargetSeal, files: files}
+	return verified{id: r.ID, created: r.Created, seal: r.TargetSeal}
 }
 
 // of reports whether v is ready base r as it was checked: the same base,
