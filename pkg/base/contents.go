@@ -80,10 +80,10 @@ func SealBase(dir string, reuse *Reuse) (TargetSeal, error) {
 	return seal, nil
 }
 
-// digests returns, for a refresh, the function that gives the seed's
-// digest of a file the refresh can prove is the seed's (see Contents), ""
-// for any other; nil without a seed or digests of its.
-func (u *Reuse) digests() func(f file) string {
+// digests returns, for a refresh, what gives the seed's digest of a file
+// the refresh can prove is the seed's (see Contents); nil without a seed
+// or digests of its.
+func (u *Reuse) digests() *seedDigests {
 	if u == nil || u.Seed == nil || u.Seed.TargetSeal.Contents == "" {
 		return nil
 	}
@@ -92,24 +92,54 @@ func (u *Reuse) digests() func(f file) string {
 	if err != nil {
 		return nil // hashed: a refresh seals what it holds, whatever its seed's record
 	}
-	cloned := u.Cloned.Add(-cloneMargin)
-	return func(f file) string {
-		sum, ok := recorded["target/"+f.rel]
-		if !ok {
-			return ""
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(filepath.Join(seedFiles.Target, filepath.FromSlash(f.rel)), &st); err != nil {
-			return ""
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != f.size || !time.Unix(st.Mtim.Unix()).Equal(f.mtime) {
-			return ""
-		}
-		if st.Ino == f.ino || (!u.Cloned.IsZero() && f.ctime.Before(cloned)) {
-			return sum
-		}
+	return &seedDigests{target: seedFiles.Target, recorded: recorded, cloned: u.Cloned}
+}
+
+// seedDigests gives a refresh its seed's digests: recorded, by name in
+// SHA256SUMS, for the seed's target; cloned is Reuse's.
+type seedDigests struct {
+	target   string
+	recorded map[string]string
+	cloned   time.Time
+}
+
+// openDir opens the seed's directory d (slash-separated, relative to its
+// target) for sum to stat its files relative to; -1 when it does not
+// open. The open follows links as lstat by the full path would.
+func (u *seedDigests) openDir(d string) int {
+	fd, err := unix.Open(filepath.Join(u.target, filepath.FromSlash(d)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// sum returns the seed's digest of f, "" unless f is the seed's file at
+// its path as that is now: the seed's inode (a layered refresh links it),
+// or a clone of a file of the same size and mtime whose change time is
+// before the clone ended. dfd is f's directory in the seed (openDir), or
+// -1 to stat the seed's file by its full path. A file that is the seed's
+// inode keeps the seed's digest whatever was written into it since, so
+// that verify --full names such a write in every base that shares it.
+func (u *seedDigests) sum(dfd int, f file) string {
+	sum, ok := u.recorded["target/"+f.rel]
+	if !ok {
 		return ""
 	}
+	var st unix.Stat_t
+	var err error
+	if dfd >= 0 {
+		err = unix.Fstatat(dfd, path.Base(f.rel), &st, unix.AT_SYMLINK_NOFOLLOW)
+	} else {
+		err = unix.Lstat(filepath.Join(u.target, filepath.FromSlash(f.rel)), &st)
+	}
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != f.size || !time.Unix(st.Mtim.Unix()).Equal(f.mtime) {
+		return ""
+	}
+	if st.Ino == f.ino || (!u.cloned.IsZero() && f.ctime.Before(u.cloned.Add(-cloneMargin))) {
+		return sum
+	}
+	return ""
 }
 
 type hashed struct {
@@ -118,11 +148,14 @@ type hashed struct {
 }
 
 // hashAll returns the SHA-256 of each of files in target, taking reused's
-// answer where it has one, on as many goroutines as there are cores. Each
+// answer where it has one (the seed's files stat'ed relative to their
+// directory, opened once a batch: an lstat of each by its full path took
+// 35-68 ms of CPU in a refresh on the bench's large workspace), on as many
+// goroutines as there are cores. Each
 // goroutine takes a batch of one directory's files at a time (hashBatches)
 // and opens them relative to it: opening every file by its full path took
 // a third longer on BenchmarkSealBase.
-func hashAll(target string, files []file, reused func(file) string) []hashed {
+func hashAll(target string, files []file, reused *seedDigests) []hashed {
 	out := make([]hashed, len(files))
 	batches := hashBatches(files)
 	next := make(chan []int, len(batches))
@@ -139,10 +172,14 @@ func hashAll(target string, files []file, reused func(file) string) []hashed {
 			for idx := range next {
 				d := path.Dir(files[idx[0]].rel)
 				dfd, err := unix.Open(filepath.Join(target, filepath.FromSlash(d)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				seedDir := -1
+				if reused != nil {
+					seedDir = reused.openDir(d)
+				}
 				for _, i := range idx {
 					f := files[i]
 					if reused != nil {
-						if sum := reused(f); sum != "" {
+						if sum := reused.sum(seedDir, f); sum != "" {
 							out[i].sum = sum
 							continue
 						}
@@ -155,6 +192,9 @@ func hashAll(target string, files []file, reused func(file) string) []hashed {
 				}
 				if err == nil {
 					unix.Close(dfd)
+				}
+				if seedDir >= 0 {
+					unix.Close(seedDir)
 				}
 			}
 		}()
