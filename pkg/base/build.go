@@ -162,11 +162,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if progressive(o, p) {
 		p.first = firstCommand(o, p)
 	}
+	var seedHeld *lock.Lock
 	if !o.Cold {
-		var held *lock.Lock
-		seed, held, p.SeedWhy = chooseSeed(o.Store, p, o.Settings.Prune, known)
-		if held != nil {
-			defer held.Release()
+		seed, seedHeld, p.SeedWhy = chooseSeed(o.Store, p, o.Settings.Prune, known)
+		if seedHeld != nil {
+			defer seedHeld.Release()
 		}
 	}
 	var first *Record
@@ -178,10 +178,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 			return nil, discardFailed(o, p.ID, co, l, err)
 		}
 		firstAt = since(start)
-		var held *lock.Lock
-		seed, held, p.SeedWhy = chooseSeed(o.Store, p, o.Settings.Prune, known)
-		if held != nil {
-			defer held.Release()
+		seed, seedHeld, p.SeedWhy = chooseSeed(o.Store, p, o.Settings.Prune, known)
+		if seedHeld != nil {
+			defer seedHeld.Release()
 		}
 	}
 	if seed != nil {
@@ -197,6 +196,24 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	err = o.Settings.MinFree.Check(o.Store.Dir, fmt.Sprintf("building the base of %.12s", commit))
 	if err == nil {
 		r, err = build(ctx, o, p, seed, start, co, probed)
+	}
+	var sc *SeedChangedError
+	if errors.As(err, &sc) {
+		// The discard unlinks this build's names of the seed's inodes,
+		// which moves their change times into a link window: first
+		// every ready base whose check shows the write, the seed among
+		// them, is made partial (see ExposeSharedWrites).
+		seedHeld.Release()
+		exposed, xerr := exposeChanged(o.Store, p.ID)
+		for _, e := range exposed {
+			o.say("made base %s partial: it holds a file written outside Ferry's sandboxes during this build (the next build of its commit builds it again)", e)
+		}
+		if xerr != nil {
+			err = errors.Join(err, xerr)
+		}
+		err = failure.Wrap(failure.Refused, err,
+			"find what writes into the store from outside Ferry's sandboxes, then run `ferry base` again: it builds from another base, or cold",
+			"the base of %s was not made ready", short(p.Commit))
 	}
 	if err != nil {
 		return nil, discardFailed(o, p.ID, co, l, err)
@@ -659,9 +676,14 @@ func finish(o Options, r *Record, fin *finishing) error {
 			return err
 		}
 	}
-	if r.TargetSeal, err = fin.seal(); err != nil {
+	sd, err := fin.seal()
+	if err != nil {
 		return fmt.Errorf("seal the base's target: %w", err)
 	}
+	if len(sd.written) > 0 {
+		return &SeedChangedError{Seed: r.reuse.Seed.ID, Files: sd.written}
+	}
+	r.TargetSeal = sd.seal
 	if err := fin.observed(); err != nil {
 		return err
 	}

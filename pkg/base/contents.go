@@ -57,27 +57,41 @@ const cloneMargin = 50 * time.Millisecond
 // records. reuse, when not nil, is the seed a refresh may take digests
 // from.
 func SealBase(dir string, reuse *Reuse) (TargetSeal, error) {
+	seal, _, err := sealBase(dir, reuse)
+	return seal, err
+}
+
+// sealBase is SealBase; for a refresh it also returns the files its target
+// shares with its seed (the seed's inodes) that were written after the
+// seed's seal, as the seed's check would name them (see SeedChangedError).
+// The target's listing runs after the seal's time is taken, so a write
+// before that shows.
+func sealBase(dir string, reuse *Reuse) (TargetSeal, []string, error) {
 	files := store.BaseFiles(dir)
 	sealed := time.Now()
 	seal, w, err := listing(files.Target, SealVersion, time.Time{}, time.Time{}, true)
 	if err != nil {
-		return TargetSeal{}, err
+		return TargetSeal{}, nil, err
 	}
 	seal.Sealed = sealed.UTC()
 	sums := hashAll(files.Target, w.files, reuse.digests())
 	var buf bytes.Buffer
+	var written []string
 	for i, f := range w.files {
 		if sums[i].err != nil {
-			return TargetSeal{}, fmt.Errorf("hash %s: %w", f.rel, sums[i].err)
+			return TargetSeal{}, nil, fmt.Errorf("hash %s: %w", f.rel, sums[i].err)
+		}
+		if sums[i].written {
+			written = append(written, f.rel)
 		}
 		writeSum(&buf, sums[i].sum, "target/"+f.rel)
 	}
 	if err := atomicfile.WriteFile(files.Contents, buf.Bytes(), 0o644); err != nil {
-		return TargetSeal{}, err
+		return TargetSeal{}, nil, err
 	}
 	d := sha256.Sum256(buf.Bytes())
 	seal.Contents = hex.EncodeToString(d[:])
-	return seal, nil
+	return seal, written, nil
 }
 
 // digests returns, for a refresh, what gives the seed's digest of a file
@@ -92,15 +106,25 @@ func (u *Reuse) digests() *seedDigests {
 	if err != nil {
 		return nil // hashed: a refresh seals what it holds, whatever its seed's record
 	}
-	return &seedDigests{target: seedFiles.Target, recorded: recorded, cloned: u.Cloned}
+	d := &seedDigests{target: seedFiles.Target, recorded: recorded, cloned: u.Cloned}
+	if u.Seed.TargetSeal.Version >= SealVersion {
+		d.sealed = u.Seed.TargetSeal.Sealed
+		d.windows, d.windowsErr = readWindows(u.Seed.Store)
+	}
+	return d
 }
 
 // seedDigests gives a refresh its seed's digests: recorded, by name in
-// SHA256SUMS, for the seed's target; cloned is Reuse's.
+// SHA256SUMS, for the seed's target; cloned is Reuse's. sealed is the
+// seed's seal's time (zero for a seal without change times), and windows
+// the store's link windows, for sum to tell a write into a shared file.
 type seedDigests struct {
-	target   string
-	recorded map[string]string
-	cloned   time.Time
+	target     string
+	recorded   map[string]string
+	cloned     time.Time
+	sealed     time.Time
+	windows    windows
+	windowsErr error
 }
 
 // openDir opens the seed's directory d (slash-separated, relative to its
@@ -120,12 +144,11 @@ func (u *seedDigests) openDir(d string) int {
 // before the clone ended. dfd is f's directory in the seed (openDir), or
 // -1 to stat the seed's file by its full path. A file that is the seed's
 // inode keeps the seed's digest whatever was written into it since, so
-// that verify --full names such a write in every base that shares it.
-func (u *seedDigests) sum(dfd int, f file) string {
-	sum, ok := u.recorded["target/"+f.rel]
-	if !ok {
-		return ""
-	}
+// that verify --full names such a write in every base that shares it; and
+// written reports such a write as the seed's check would see it (a change
+// time after the seed's seal that no link window explains), for the
+// seed's inode and for a clone that takes the seed's digest.
+func (u *seedDigests) sum(dfd int, f file) (sum string, written bool) {
 	var st unix.Stat_t
 	var err error
 	if dfd >= 0 {
@@ -133,18 +156,37 @@ func (u *seedDigests) sum(dfd int, f file) string {
 	} else {
 		err = unix.Lstat(filepath.Join(u.target, filepath.FromSlash(f.rel)), &st)
 	}
-	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != f.size || !time.Unix(st.Mtim.Unix()).Equal(f.mtime) {
-		return ""
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", false
 	}
-	if st.Ino == f.ino || (!u.cloned.IsZero() && f.ctime.Before(u.cloned.Add(-cloneMargin))) {
-		return sum
+	late := false
+	if !u.sealed.IsZero() {
+		ctime := time.Unix(st.Ctim.Unix())
+		late = ctime.After(u.sealed) && (u.windowsErr != nil || !u.windows.explain(ctime))
 	}
-	return ""
+	shared := st.Ino == f.ino
+	if shared {
+		written = late
+	}
+	sum, ok := u.recorded["target/"+f.rel]
+	if !ok || st.Size != f.size || !time.Unix(st.Mtim.Unix()).Equal(f.mtime) {
+		return "", written
+	}
+	if shared {
+		return sum, written
+	}
+	if !u.cloned.IsZero() && f.ctime.Before(u.cloned.Add(-cloneMargin)) {
+		// A clone of a file written after the seed's seal may hold the
+		// write (it may have come before the clone): counted as one.
+		return sum, late
+	}
+	return "", written
 }
 
 type hashed struct {
-	sum string
-	err error
+	sum     string
+	written bool // a file shared with the seed, written after the seed's seal (seedDigests.sum)
+	err     error
 }
 
 // hashAll returns the SHA-256 of each of files in target, taking reused's
@@ -179,7 +221,9 @@ func hashAll(target string, files []file, reused *seedDigests) []hashed {
 				for _, i := range idx {
 					f := files[i]
 					if reused != nil {
-						if sum := reused.sum(seedDir, f); sum != "" {
+						sum, written := reused.sum(seedDir, f)
+						out[i].written = written
+						if sum != "" {
 							out[i].sum = sum
 							continue
 						}

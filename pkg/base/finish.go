@@ -62,9 +62,16 @@ type finishing struct {
 	laid  task[fold.Stats]
 	flush task[struct{}]
 	dirty task[[]string]
-	seal  task[TargetSeal]
+	seal  task[sealed]
 	obs   task[observation]
 	spare task[struct{}]
+}
+
+// sealed is what sealBase returned: the seal, and the files of the seed
+// written since its seal that the target shares.
+type sealed struct {
+	seal    TargetSeal
+	written []string
 }
 
 // observation is what units.Observe returned.
@@ -124,7 +131,24 @@ func (f *finishing) folded() {
 // record says it may).
 func (f *finishing) final() {
 	dir, reuse := f.r.Dir, f.r.reuse
-	f.seal = begin(func() (TargetSeal, error) { return SealBase(dir, reuse) })
+	f.seal = begin(func() (sealed, error) {
+		seal, written, err := sealBase(dir, reuse)
+		return sealed{seal, written}, err
+	})
+}
+
+// SeedChangedError is a refresh that shares files of its seed (a layered
+// one links them) into which something outside Ferry's sandboxes wrote
+// after the seed's seal: the write is in the refresh's target before the
+// refresh's own seal, which would pass it, so the refresh is not made
+// ready.
+type SeedChangedError struct {
+	Seed  string   // the seed's id
+	Files []string // the shared files written, as the target names them
+}
+
+func (e *SeedChangedError) Error() string {
+	return fmt.Sprintf("its seed, base %s, was written into from outside Ferry's sandboxes after its seal, in files this base shares with it: %s", e.Seed, some(e.Files))
 }
 
 // observe starts observing the warm build's units in the final target

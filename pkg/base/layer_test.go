@@ -394,3 +394,81 @@ func TestSeedMethodOrder(t *testing.T) {
 		}
 	}
 }
+
+// A write from outside Ferry into a file a layered refresh shares with its
+// seed, while the refresh builds, is in the refresh's target before its
+// seal, which would pass it. The seed's check once the target is final
+// still shows it: the refresh is not made ready, and the seed (whose names
+// the discard would otherwise launder, see base.ExposeSharedWrites) is made
+// partial.
+func TestSeedWrittenDuringALayeredRefresh(t *testing.T) {
+	e := setupLight(t, "sleep 2 && cargo build --workspace")
+	needLayers(t, e.home)
+	first, _ := e.buildLogged(t, e.store, "HEAD", false)
+	seed := first.Record
+	// rustc's dep-info of a crate the edit leaves alone: a file the
+	// build links in and reads nothing of (a written rlib would fail its
+	// link).
+	var victim string
+	deps, _ := filepath.Glob(filepath.Join(seed.Target, "debug", "deps", "*.d"))
+	for _, p := range deps {
+		if name := filepath.Base(p); !strings.Contains(name, "chain") && !strings.Contains(name, "app") {
+			victim = p
+			break
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no dep-info file the leaf edit leaves alone in %v", deps)
+	}
+	if err := e.repo.Append(fixture.LibPath(fixture.ChainC), "\n// written during the build\n"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.repo.Commit("leaf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The write lands once the refresh's warm command runs (its layer is
+	// there, and its links are laid well before the command's sleep ends).
+	wrote := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			if layers, _ := filepath.Glob(filepath.Join(e.store.BasesDir(), c+"-*", "layer")); len(layers) > 0 {
+				time.Sleep(time.Second)
+				fi, err := os.Stat(victim)
+				if err != nil {
+					wrote <- err
+					return
+				}
+				f, err := os.OpenFile(victim, os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					wrote <- err
+					return
+				}
+				f.WriteString("x")
+				f.Close()
+				wrote <- os.Chtimes(victim, fi.ModTime(), fi.ModTime())
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		wrote <- fmt.Errorf("the refresh of %s never made its layer", c)
+	}()
+	_, err = e.build(t, c)
+	if werr := <-wrote; werr != nil {
+		t.Fatal(werr)
+	}
+	var sc *base.SeedChangedError
+	if !errors.As(err, &sc) || sc.Seed != seed.ID {
+		t.Fatalf("the refresh: %v, want its seed %s named as changed", err, seed.ID)
+	}
+	if rel, _ := filepath.Rel(seed.Target, victim); !slices.Equal(sc.Files, []string{rel}) {
+		t.Errorf("the written files named: %v, want [%s]", sc.Files, rel)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(e.store.BasesDir(), c+"-*", "base.json")); len(recs) > 0 {
+		t.Errorf("the refresh was made ready: %v", recs)
+	}
+	if _, err := os.Stat(e.store.Base(seed.ID).Record); !os.IsNotExist(err) {
+		t.Errorf("the seed is still ready (%v); the discard hid the write from its check", err)
+	}
+}

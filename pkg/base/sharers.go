@@ -41,6 +41,17 @@ func ExposeSharedWrites(s *store.Store, id string) ([]string, error) {
 	if ce := check(r); ce == nil || ce.Err != nil {
 		return nil, nil
 	}
+	exposed, err := exposeChanged(s, id)
+	if err != nil {
+		return exposed, fmt.Errorf("base %s holds files written outside Ferry's sandboxes, which other bases may share: %w", id, err)
+	}
+	return exposed, nil
+}
+
+// exposeChanged makes every ready base but except whose check fails
+// partial (see ExposeSharedWrites), and returns their ids. A base whose
+// lock another process holds is left to it.
+func exposeChanged(s *store.Store, except string) ([]string, error) {
 	ents, err := os.ReadDir(s.BasesDir())
 	if err != nil {
 		return nil, err
@@ -48,7 +59,7 @@ func ExposeSharedWrites(s *store.Store, id string) ([]string, error) {
 	var exposed []string
 	for _, e := range ents {
 		other := e.Name()
-		if !e.IsDir() || other == id {
+		if !e.IsDir() || other == except {
 			continue
 		}
 		l, err := lock.TryTake(s.BaseLock(other))
@@ -61,7 +72,7 @@ func ExposeSharedWrites(s *store.Store, id string) ([]string, error) {
 		made, err := exposeIfChanged(s, other)
 		l.Release()
 		if err != nil {
-			return exposed, fmt.Errorf("base %s holds files written outside Ferry's sandboxes, which other bases may share: %w", id, err)
+			return exposed, err
 		}
 		if made {
 			exposed = append(exposed, other)
