@@ -204,7 +204,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		// every ready base whose check shows the write, the seed among
 		// them, is made partial (see ExposeSharedWrites).
 		seedHeld.Release()
-		exposed, xerr := exposeChanged(o.Store, p.ID)
+		exposed, xerr := exposeChanged(o.Store, p.ID) // as SealSharing does
 		for _, e := range exposed {
 			o.say("made base %s partial: it holds a file written outside Ferry's sandboxes during this build (the next build of its commit builds it again)", e)
 		}

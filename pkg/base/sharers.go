@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/ferrydev/ferry/pkg/failure"
 	"github.com/ferrydev/ferry/pkg/lock"
@@ -95,4 +96,24 @@ func exposeIfChanged(s *store.Store, id string) (bool, error) {
 		return false, nil
 	}
 	return true, unreadyDamaged(s, id)
+}
+
+// SealSharing is SealBase for a base (in directory dir) whose target
+// links its seed's files, the seed reuse names: a pull of a delta. When
+// the seed was written into from outside Ferry's sandboxes after its seal,
+// in a file the target shares, the write is in the target before its seal,
+// which would pass it: SealSharing then returns a *SeedChangedError, and
+// first makes every ready base whose check shows the write partial, the
+// seed among them, with their ids (the caller's discard of the base
+// unlinks its names of the shared inodes in a link window, which would
+// hide the write from their checks). The caller holds no lock of the
+// seed's; a base whose lock another process holds is left to it.
+func SealSharing(s *store.Store, dir string, reuse *Reuse) (TargetSeal, []string, error) {
+	seal, written, err := sealBase(dir, reuse)
+	if err != nil || len(written) == 0 {
+		return seal, nil, err
+	}
+	serr := &SeedChangedError{Seed: reuse.Seed.ID, Files: written}
+	exposed, err := exposeChanged(s, filepath.Base(dir))
+	return TargetSeal{}, exposed, errors.Join(serr, err)
 }

@@ -1,6 +1,8 @@
 package base
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -122,4 +124,59 @@ func TestRemovalDoesNotHideASharedWrite(t *testing.T) {
 			t.Fatalf("an untouched base: %v, %v", exposed, err)
 		}
 	})
+}
+
+// A base that links its seed's files (a pull of a delta) is sealed as any
+// other while the seed is unchanged; once something outside Ferry writes
+// into a shared file, SealSharing refuses it, naming the file, and makes
+// the seed partial first.
+func TestSealSharingRefusesASeedWrittenInto(t *testing.T) {
+	s := testStore(t)
+	a := sealedBase(t, s, "a-f", 60)
+	if err := atomicfile.WriteJSON(s.Base(a.ID).Record, a, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := s.Base("b-f")
+	err := linking(s, "b-f", func() error {
+		return filepath.WalkDir(a.Target, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(a.Target, p)
+			if d.IsDir() {
+				return os.MkdirAll(filepath.Join(b.Target, rel), 0o755)
+			}
+			return os.Link(p, filepath.Join(b.Target, rel))
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond) // past the window's slack
+	if _, exposed, err := SealSharing(s, b.Dir, &Reuse{Seed: a}); err != nil || len(exposed) > 0 {
+		t.Fatalf("an unchanged seed: %v (made partial: %v)", err, exposed)
+	}
+	rel := "debug/d000/f0007"
+	f := filepath.Join(a.Target, rel)
+	fi, err := os.Stat(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, []byte("y"), 0o644); err != nil { // same size
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(f, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	_, exposed, err := SealSharing(s, b.Dir, &Reuse{Seed: a})
+	var sc *SeedChangedError
+	if !errors.As(err, &sc) || sc.Seed != a.ID || !slices.Equal(sc.Files, []string{rel}) {
+		t.Fatalf("after a write into %s: %v", rel, err)
+	}
+	if !slices.Equal(exposed, []string{a.ID}) {
+		t.Errorf("made partial: %v, want [%s]", exposed, a.ID)
+	}
+	if _, err := os.Stat(s.Base(a.ID).Record); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the seed is still ready: %v", err)
+	}
 }

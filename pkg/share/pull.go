@@ -487,9 +487,20 @@ func install(ctx context.Context, src *objReader, o PullOptions, p *base.Plan, m
 			reuse = &base.Reuse{Seed: seed} // its linked files are its inodes
 		}
 	}
-	if r.TargetSeal, err = base.SealBase(files.Dir, reuse); err != nil {
+	seal, exposed, err := base.SealSharing(s, files.Dir, reuse)
+	for _, e := range exposed {
+		o.say("made base %s partial: it holds a file written outside Ferry's sandboxes during this pull (the next build of its commit builds it again)", e)
+	}
+	var sc *base.SeedChangedError
+	if errors.As(err, &sc) {
+		return nil, failure.Wrap(failure.Refused, err,
+			"find what writes into the store from outside Ferry's sandboxes, then pull again: it pulls the whole base, or a delta against another",
+			"the pulled base %s was not made ready", p.ID)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("seal the pulled target: %w", err)
 	}
+	r.TargetSeal = seal
 	r.Pulled = &base.PullRecord{Object: ob.name, Bucket: o.Bucket.name(), From: m.Store, Host: m.Host, Digest: ob.digest, Signer: ob.signer, Relocated: res.Relocated}
 	if ob.archive != "" {
 		r.Pulled.Bucket, r.Pulled.Archive = "", ob.archive
