@@ -30,41 +30,13 @@ func twoSharingBases(t *testing.T) (*store.Store, *Record, *Record, *Record, str
 		return r
 	}
 	a := ready(sealedBase(t, s, "a-f", 120))
-	b := s.Base("b-f")
-	if err := os.MkdirAll(b.Target, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	err := linking(s, "b-f", func() error {
-		return filepath.WalkDir(a.Target, func(p string, d os.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(a.Target, p)
-			if d.IsDir() {
-				return os.MkdirAll(filepath.Join(b.Target, rel), 0o755)
-			}
-			return os.Link(p, filepath.Join(b.Target, rel))
-		})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	linkTarget(t, s, a, "b-f")
 	time.Sleep(60 * time.Millisecond) // past the window's slack
 	br := ready(sealDir(t, s, "b-f"))
 	c := ready(sealedBase(t, s, "c-f", 30))
 	time.Sleep(60 * time.Millisecond)
 	rel := "debug/d000/f0042"
-	f := filepath.Join(a.Target, rel)
-	fi, err := os.Stat(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(f, []byte("y"), 0o644); err != nil { // same size
-		t.Fatal(err)
-	}
-	if err := os.Chtimes(f, fi.ModTime(), fi.ModTime()); err != nil {
-		t.Fatal(err)
-	}
+	writeOutside(t, filepath.Join(a.Target, rel))
 	for _, r := range []*Record{a, br} {
 		if Verify(r) == nil {
 			t.Fatalf("base %s passes its check after a write into a file it links", r.ID)
@@ -136,8 +108,35 @@ func TestSealSharingRefusesASeedWrittenInto(t *testing.T) {
 	if err := atomicfile.WriteJSON(s.Base(a.ID).Record, a, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := s.Base("b-f")
-	err := linking(s, "b-f", func() error {
+	b := linkTarget(t, s, a, "b-f")
+	time.Sleep(60 * time.Millisecond) // past the window's slack
+	if _, exposed, err := SealSharing(s, b.Dir, &Reuse{Seed: a}); err != nil || len(exposed) > 0 {
+		t.Fatalf("an unchanged seed: %v (made partial: %v)", err, exposed)
+	}
+	rel := "debug/d000/f0007"
+	writeOutside(t, filepath.Join(a.Target, rel))
+	_, exposed, err := SealSharing(s, b.Dir, &Reuse{Seed: a})
+	var sc *SeedChangedError
+	if !errors.As(err, &sc) || sc.Seed != a.ID || !slices.Equal(sc.Files, []string{rel}) {
+		t.Fatalf("after a write into %s: %v", rel, err)
+	}
+	if !slices.Equal(exposed, []string{a.ID}) {
+		t.Errorf("made partial: %v, want [%s]", exposed, a.ID)
+	}
+	if _, err := os.Stat(s.Base(a.ID).Record); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the seed is still ready: %v", err)
+	}
+}
+
+// linkTarget makes base id's target link every file of a's, in a link
+// window, as a layered refresh's or a pull's does, and returns id's files.
+func linkTarget(t *testing.T, s *store.Store, a *Record, id string) store.Base {
+	t.Helper()
+	b := s.Base(id)
+	if err := os.MkdirAll(b.Target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := linking(s, id, func() error {
 		return filepath.WalkDir(a.Target, func(p string, d os.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -152,12 +151,13 @@ func TestSealSharingRefusesASeedWrittenInto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(60 * time.Millisecond) // past the window's slack
-	if _, exposed, err := SealSharing(s, b.Dir, &Reuse{Seed: a}); err != nil || len(exposed) > 0 {
-		t.Fatalf("an unchanged seed: %v (made partial: %v)", err, exposed)
-	}
-	rel := "debug/d000/f0007"
-	f := filepath.Join(a.Target, rel)
+	return b
+}
+
+// writeOutside writes a byte into file f as a process outside Ferry would,
+// the same size, and puts its mtime back.
+func writeOutside(t *testing.T, f string) {
+	t.Helper()
 	fi, err := os.Stat(f)
 	if err != nil {
 		t.Fatal(err)
@@ -167,16 +167,5 @@ func TestSealSharingRefusesASeedWrittenInto(t *testing.T) {
 	}
 	if err := os.Chtimes(f, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
-	}
-	_, exposed, err := SealSharing(s, b.Dir, &Reuse{Seed: a})
-	var sc *SeedChangedError
-	if !errors.As(err, &sc) || sc.Seed != a.ID || !slices.Equal(sc.Files, []string{rel}) {
-		t.Fatalf("after a write into %s: %v", rel, err)
-	}
-	if !slices.Equal(exposed, []string{a.ID}) {
-		t.Errorf("made partial: %v, want [%s]", exposed, a.ID)
-	}
-	if _, err := os.Stat(s.Base(a.ID).Record); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the seed is still ready: %v", err)
 	}
 }
